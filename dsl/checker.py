@@ -1,0 +1,148 @@
+"""Static checks over a loaded module, before any handler runs.
+
+Finds, all at once: unknown handlers, unknown operators, `#n` beyond the steps so far (or in
+a branch that may not have run), fan-out operators without exactly one `#n`, unknown named
+inputs, and recursion (direct or through other handlers) without a declared max_depth.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Protocol
+
+import networkx as nx
+
+from . import ast
+from .errors import CheckError
+
+FAN_OUT_HINT = "exactly one #n naming the list to iterate over"
+
+
+class Checkable(Protocol):
+    name: str
+    nests: bool
+    max_depth: int | None
+    decl: ast.HandlerDecl | None
+
+    def calls(self) -> Mapping[str, list[ast.Span]]: ...
+
+
+def check_program(program: ast.Program, handlers: Iterable[str]) -> list[CheckError]:
+    """Problems of one program's body (handler names, references, operators)."""
+    known = set(handlers)
+    params = {p.name for p in program.params}
+    walker = _BodyChecker(known, params)
+    walker.block(program.body, frozenset())
+    return walker.errors + _duplicate_params(program)
+
+
+def check_fewshot(fewshot: ast.FewShot, handlers: Iterable[str] | None = None) -> list[CheckError]:
+    """Problems inside decomposition examples: `#n` beyond the steps so far, fan-out references,
+    unknown operators and, when `handlers` is given, handler names that do not exist."""
+    known = None if handlers is None else set(handlers) | {"EOQ"}
+    errors: list[CheckError] = []
+    for example in fewshot.examples:
+        for number, item in enumerate(example.steps):
+            errors += _step_problems(item.step, set(range(1, number + 1)), None, known)
+    return errors
+
+
+def check_recursion(handlers: Mapping[str, Checkable]) -> list[CheckError]:
+    """Every program or decomposer that can reach itself must declare max_depth."""
+    graph = nx.DiGraph()
+    for name, handler in handlers.items():
+        graph.add_node(name)
+        graph.add_edges_from((name, callee) for callee in handler.calls() if callee in handlers)
+    errors = []
+    for component in nx.strongly_connected_components(graph):
+        if len(component) == 1 and not graph.has_edge(*(list(component) * 2)):
+            continue
+        cycle = " -> ".join(nx.find_cycle(graph.subgraph(component))[i][0] for i in range(len(component)))
+        for name in sorted(component):
+            handler = handlers[name]
+            if handler.nests and handler.max_depth is None:
+                span = handler.decl.span if handler.decl is not None else getattr(handler, "program", None).span
+                errors.append(CheckError(f"[{name}] is recursive ({cycle} -> ...) but declares no max_depth", span,
+                                         expected=_bound_hint(handler)))
+    return errors
+
+
+def _bound_hint(handler) -> str:
+    if getattr(handler, "program", None) is not None:
+        return "a depth bound: program NAME(...) with max_depth = 8 { ... }"
+    return "a depth bound: add max_depth = 8 to the handler's options"
+
+
+class _BodyChecker:
+    def __init__(self, known: set[str], params: set[str]):
+        self.known, self.params = known, params
+        self.errors: list[CheckError] = []
+        self.number = 0
+
+    def block(self, body: tuple, available: frozenset) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                self.condition(stmt.condition, available)
+                self.block(stmt.then, available)
+                self.block(stmt.otherwise, available)
+            else:
+                self.errors += _step_problems(stmt, available, self.params, self.known)
+                if not stmt.is_end:
+                    self.number += 1
+                    available = available | {self.number}
+
+    def condition(self, expr, available) -> None:
+        for ref in _condition_refs(expr):
+            self.errors += _ref_problems(ref, available, self.params)
+
+
+def _step_problems(step: ast.Step, available, params, known) -> list[CheckError]:
+    from ..runtime.operators import KNOWN, OperatorError, parse_operator
+
+    errors: list[CheckError] = []
+    if step.handler is None:
+        errors.append(CheckError("this step names no handler", step.span, expected="QS: [handler] question"))
+    elif known is not None and step.handler not in known and step.handler != "EOQ":
+        errors.append(CheckError(f"unknown handler [{step.handler}]", step.handler_span,
+                                 expected="one of: " + ", ".join(sorted(known - {"EOQ"}))))
+    try:
+        op = parse_operator(step.operator)
+    except OperatorError as err:
+        return errors + [CheckError(str(err), step.operator_span, expected="one of: " + ", ".join(KNOWN))]
+    if op.fans_out and len(step.index_refs) != 1:
+        errors.append(CheckError(f"({op.name}) needs exactly one #n reference, found {len(step.index_refs)}",
+                                 step.query_span or step.span, expected=FAN_OUT_HINT))
+    for ref in step.refs:
+        errors += _ref_problems(ref, available, params)
+    return errors
+
+
+def _ref_problems(ref: ast.Ref, available, params) -> list[CheckError]:
+    if ref.index is not None and ref.index not in available:
+        have = ", ".join(f"#{n}" for n in sorted(available)) or "none yet"
+        return [CheckError(f"{ref.text} refers to a step that has not run at this point", ref.span,
+                           expected=f"one of the answers so far: {have}")]
+    if ref.name is not None and params is not None and ref.name not in params:
+        names = ", ".join(f"#{p}" for p in sorted(params)) or "none"
+        return [CheckError(f"unknown input {ref.text}", ref.span, expected=f"one of the parameters: {names}")]
+    return []
+
+
+def _condition_refs(expr):
+    if isinstance(expr, (ast.RefOperand, ast.Len)):
+        yield expr.ref
+    elif isinstance(expr, ast.Not):
+        yield from _condition_refs(expr.operand)
+    elif isinstance(expr, ast.BoolOp):
+        for e in expr.operands:
+            yield from _condition_refs(e)
+    elif isinstance(expr, ast.Compare):
+        yield from _condition_refs(expr.left)
+        yield from _condition_refs(expr.right)
+
+
+def _duplicate_params(program: ast.Program) -> list[CheckError]:
+    seen, errors = set(), []
+    for p in program.params:
+        if p.name in seen:
+            errors.append(CheckError(f"parameter '{p.name}' appears twice", p.span))
+        seen.add(p.name)
+    return errors

@@ -1,0 +1,487 @@
+"""Text -> typed AST. `parse_module`, `parse_fewshot`, `parse_step_line`, `parse_plan`.
+
+Syntax errors come back as `DecompSyntaxError` (or `Diagnostics` for several), positioned,
+in the language's own words. A file with several broken declarations reports each of them:
+after a failure the text is re-parsed one top-level chunk at a time.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from lark import Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from . import ast
+from .errors import DecompError, DecompSyntaxError, Diagnostics
+from .grammar import describe_expected, describe_terminal, parser
+
+REF_RE = re.compile(r"#(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*))")
+_MODULE_CHUNK = re.compile(r"^(import|model|handler|program|main)\b")
+
+
+def parse_module(text: str, path: str = "<string>") -> ast.Module:
+    """Parse a .decomp module."""
+    return _parse(text, path, "module", _module_chunks)
+
+
+def parse_fewshot(text: str, path: str = "<string>") -> ast.FewShot:
+    """Parse a DecomP few-shot file (QC/QS/A programs, Q/A pairs, context paragraphs)."""
+    return _parse(text, path, "fewshot", _blank_chunks)
+
+
+def parse_plan(text: str, path: str = "<plan>") -> ast.Plan:
+    """Parse ADaPT planner output into steps and an AND/OR execution order."""
+    return _parse(text, path, "plan", None)
+
+
+def parse_step_line(text: str, path: str = "<model output>") -> ast.Step:
+    """Parse one `QS: (op) [handler] text` line (the `QS:` marker may be omitted)."""
+    line = text.strip("\n")
+    if not line.lstrip().startswith("QS:"):
+        line = "QS: " + line.lstrip()
+    return _parse(line, path, "step_line", None)
+
+
+def read_module(path: str | Path) -> ast.Module:
+    return parse_module(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def read_fewshot(path: str | Path) -> ast.FewShot:
+    return parse_fewshot(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+# ------------------------------------------------------------------ driver
+def _parse(text: str, path: str, start: str, chunker):
+    source = text if text.endswith("\n") else text + "\n"
+    lines = source.split("\n")
+    try:
+        tree = parser().parse(source, start=start)
+    except UnexpectedInput as exc:
+        first = _syntax_error(exc, path, lines)
+        raise _all_errors(source, path, start, chunker, first) from None
+    try:
+        return _Builder(path, source).transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, DecompError):
+            raise exc.orig_exc from None
+        raise
+
+
+def _all_errors(source, path, start, chunker, first) -> DecompError:
+    if chunker is None:
+        return first
+    errors = []
+    for offset, chunk in chunker(source):
+        try:
+            parser().parse("\n" * offset + chunk, start=start)
+        except UnexpectedInput as exc:
+            errors.append(_syntax_error(exc, path, source.split("\n")))
+    if not any(e.span == first.span for e in errors):
+        errors.append(first)
+    return errors[0] if len(errors) == 1 else Diagnostics(errors)
+
+
+def _module_chunks(source: str):
+    return _chunks(source, lambda line: bool(_MODULE_CHUNK.match(line)))
+
+
+def _blank_chunks(source: str):
+    return _chunks(source, lambda line, prev=[""]: _after_blank(line, prev))
+
+
+def _after_blank(line: str, prev: list) -> bool:
+    starts = bool(line.strip()) and not prev[0].strip()
+    prev[0] = line
+    return starts
+
+
+def _chunks(source: str, starts_chunk):
+    """(line offset, text) pieces of `source`, each starting where `starts_chunk` says."""
+    lines = source.split("\n")
+    bounds = [i for i, line in enumerate(lines) if starts_chunk(line)]
+    if not bounds or bounds[0] != 0:
+        bounds.insert(0, 0)
+    bounds.append(len(lines))
+    for begin, end in zip(bounds, bounds[1:]):
+        chunk = "\n".join(lines[begin:end]).rstrip("\n") + "\n"
+        if chunk.strip():
+            yield begin, chunk
+
+
+def _syntax_error(exc: UnexpectedInput, path: str, lines: list[str]) -> DecompSyntaxError:
+    line, column = max(exc.line, 1), max(exc.column, 1)
+    line_text = lines[line - 1] if 0 < line <= len(lines) else ""
+    width = 1
+    if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
+        message = f"unexpected {_token_words(exc.token)}"
+        expected = describe_expected(exc.accepts or exc.expected)
+        width = max(1, len(str(exc.token).split("\n")[0]))
+    elif isinstance(exc, UnexpectedCharacters):
+        message = f"unexpected character {line_text[column - 1:column]!r}"
+        expected = describe_expected(exc.allowed or ())
+    else:
+        message = "unexpected end of the file"
+        expected = describe_expected(getattr(exc, "expected", ()) or ())
+    span = ast.Span(path, line, column, line, column + width)
+    return DecompSyntaxError(message, span, expected=expected or None, line_text=line_text)
+
+
+def _token_words(token: Token) -> str:
+    if token.type in ("_EOL", "_BLANKS"):
+        return "end of the line"
+    if token.type == "REST":
+        return repr(_clip(str(token)))
+    if token.type in ("NAME", "NUMBER", "STRING", "REF"):
+        return f"{describe_terminal(token.type)} {_clip(str(token))!r}"
+    return describe_terminal(token.type)
+
+
+def _clip(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# ------------------------------------------------------------------ tree -> AST
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
+_ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+
+
+def decode_string(token: str) -> str:
+    """The value of a string literal: quotes removed, escapes decoded unless raw (r"...")."""
+    raw = token[:1] in "rR"
+    body = token[1:] if raw else token
+    quote = 3 if body[:3] in ('"""', "'''") else 1
+    inner = body[quote:-quote]
+    if raw:
+        return inner
+    return _ESCAPE_RE.sub(_unescape, inner)
+
+
+def _unescape(match: re.Match) -> str:
+    code = match.group(1)
+    if code.startswith("u") and len(code) == 5:
+        return chr(int(code[1:], 16))
+    return _ESCAPES.get(code, "\\" + code)
+
+
+def parse_answer_text(text: str) -> tuple[Any, bool]:
+    """JSON value of an answer, or the stripped text itself when it is not JSON."""
+    stripped = text.strip()
+    try:
+        return json.loads(stripped), True
+    except ValueError:
+        return stripped, False
+
+
+def find_refs(text: str, span: ast.Span) -> tuple[ast.Ref, ...]:
+    """The `#n` and `#name` references in a query text that starts at `span`."""
+    refs = []
+    for m in REF_RE.finditer(text):
+        sub = span.at(m.start(), m.end() - m.start())
+        if m.group(1) is not None:
+            refs.append(ast.Ref(sub, index=int(m.group(1))))
+        else:
+            refs.append(ast.Ref(sub, name=m.group(2)))
+    return tuple(refs)
+
+
+class _Builder(Transformer):
+    """Turns Lark's parse tree into the frozen dataclasses of `ast`."""
+
+    def __init__(self, path: str, source: str):
+        super().__init__()
+        self.path = path
+        self.source = source
+
+    def _span(self, item) -> ast.Span:
+        if isinstance(item, Token):
+            return ast.Span(self.path, item.line, item.column, item.end_line, item.end_column)
+        if getattr(item, "empty", True):
+            return ast.Span(self.path, 1, 1, 1, 1)
+        return ast.Span(self.path, item.line, item.column, item.end_line, item.end_column)
+
+    # ---------------- module
+    @v_args(meta=True)
+    def module(self, meta, items):
+        groups: dict[type, list] = {}
+        for item in items:
+            groups.setdefault(type(item), []).append(item)
+        mains = tuple(groups.get(ast.Main, ()))
+        return ast.Module(
+            self._span(meta), self.path,
+            imports=tuple(groups.get(ast.Import, ())),
+            models=tuple(groups.get(ast.ModelDecl, ())),
+            handlers=tuple(groups.get(ast.HandlerDecl, ())),
+            programs=tuple(groups.get(ast.Program, ())),
+            main=mains[-1] if mains else None,
+            mains=mains,
+        )
+
+    @v_args(meta=True)
+    def import_stmt(self, meta, items):
+        return ast.Import(self._span(meta), decode_string(items[0]))
+
+    @v_args(meta=True)
+    def model_stmt(self, meta, items):
+        name, spec, *rest = items
+        return ast.ModelDecl(self._span(meta), str(name), decode_string(spec), rest[0] if rest else ())
+
+    @v_args(meta=True)
+    def handler_stmt(self, meta, items):
+        name, kind, *rest = items
+        return ast.HandlerDecl(self._span(meta), str(name), str(kind), rest[0] if rest else (),
+                               name_span=self._span(name), kind_span=self._span(kind))
+
+    @v_args(meta=True)
+    def program_stmt(self, meta, items):
+        name, params, *rest = items
+        options = rest[0] if len(rest) == 2 else ()
+        return ast.Program(self._span(meta), str(name), params, rest[-1], options, name_span=self._span(name))
+
+    def params(self, items):
+        return tuple(ast.Param(self._span(t), str(t)) for t in items)
+
+    def program_options(self, items):
+        return tuple(items)
+
+    def options(self, items):
+        return tuple(items)
+
+    @v_args(meta=True)
+    def main_stmt(self, meta, items):
+        return ast.Main(self._span(meta), str(items[0]))
+
+    @v_args(meta=True)
+    def option(self, meta, items):
+        return ast.Option(self._span(meta), str(items[0]), self._value(items[1]))
+
+    def _value(self, item) -> ast.Value:
+        if isinstance(item, ast.Value):
+            return item
+        span = self._span(item)
+        if item.type in ("STRING", "LONG_STRING"):
+            return ast.Value(span, decode_string(str(item)), "string")
+        return ast.Value(span, _number(str(item)), "number")
+
+    @v_args(meta=True)
+    def true(self, meta, _):
+        return ast.Value(self._span(meta), True, "bool")
+
+    @v_args(meta=True)
+    def false(self, meta, _):
+        return ast.Value(self._span(meta), False, "bool")
+
+    @v_args(meta=True)
+    def null(self, meta, _):
+        return ast.Value(self._span(meta), None, "null")
+
+    @v_args(meta=True)
+    def ident(self, meta, items):
+        return ast.Value(self._span(meta), str(items[0]), "ident")
+
+    @v_args(meta=True)
+    def list(self, meta, items):
+        return ast.Value(self._span(meta), tuple(self._value(i) for i in items), "list")
+
+    def block(self, items):
+        return tuple(items)
+
+    @v_args(meta=True)
+    def if_stmt(self, meta, items):
+        condition, then, *rest = items
+        return ast.If(self._span(meta), self._expr(condition), then, rest[0] if rest else ())
+
+    # ---------------- conditions
+    def _expr(self, item):
+        if isinstance(item, ast.Value):
+            return ast.Literal(item.span, item.value)
+        return item
+
+    @v_args(meta=True)
+    def or_cond(self, meta, items):
+        return ast.BoolOp(self._span(meta), "or", tuple(self._expr(i) for i in items))
+
+    @v_args(meta=True)
+    def and_cond(self, meta, items):
+        return ast.BoolOp(self._span(meta), "and", tuple(self._expr(i) for i in items))
+
+    @v_args(meta=True)
+    def not_cond(self, meta, items):
+        return ast.Not(self._span(meta), self._expr(items[0]))
+
+    @v_args(meta=True)
+    def comparison(self, meta, items):
+        left, op, right = items
+        return ast.Compare(self._span(meta), str(op), self._expr(left), self._expr(right))
+
+    def ref_operand(self, items):
+        return ast.RefOperand(self._span(items[0]), self._ref(items[0]))
+
+    def literal(self, items):
+        return ast.Literal(self._span(items[0]), self._value(items[0]).value)
+
+    @v_args(meta=True)
+    def len_operand(self, meta, items):
+        return ast.Len(self._span(meta), self._ref(items[0]))
+
+    def _ref(self, token: Token) -> ast.Ref:
+        return find_refs(str(token), self._span(token))[0]
+
+    # ---------------- DecomP lines
+    @v_args(meta=True)
+    def step(self, meta, items):
+        parts = {t.type: t for t in items}
+        op, handler, rest = parts.get("OPERATOR"), parts.get("HANDLER_REF"), parts.get("REST")
+        query = str(rest).rstrip() if rest is not None else ""
+        query_span = self._span(rest) if rest is not None else None
+        return ast.Step(
+            self._span(meta),
+            operator=str(op)[1:-1] if op else None,
+            handler=str(handler)[1:-1].strip() if handler else None,
+            query=query,
+            refs=find_refs(query, query_span) if query_span else (),
+            operator_span=self._span(op) if op else None,
+            handler_span=self._span(handler) if handler else None,
+            query_span=query_span,
+        )
+
+    def step_line(self, items):
+        return items[0]
+
+    def qc_line(self, items):
+        return self._tagged("QC", items)
+
+    def q_line(self, items):
+        return self._tagged("Q", items)
+
+    def text_line(self, items):
+        return ("text", str(items[0]).rstrip(), self._span(items[0]))
+
+    def meta_line(self, items):
+        mark, *rest = items
+        text = str(rest[0]) if rest else ""
+        value, ok = parse_answer_text(text)
+        return ("meta", value if ok else {"text": value}, self._span(mark))
+
+    def a_line(self, items):
+        mark, *rest = items
+        text = str(rest[0]).rstrip() if rest else ""
+        value, ok = parse_answer_text(text)
+        span = self._span(rest[0]) if rest else self._span(mark)
+        return ast.Answer(span, text, value, ok)
+
+    def _tagged(self, tag, items):
+        mark, *rest = items
+        return (tag, str(rest[0]).rstrip() if rest else "", self._span(mark))
+
+    @v_args(meta=True)
+    def example(self, meta, items):
+        return _ExampleReader(self._span(meta), self.source).read(items)
+
+    @v_args(meta=True)
+    def fewshot(self, meta, items):
+        examples = tuple(e for group in items for e in group)
+        return ast.FewShot(self._span(meta), self.path, examples, self.source)
+
+    # ---------------- plans
+    @v_args(meta=True)
+    def plan(self, meta, items):
+        steps = tuple(i for i in items if isinstance(i, ast.PlanStep))
+        orders = [i for i in items if not isinstance(i, (ast.PlanStep, tuple))]
+        text = tuple(i[1] for i in items if isinstance(i, tuple))
+        return ast.Plan(self._span(meta), steps, orders[-1] if orders else None, text)
+
+    def plan_step(self, items):
+        mark, *rest = items
+        number = int(re.search(r"\d+", str(mark)).group())
+        return ast.PlanStep(self._span(mark), number, str(rest[0]).strip() if rest else "")
+
+    def plan_order(self, items):
+        return next(i for i in items if not isinstance(i, Token))
+
+    def plan_ref(self, items):
+        return ast.PlanRef(self._span(items[0]), int(re.search(r"\d+", str(items[0])).group()))
+
+    @v_args(meta=True)
+    def plan_and(self, meta, items):
+        return ast.PlanAnd(self._span(meta), tuple(items))
+
+    @v_args(meta=True)
+    def plan_or(self, meta, items):
+        return ast.PlanOr(self._span(meta), tuple(items))
+
+
+def _number(text: str):
+    return float(text) if any(c in text for c in ".eE") else int(text)
+
+
+class _ExampleReader:
+    """Groups the lines of one blank-line-separated block into examples.
+
+    Copes with the quirks of the official files: a first example whose question has no
+    `QC:` marker (the last context line before the first `QS:` is taken as the question),
+    several `Q:`/`A:` pairs in one block (one example each, sharing the context).
+    """
+
+    def __init__(self, span: ast.Span, source: str):
+        self.span = span
+        self.lines = source.split("\n")[span.line - 1: span.end_line]
+        self.examples: list[ast.Example] = []
+        self._reset([])
+
+    def _reset(self, context):
+        self.context, self.question, self.kind = context, None, "none"
+        self.steps, self.pending, self.answer, self.metadata = [], None, None, []
+
+    def read(self, items) -> list[ast.Example]:
+        for item in items:
+            self._take(item)
+        self._flush()
+        return self.examples
+
+    def _take(self, item):
+        if isinstance(item, ast.Step):
+            self._close_pending()
+            self.pending = item
+        elif isinstance(item, ast.Answer):
+            self._answer(item)
+        elif item[0] == "text":
+            self.context.append(item[1])
+        elif item[0] == "meta":
+            self.metadata.append(item[1])
+        else:
+            self._question(item)
+
+    def _question(self, item):
+        if self.question is not None and (self.answer is not None or self.steps or self.pending):
+            context = list(self.context)
+            self._flush()
+            self._reset(context)
+        self.question, self.kind = item[1], item[0]
+
+    def _answer(self, answer):
+        if self.pending is not None:
+            self.steps.append(ast.ExampleStep(self.pending, answer))
+            self.pending = None
+        else:
+            self.answer = answer
+
+    def _close_pending(self):
+        if self.pending is not None:
+            self.steps.append(ast.ExampleStep(self.pending, None))
+            self.pending = None
+
+    def _flush(self):
+        self._close_pending()
+        if self.question is None and self.steps and self.context:
+            self.question, self.kind = self.context.pop(), "implicit"
+        answer = self.answer
+        if answer is None and self.steps:
+            answered = [s.answer for s in self.steps if s.answer is not None]
+            answer = answered[-1] if answered else None
+        self.examples.append(ast.Example(
+            self.span, self.question, self.kind, "\n".join(self.context), tuple(self.steps), answer,
+            tuple(self.metadata), tuple(self.lines),
+        ))

@@ -1,0 +1,104 @@
+"""The small interface every handler kind implements, built-in or third-party.
+
+A kind is a subclass of `Handler` with a `kind` name, an `Options` model (pydantic, unknown
+keys rejected) and an async `run(call)`. One instance exists per `handler NAME = KIND(...)`
+declaration; `run` gets a `Call` with the rendered sub-query and returns a JSON-able answer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from ..dsl.ast import HandlerDecl, Span
+from ..dsl.errors import CheckError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..runtime.session import Session
+    from ..runtime.trace import TraceNode
+
+
+class Options(BaseModel):
+    """Base of every kind's options: unknown keys and wrong types are errors."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class NoOptions(Options):
+    pass
+
+
+@dataclass
+class Call:
+    """One invocation of a handler.
+
+    query:  the sub-query after substitution of `#n` / `#name` references
+    values: the values those references stood for, in order of appearance
+    inputs: named inputs in scope (dataset row fields, program parameters)
+    stack:  names of the programs and decomposers active above this call (recursion depth)
+    """
+
+    query: str
+    session: "Session"
+    values: tuple[Any, ...] = ()
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    stack: tuple[str, ...] = ()
+    span: Span | None = None
+    trace: "TraceNode | None" = None
+
+
+@dataclass
+class LoadContext:
+    """What a handler may need: its file's folder, the default model, the loaded module.
+
+    `module` is the `LoadedModule` whose handlers the handler's own file sees; the loader sets
+    it once every declaration is built.
+    """
+
+    base_dir: Path
+    default_model: str | None = None
+    module: Any = None
+
+    def resolve(self, path: str) -> Path:
+        p = Path(path)
+        return p if p.is_absolute() else self.base_dir / p
+
+
+class Handler:
+    """Base class of handler kinds. Subclasses set `kind`, `Options` and implement `run`."""
+
+    kind: ClassVar[str] = ""
+    version: ClassVar[str] = "1"
+    Options: ClassVar[type[Options]] = NoOptions
+    #: True for kinds that run other handlers (programs, decomposers): they count for depth.
+    nests: ClassVar[bool] = False
+
+    def __init__(self, name: str, options: Options, decl: HandlerDecl | None, ctx: LoadContext):
+        self.name = name
+        self.options = options
+        self.decl = decl
+        self.ctx = ctx
+
+    def check(self) -> list[CheckError]:
+        """Static problems of this declaration (missing files, ...), found before any call."""
+        return []
+
+    def calls(self) -> dict[str, list[Span]]:
+        """Handler names this handler may call, with where each is named (for the checker)."""
+        return {}
+
+    @property
+    def max_depth(self) -> int | None:
+        """How many times this handler may be active at once on one call stack, if bounded."""
+        return getattr(self.options, "max_depth", None)
+
+    async def run(self, call: Call) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def error_span(self, option: str | None = None) -> Span | None:
+        if self.decl is None:
+            return None
+        opt = self.decl.option(option) if option else None
+        return opt.value.span if opt else self.decl.span

@@ -1,0 +1,104 @@
+"""Kind `decomposer`: an LLM writes the program one `QS:` line at a time (DecomP).
+
+Loop: render the few-shot examples, `QC: <question>` and the steps so far (`QS: ...` and
+`A: <json>`), end with `QS:`, ask the model for one line, parse it with the grammar, run it,
+append its answer; stop at `[EOQ]` (the answer is the last step's) or after `max_steps`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..dsl import ast
+from ..dsl.errors import CheckError, DecompError, DecompRuntimeError
+from ..dsl.parser import parse_step_line
+from ..runtime.values import json_text
+from .base import Call, Handler, Options
+from .llm import ask, check_file, fewshot_error, load_fewshot
+from .registry import handler_kind
+
+
+class DecomposerOptions(Options):
+    file: str | None = None
+    examples: str | None = None
+    model: str | None = None
+    max_steps: int = 10
+    max_depth: int | None = None
+    max_tokens: int = 200
+    temperature: float = 0.0
+
+
+@handler_kind("decomposer")
+class DecomposerHandler(Handler):
+    """Few-shot decomposer: the model emits the next sub-query until `[EOQ]`."""
+
+    Options = DecomposerOptions
+    nests = True
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._fewshot: ast.FewShot | None = None
+
+    @property
+    def fewshot(self) -> ast.FewShot:
+        if self._fewshot is None:
+            self._fewshot = load_fewshot(self)
+        return self._fewshot
+
+    def check(self) -> list[CheckError]:
+        errors = check_file(self)
+        if not self.options.file and not self.options.examples:
+            errors.append(CheckError(f"[{self.name}] needs file=... or examples=...", self.error_span()))
+        if errors:
+            return errors
+        try:
+            examples = self.fewshot
+        except (DecompError, OSError) as err:
+            return fewshot_error(self, err)
+        if not examples.is_decomposition:
+            return [CheckError(f"the examples of [{self.name}] have no QC:/QS: programs", self.error_span("file"))]
+        return []
+
+    def calls(self) -> dict[str, list[ast.Span]]:
+        found: dict[str, list[ast.Span]] = {}
+        for example in self.fewshot.examples:
+            for s in example.steps:
+                if s.step.handler and not s.step.is_end:
+                    found.setdefault(s.step.handler, []).append(s.step.handler_span or s.step.span)
+        return found
+
+    def render(self, question: str, history: list[tuple[ast.Step, Any]]) -> str:
+        """The prompt asking for the next `QS:` line."""
+        lines = [self.fewshot.text.strip("\n"), "", f"QC: {question}"]
+        for step, answer in history:
+            lines += [f"QS: {step.text}", f"A: {json_text(answer)}"]
+        return "\n".join(lines) + "\nQS:"
+
+    async def run(self, call: Call) -> Any:
+        from ..runtime.interpreter import Scope, run_step
+
+        scope = Scope(call.session, self.ctx.module, call.inputs, call.stack)
+        history: list[tuple[ast.Step, Any]] = []
+        answers: dict[int, Any] = {}
+        for number in range(1, self.options.max_steps + 1):
+            step = await self._next_step(call, history, number)
+            if step.is_end:
+                return history[-1][1] if history else None
+            answers[number] = await run_step(step, answers, scope, call.trace)
+            history.append((step, answers[number]))
+        raise DecompRuntimeError(f"[{self.name}] took {self.options.max_steps} steps without [EOQ] "
+                                 f"(raise max_steps?)", call.span)
+
+    async def _next_step(self, call: Call, history, number: int) -> ast.Step:
+        prompt = self.render(call.query, history)
+        texts = await ask(self, call, prompt, stop=("\n",), max_tokens=self.options.max_tokens,
+                          temperature=self.options.temperature)
+        line = texts[0].strip()
+        try:
+            step = parse_step_line(line, f"<[{self.name}] step {number}>")
+        except DecompError as err:
+            raise DecompRuntimeError(f"[{self.name}] step {number}: the model's line does not parse "
+                                     f"({err.message}): {line!r}", call.span) from err
+        if step.handler is None:
+            raise DecompRuntimeError(f"[{self.name}] step {number}: the model's line names no handler: {line!r}",
+                                     call.span)
+        return step

@@ -1,0 +1,70 @@
+"""Shared by the model-backed kinds (prompt, decomposer): few-shot loading and one model call."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..dsl import ast
+from ..dsl.errors import CheckError, DecompError, HandlerError
+from ..dsl.parser import parse_fewshot
+from .base import Call, Handler
+from .models.base import ModelError, Request
+
+
+def load_fewshot(handler: Handler) -> ast.FewShot | None:
+    """The handler's examples from `file=` or inline `examples=`/`text=`; None when it has none."""
+    opts = handler.options
+    path = getattr(opts, "file", None)
+    if path:
+        full = handler.ctx.resolve(path)
+        return parse_fewshot(full.read_text(encoding="utf-8"), str(full))
+    inline = getattr(opts, "examples", None) or getattr(opts, "text", None)
+    if inline:
+        where = handler.error_span("examples") or handler.error_span("text")
+        return parse_fewshot(inline, where.file if where else f"<{handler.name}>")
+    return None
+
+
+def check_file(handler: Handler, option: str = "file") -> list[CheckError]:
+    """A missing prompt file is a check error at the option's position."""
+    path = getattr(handler.options, option, None)
+    if path and not handler.ctx.resolve(path).is_file():
+        return [CheckError(f"prompt file not found: {handler.ctx.resolve(path)}", handler.error_span(option))]
+    return []
+
+
+async def ask(handler: Handler, call: Call, prompt: str, *, stop: tuple[str, ...], max_tokens: int,
+              temperature: float = 0.0, n: int = 1) -> list[str]:
+    """Send one request to the handler's model; record prompt and raw output in the trace."""
+    model = call.session.resolve_model(getattr(handler.options, "model", None), handler.ctx.default_model)
+    node = call.trace.child("model", handler=handler.name, prompt=prompt) if call.trace else None
+    request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n)
+    try:
+        completion = await model.complete(request)
+    except ModelError as err:
+        if node:
+            node.error = str(err)
+        raise HandlerError(f"[{handler.name}] model {model.name!r}: {err}", call.span) from err
+    texts = [_cut(t, stop) for t in completion.texts]
+    if node:
+        node.raw_output = texts[0] if len(texts) == 1 else "\n---\n".join(texts)
+    return texts
+
+
+def _cut(text: str, stop: tuple[str, ...]) -> str:
+    """Apply stop sequences ourselves too: not every backend honours them."""
+    cut = len(text)
+    for s in stop:
+        found = text.find(s)
+        if s and found != -1:
+            cut = min(cut, found)
+    return text[:cut]
+
+
+def fewshot_error(handler: Handler, err: Exception) -> list[CheckError]:
+    if isinstance(err, DecompError):
+        return [CheckError(f"in the examples of [{handler.name}]: {err.message}", err.span,
+                           expected=err.expected, line_text=err.line_text)]
+    return [CheckError(f"cannot read the examples of [{handler.name}]: {err}", handler.error_span("file"))]
+
+
+__all__ = ["load_fewshot", "check_file", "ask", "fewshot_error", "Path"]

@@ -1,0 +1,108 @@
+"""A fake model for tests, shipped in the package: queued answers, prompt->answer maps,
+scripted decomposers, and the history of every request it received.
+
+    model = FakeModel(
+        answers=["first reply", "second reply"],          # consumed in order
+        mapping={"What are the words in": '["a", "b"]'},  # matched against the last question
+        script={"Take the last letters ...": ["[split] ...", "[EOQ]"]},  # decomposer lines
+    )
+
+Lookup order for a request: script (when the prompt asks for the next `QS:` line), mapping,
+queue, `default`; when nothing matches, `ModelError` names the question it could not answer.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from .base import Completion, Model, ModelError, Request
+
+Answer = str | Callable[[Request], str]
+_LAST_QUESTION = re.compile(r"(?:^|\n)(?:QC|Q):[ \t]*([^\n]*)", re.S)
+
+
+class FakeModel(Model):
+    """Deterministic stand-in for a language model."""
+
+    def __init__(self, answers: Iterable[Answer] = (), mapping: Mapping[str, Answer] | None = None,
+                 script: Mapping[str, list[str]] | None = None, default: Answer | None = None,
+                 name: str = "fake"):
+        self.queue: deque[Answer] = deque(answers)
+        self.mapping = dict(mapping or {})
+        self.script = {k.strip(): list(v) for k, v in (script or {}).items()}
+        self.default = default
+        self.name = name
+        self.history: list[Request] = []
+
+    @property
+    def prompts(self) -> list[str]:
+        """Every rendered prompt this model was sent, in order."""
+        return [r.prompt for r in self.history]
+
+    async def complete(self, request: Request) -> Completion:
+        self.history.append(request)
+        texts = tuple(self._answer(request) for _ in range(max(1, request.n)))
+        return Completion(texts, prompt_tokens=len(request.prompt.split()),
+                          completion_tokens=sum(len(t.split()) for t in texts))
+
+    def _answer(self, request: Request) -> str:
+        for source in (self._scripted, self._mapped, self._queued):
+            found = source(request)
+            if found is not None:
+                return _apply(found, request)
+        if self.default is not None:
+            return _apply(self.default, request)
+        raise ModelError(f"fake model has no answer for {last_question(request.prompt)!r}")
+
+    def _scripted(self, request: Request) -> Answer | None:
+        if not request.prompt.rstrip(" ").endswith("QS:"):
+            return None
+        question, done = _decomposition_state(request.prompt)
+        lines = self.script.get(question)
+        if lines is None or done >= len(lines):
+            return None
+        return " " + lines[done]
+
+    def _mapped(self, request: Request) -> Answer | None:
+        if request.prompt in self.mapping:
+            return self.mapping[request.prompt]
+        question = last_question(request.prompt)
+        if question in self.mapping:
+            return self.mapping[question]
+        for key in sorted(self.mapping, key=len, reverse=True):
+            if key and key in question:
+                return self.mapping[key]
+        return None
+
+    def _queued(self, request: Request) -> Answer | None:
+        return self.queue.popleft() if self.queue else None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "FakeModel":
+        """Build from a JSON file: {"answers": [...], "mapping": {...}, "script": {...}, "default": ...}."""
+        data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        unknown = set(data) - {"answers", "mapping", "script", "default"}
+        if unknown:
+            raise ModelError(f"{path}: unknown keys {sorted(unknown)} in fake model file")
+        return cls(data.get("answers", ()), data.get("mapping"), data.get("script"), data.get("default"),
+                   name=f"fake:{path}")
+
+
+def last_question(prompt: str) -> str:
+    """The text of the last `Q:` or `QC:` line of a prompt (the whole prompt if none)."""
+    found = _LAST_QUESTION.findall(prompt)
+    return found[-1].strip() if found else prompt.strip()
+
+
+def _decomposition_state(prompt: str) -> tuple[str, int]:
+    """The question of the last `QC:` block and how many `QS:` lines it already has."""
+    block = prompt[prompt.rfind("QC:"):] if "QC:" in prompt else prompt
+    first, _, rest = block.partition("\n")
+    return first[3:].strip(), len(re.findall(r"(?m)^QS:.*\S", rest))
+
+
+def _apply(answer: Answer, request: Request) -> str:
+    return answer(request) if callable(answer) else answer

@@ -1,0 +1,93 @@
+"""Kind `program`: a fixed program written in a .decomp file, usable wherever a handler is.
+
+Called from a `QS:` line, the first parameter receives the sub-query (as JSON when it parses,
+so `[reverse] #2` passes the list itself); the other parameters are taken from the caller's
+named inputs. As `main`, every parameter is taken from the dataset row's field of that name.
+`handler rev = program(file="other.decomp", name="reverse")` uses a program of another file
+without importing its names.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..dsl import ast
+from ..dsl.errors import CheckError, DecompRuntimeError
+from ..runtime.values import item_text, json_text, parse_output
+from .base import Call, Handler, Options
+from .registry import handler_kind
+
+
+class ProgramOptions(Options):
+    file: str | None = None
+    name: str | None = None
+    max_depth: int | None = None
+    description: str | None = None
+
+
+@handler_kind("program")
+class ProgramHandler(Handler):
+    """A program: parameters, then steps run in order; its answer is the last answer."""
+
+    Options = ProgramOptions
+    nests = True
+
+    def __init__(self, *args, program: ast.Program | None = None):
+        super().__init__(*args)
+        self.program = program
+        self.target: Handler | None = None  # set by the loader for program(file=...)
+
+    @property
+    def max_depth(self) -> int | None:
+        return self.options.max_depth
+
+    def check(self) -> list[CheckError]:
+        if self.program is None and not self.options.file:
+            return [CheckError(f"[{self.name}] needs file=... (a .decomp file)", self.error_span())]
+        return []
+
+    def calls(self) -> dict[str, list[ast.Span]]:
+        from ..runtime.interpreter import iter_steps
+
+        found: dict[str, list[ast.Span]] = {}
+        if self.program is not None:
+            for step in iter_steps(self.program.body):
+                if step.handler and not step.is_end:
+                    found.setdefault(step.handler, []).append(step.handler_span or step.span)
+        return found
+
+    async def run(self, call: Call) -> Any:
+        if self.target is not None:
+            return await self.target.run(call)
+        params = self.program.params
+        bound = {p.name: self._input(p, call.inputs, call.span) for p in params[1:]}
+        if params:
+            bound[params[0].name] = _argument(call)
+        return await self.execute(call, bound)
+
+    async def run_main(self, call: Call, fields: Mapping[str, Any]) -> Any:
+        """Run as the module's entry: each parameter from the row field of the same name."""
+        bound = {p.name: self._input(p, fields, None, "the row") for p in self.program.params}
+        return await self.execute(call, bound)
+
+    async def execute(self, call: Call, bound: Mapping[str, Any]) -> Any:
+        from ..runtime.interpreter import ProgramState, Scope, number_steps, run_body
+
+        scope = Scope(call.session, self.ctx.module, {**call.inputs, **bound}, call.stack)
+        state = ProgramState()
+        await run_body(self.program.body, number_steps(self.program.body), state, scope, call.trace)
+        return state.last
+
+    def _input(self, param: ast.Param, inputs: Mapping[str, Any], span, where: str = "the caller") -> Any:
+        if param.name not in inputs:
+            known = ", ".join(sorted(inputs)) or "none"
+            raise DecompRuntimeError(f"program '{self.name}' needs '{param.name}', which {where} does not "
+                                     f"provide (available: {known})", span or param.span)
+        return inputs[param.name]
+
+
+def _argument(call: Call) -> Any:
+    """The value a program receives: the referenced value itself when the query is just that
+    reference (so "true" or "12" stay the words they were), else the query read as JSON."""
+    if len(call.values) == 1 and call.query.strip() in (item_text(call.values[0]), json_text(call.values[0])):
+        return call.values[0]
+    return parse_output(call.query)

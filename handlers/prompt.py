@@ -1,0 +1,117 @@
+"""Kind `prompt`: a few-shot prompt (Q:/A: pairs or QC:/QS: examples) or a sandboxed Jinja template.
+
+Few-shot rendering: the examples as written, a blank line, the `context` input if asked for,
+then `Q: <query>` and `A:` (or `QC: <query>` and `QS:` when the examples are QC-style) and the
+model completes the line. Templates see `query`, `values`, `inputs` and each input by name,
+with StrictUndefined: a missing variable is an error, not an empty string.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import regex
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import SandboxedEnvironment
+
+from ..dsl.errors import CheckError, DecompError, HandlerError
+from ..runtime.values import parse_output
+from .base import Call, Handler, Options
+from .llm import ask, check_file, fewshot_error, load_fewshot
+from .registry import handler_kind
+
+_JINJA = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+
+
+class PromptOptions(Options):
+    file: str | None = None
+    text: str | None = None
+    template: bool | None = None
+    model: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 200
+    stop: list[str] = ["\n"]
+    n: int = 1
+    answer_regex: str | None = None
+    context: str | None = None
+
+
+@handler_kind("prompt")
+class PromptHandler(Handler):
+    """Few-shot or template prompt; the completion is parsed as JSON where possible."""
+
+    Options = PromptOptions
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._source: str | None = None
+        self._fewshot = None
+
+    def check(self) -> list[CheckError]:
+        errors = check_file(self)
+        if not self.options.file and self.options.text is None:
+            errors.append(CheckError(f"[{self.name}] needs file=... or text=...", self.error_span()))
+        if errors:
+            return errors
+        try:
+            self._prepare()
+        except (DecompError, OSError, TemplateError) as err:
+            return fewshot_error(self, err) if not isinstance(err, TemplateError) else [
+                CheckError(f"template of [{self.name}]: {err}", self.error_span("file") or self.error_span("text"))]
+        if self.options.answer_regex:
+            try:
+                regex.compile(self.options.answer_regex)
+            except regex.error as err:
+                return [CheckError(f"answer_regex does not compile: {err}", self.error_span("answer_regex"))]
+        return []
+
+    @property
+    def is_template(self) -> bool:
+        if self.options.template is not None:
+            return self.options.template
+        name = self.options.file or ""
+        return name.endswith((".j2", ".jinja", ".jinja2")) or "{{" in (self._source or "")
+
+    def _prepare(self) -> None:
+        if self._source is not None:
+            return
+        self._source = (self.ctx.resolve(self.options.file).read_text(encoding="utf-8")
+                        if self.options.file else self.options.text)
+        if self.is_template:
+            self._template = _JINJA.from_string(self._source)
+        else:
+            self._fewshot = load_fewshot(self)
+
+    def render(self, call: Call) -> str:
+        """The exact prompt text sent to the model for this call."""
+        self._prepare()
+        if self.is_template:
+            variables = {**call.inputs, "query": call.query, "values": list(call.values), "inputs": dict(call.inputs)}
+            try:
+                return self._template.render(**variables)
+            except TemplateError as err:
+                raise HandlerError(f"[{self.name}] template: {err}", call.span) from err
+        return self._render_fewshot(call)
+
+    def _render_fewshot(self, call: Call) -> str:
+        qc_style = self._fewshot is not None and any(e.question_kind == "QC" for e in self._fewshot.examples)
+        parts = [self._source.strip("\n"), ""] if self._source.strip() else []
+        if self.options.context:
+            parts.append(str(call.inputs.get(self.options.context, "")))
+        parts.append(f"QC: {call.query}\nQS:" if qc_style else f"Q: {call.query}\nA:")
+        return "\n".join(parts)
+
+    async def run(self, call: Call) -> Any:
+        opts = self.options
+        texts = await ask(self, call, self.render(call), stop=tuple(opts.stop), max_tokens=opts.max_tokens,
+                          temperature=opts.temperature, n=opts.n)
+        answers = [self._extract(t, call) for t in texts]
+        return answers[0] if opts.n == 1 else answers
+
+    def _extract(self, text: str, call: Call) -> Any:
+        if not self.options.answer_regex:
+            return parse_output(text)
+        match = regex.search(self.options.answer_regex, text, timeout=1.0)
+        if match is None:
+            raise HandlerError(f"[{self.name}] answer_regex {self.options.answer_regex!r} found nothing in "
+                               f"{text.strip()[:80]!r}", call.span)
+        return parse_output(match.group(1) if match.groups() else match.group(0))

@@ -1,0 +1,168 @@
+"""The `regex` handler kind: pull an answer out of the sub-query with a regular expression.
+
+    handler words  = regex(pattern=r"\\S+", all=true)
+    handler year   = regex(pattern=r"(\\d{4})", default=null)
+    handler items  = regex(pattern=r"\\[.*?\\]", json=true)
+
+Matching uses the third-party `regex` package (re-compatible syntax) with its `timeout=`
+argument, so a catastrophic pattern fails the call instead of hanging the run.
+"""
+from __future__ import annotations
+
+import json as jsonlib
+from typing import Any
+
+import regex as rx
+from pydantic import Field
+
+from ..dsl.ast import Span
+from ..dsl.errors import CheckError, HandlerError, _read_line
+from .base import Call, Handler
+from .base import Options as BaseOptions
+from .registry import handler_kind
+
+_NO_MATCH = object()
+_FLAGS = {"i": rx.IGNORECASE, "m": rx.MULTILINE, "s": rx.DOTALL, "x": rx.VERBOSE}
+
+
+@handler_kind("regex")
+class RegexHandler(Handler):
+    """Searches the sub-query for `pattern` and answers with one group of the match.
+
+    Options:
+      pattern  the regular expression (required).
+      group    which group answers: a number or a group name. When not given it is 1 if the
+               pattern has at least one capturing group, else 0 (the whole match).
+      all      false: the first match only (`search`); true: a list with the group of every
+               non-overlapping match, in order (`finditer`) - one value per match, never the
+               tuples `re.findall` gives for patterns with several groups.
+      flags    letters among i (ignore case), m (multiline), s (dot matches newline), x (verbose).
+      timeout  seconds one search may take (the whole scan when `all`); must be > 0.
+      default  the answer when nothing matches (with `all`: when no match at all). Only a
+               default that is written counts, so `default=null` answers null; without one,
+               no match is a `HandlerError`.
+      json     parse each matched text as JSON when it is valid JSON, else keep the text.
+    A group that did not take part in the match answers null.
+    """
+
+    class Options(BaseOptions):
+        pattern: str
+        group: int | str | None = None
+        all: bool = False
+        flags: str = ""
+        timeout: float = 1.0
+        default: Any = None
+        #: written `json=` in .decomp files (`json` would shadow a pydantic BaseModel method)
+        parse_json: bool = Field(default=False, alias="json")
+
+    def __init__(self, name, options, decl, ctx):
+        super().__init__(name, options, decl, ctx)
+        self._compiled: rx.Pattern | None = None
+
+    # ---- static checks
+    def check(self) -> list[CheckError]:
+        errors = []
+        bad = sorted(set(self.options.flags) - set(_FLAGS))
+        if bad:
+            errors.append(CheckError(f"unknown regex flag(s) {''.join(bad)!r}; use letters among "
+                                     f"i, m, s, x", self.error_span("flags")))
+        if self.options.timeout <= 0:
+            errors.append(CheckError(f"timeout must be > 0 seconds, got {self.options.timeout}",
+                                     self.error_span("timeout")))
+        if bad:
+            return errors
+        try:
+            pattern = self._pattern()
+        except rx.error as err:
+            return errors + [self._compile_error(err)]
+        group_error = self._group_problem(pattern)
+        if group_error:
+            errors.append(CheckError(group_error, self.error_span("group")))
+        return errors
+
+    def _compile_error(self, err: rx.error) -> CheckError:
+        pos = getattr(err, "pos", None)
+        where = f" at position {pos}" if pos is not None else ""
+        return CheckError(f"invalid pattern {self.options.pattern!r}: {err.msg}{where}",
+                          self._pattern_span(pos))
+
+    def _pattern_span(self, pos: int | None) -> Span | None:
+        """The option's span, narrowed to the offending character when the source shows it verbatim."""
+        span = self.error_span("pattern")
+        if span is None or pos is None or span.line != span.end_line:
+            return span
+        line = _read_line(span) or ""
+        start = line.find(self.options.pattern, span.column - 1, span.end_column - 1)
+        if start < 0:
+            return span
+        return span.at(start - (span.column - 1) + pos, 1)
+
+    def _group_problem(self, pattern: rx.Pattern) -> str | None:
+        group = self.options.group
+        if isinstance(group, str) and group not in pattern.groupindex:
+            names = ", ".join(pattern.groupindex) or "none"
+            return f"pattern has no group named {group!r} (named groups: {names})"
+        if isinstance(group, int) and not 0 <= group <= pattern.groups:
+            return f"group {group} out of range: pattern has {pattern.groups} group(s)"
+        return None
+
+    # ---- running
+    def _pattern(self) -> rx.Pattern:
+        if self._compiled is None:
+            flags = 0
+            for letter in self.options.flags:
+                flags |= _FLAGS[letter]
+            self._compiled = rx.compile(self.options.pattern, flags)
+        return self._compiled
+
+    def _group(self, pattern: rx.Pattern) -> int | str:
+        if self.options.group is not None:
+            return self.options.group
+        return 1 if pattern.groups else 0
+
+    async def run(self, call: Call) -> Any:
+        pattern = self._compiled_or_fail(call)
+        group = self._group(pattern)
+        limit = self.options.timeout
+        try:
+            if self.options.all:
+                found = [self._value(m, group) for m in pattern.finditer(call.query, timeout=limit)]
+            else:
+                match = pattern.search(call.query, timeout=limit)
+                found = _NO_MATCH if match is None else self._value(match, group)
+        except TimeoutError as err:
+            raise HandlerError(f"regex handler '{self.name}' timed out after {self.options.timeout} s "
+                               f"(limit set by the timeout option)", call.span) from err
+        if found is _NO_MATCH or (self.options.all and not found):
+            return self._no_match(call)
+        return found
+
+    def _compiled_or_fail(self, call: Call) -> rx.Pattern:
+        try:
+            pattern = self._pattern()
+        except (rx.error, KeyError) as err:
+            raise HandlerError(f"regex handler '{self.name}' has an invalid pattern or flags: {err}",
+                               call.span) from err
+        problem = self._group_problem(pattern)
+        if problem:
+            raise HandlerError(f"regex handler '{self.name}': {problem}", call.span)
+        return pattern
+
+    def _value(self, match: rx.Match, group: int | str) -> Any:
+        text = match.group(group)
+        if text is None or not self.options.parse_json:
+            return text
+        try:
+            return jsonlib.loads(text)
+        except ValueError:
+            return text
+
+    def _no_match(self, call: Call) -> Any:
+        if "default" in self.options.model_fields_set:
+            return self.options.default
+        raise HandlerError(f"regex handler '{self.name}': pattern {self.options.pattern!r} did not match "
+                           f"{_shorten(call.query)!r}", call.span)
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,93 @@
+"""One registry for handler kinds, python functions and model backends.
+
+Built-in kinds register here exactly as plugins do: with the `handler_kind` decorator, or from
+the entry-point group `decomp.handlers` (a `Handler` subclass registers as a kind, a plain
+function as a python handler function, a module is imported so its decorators run).
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from .base import Handler
+
+ENTRY_POINT_GROUP = "decomp.handlers"
+
+
+class Registry:
+    """Maps kind names to `Handler` classes, function names to callables, model schemes to factories."""
+
+    def __init__(self):
+        self.kinds: dict[str, type[Handler]] = {}
+        self.functions: dict[str, Callable[..., Any]] = {}
+        self.model_backends: dict[str, Callable[..., Any]] = {}
+        self._entry_points_loaded = False
+
+    # ---- registration
+    def add_kind(self, cls: type[Handler], name: str | None = None) -> type[Handler]:
+        self.kinds[name or cls.kind] = cls
+        return cls
+
+    def add_function(self, fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
+        self.functions[name or fn.__name__] = fn
+        return fn
+
+    def add_model_backend(self, scheme: str, factory: Callable[..., Any]) -> None:
+        self.model_backends[scheme] = factory
+
+    # ---- lookup
+    def kind(self, name: str) -> type[Handler] | None:
+        self._load_entry_points()
+        return self.kinds.get(name)
+
+    def function(self, name: str) -> Callable[..., Any] | None:
+        """A registered function by name, or `module:attr` imported on demand."""
+        self._load_entry_points()
+        if name in self.functions:
+            return self.functions[name]
+        if ":" in name:
+            module, _, attr = name.partition(":")
+            try:
+                fn = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError):
+                return None
+            return fn if callable(fn) else None
+        return None
+
+    def _load_entry_points(self) -> None:
+        if self._entry_points_loaded:
+            return
+        self._entry_points_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            self._register_entry_point(ep.name, ep.load())
+
+    def _register_entry_point(self, name: str, obj: Any) -> None:
+        if inspect.isclass(obj) and issubclass(obj, Handler):
+            self.add_kind(obj, name if not obj.kind else obj.kind)
+        elif callable(obj) and not inspect.ismodule(obj):
+            self.add_function(obj, name)
+
+
+#: The process-wide default registry; `Session(registry=...)` can take another one.
+default_registry = Registry()
+
+
+def handler_kind(name: str, registry: Registry = default_registry):
+    """Class decorator: register a `Handler` subclass as the kind `name`."""
+
+    def register(cls: type[Handler]) -> type[Handler]:
+        cls.kind = name
+        return registry.add_kind(cls, name)
+
+    return register
+
+
+def python_handler(name: str | None = None, registry: Registry = default_registry):
+    """Function decorator: make `fn` usable as `python(function="name")` in .decomp files."""
+
+    def register(fn):
+        return registry.add_function(fn, name)
+
+    return register

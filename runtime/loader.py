@@ -1,0 +1,203 @@
+"""Module loading: parse a .decomp file and its imports, build every handler, check it all.
+
+`load(path, registry)` returns a `LoadedModule` or raises `Diagnostics` listing every problem.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..dsl import ast
+from ..dsl.checker import check_fewshot, check_program, check_recursion
+from ..dsl.errors import CheckError, DecompError, Diagnostics
+from ..dsl.parser import parse_module
+from ..handlers.base import Handler, LoadContext
+from ..handlers.program import ProgramHandler, ProgramOptions
+from ..handlers.registry import Registry
+
+
+@dataclass
+class LoadedModule:
+    """A checked module: its handlers by name (programs included) and its entry point."""
+
+    path: str
+    module: ast.Module
+    handlers: dict[str, Handler] = field(default_factory=dict)
+    main: str | None = None
+    default_model: str | None = None
+    models: dict[str, str] = field(default_factory=dict)
+
+    def entry(self) -> Handler:
+        return self.handlers[self.main]
+
+
+def load(path: str | Path, registry: Registry, text: str | None = None) -> LoadedModule:
+    """Parse, build and check the module at `path` (or `text`, named `path`)."""
+    return _Loader(registry).load(Path(path), text)
+
+
+class _Loader:
+    def __init__(self, registry: Registry, active: tuple[Path, ...] = ()):
+        self.registry = registry
+        self.active = active
+        self.errors: list[DecompError] = []
+        self.sources: dict[str, ast.HandlerDecl | ast.Program | ast.ModelDecl] = {}
+        self.declared: set[str] = set()
+
+    def load(self, path: Path, text: str | None) -> LoadedModule:
+        root = self._parse(path, text)
+        if root is None:
+            raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
+        modules = self._with_imports(root, path)
+        loaded = LoadedModule(str(path), root, main=root.main.target if root.main else None)
+        self._models(loaded, modules)
+        for module, file in modules:
+            self._declare(loaded, module, LoadContext(file.parent, loaded.default_model, loaded))
+        self._check(loaded, modules)
+        if self.errors:
+            raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
+        return loaded
+
+    # ---- parsing and imports
+    def _parse(self, path: Path, text: str | None) -> ast.Module | None:
+        try:
+            source = text if text is not None else path.read_text(encoding="utf-8")
+            return parse_module(source, str(path))
+        except DecompError as err:
+            self.errors += err.errors if isinstance(err, Diagnostics) else [err]
+        except OSError as err:
+            self.errors.append(CheckError(f"cannot read {path}: {err.strerror or err}"))
+        return None
+
+    def _with_imports(self, root: ast.Module, path: Path) -> list[tuple[ast.Module, Path]]:
+        found, seen, queue = [], {path.resolve()}, [(root, path)]
+        while queue:
+            module, file = queue.pop(0)
+            found.append((module, file))
+            for imp in module.imports:
+                target = (file.parent / imp.path).resolve()
+                if target in seen:
+                    continue
+                seen.add(target)
+                if not target.is_file():
+                    self.errors.append(CheckError(f"imported file not found: {target}", imp.span))
+                    continue
+                parsed = self._parse(target, None)
+                if parsed is not None:
+                    queue.append((parsed, target))
+        return found
+
+    # ---- declarations
+    def _models(self, loaded: LoadedModule, modules) -> None:
+        for module, _ in modules:
+            for decl in module.models:
+                if self._unique(decl.name, decl, decl.span):
+                    loaded.models[decl.name] = decl.spec
+        loaded.default_model = loaded.models.get("default")
+
+    def _declare(self, loaded: LoadedModule, module: ast.Module, ctx: LoadContext) -> None:
+        for decl in module.handlers:
+            self.declared.add(decl.name)
+            handler = self._handler(decl, ctx)
+            if handler is not None and self._unique(decl.name, decl, decl.name_span):
+                loaded.handlers[decl.name] = handler
+        for program in module.programs:
+            self.declared.add(program.name)
+            options = self._options(ProgramHandler, program.options, f"program '{program.name}'", program.span)
+            if options is not None and self._unique(program.name, program, program.name_span):
+                loaded.handlers[program.name] = ProgramHandler(program.name, options, None, ctx, program=program)
+        for extra in module.mains[:-1] if module is loaded.module else ():
+            self.errors.append(CheckError("main is declared more than once", extra.span))
+
+    def _unique(self, name: str, node, span) -> bool:
+        first = self.sources.get(name)
+        if first is not None:
+            self.errors.append(CheckError(f"'{name}' is already declared", span,
+                                          expected=f"a new name (the first '{name}' is at {first.span})"))
+            return False
+        self.sources[name] = node
+        return True
+
+    def _handler(self, decl: ast.HandlerDecl, ctx: LoadContext) -> Handler | None:
+        cls = self.registry.kind(decl.kind)
+        if cls is None:
+            self.errors.append(CheckError(f"unknown handler kind '{decl.kind}'", decl.kind_span,
+                                          expected="one of: " + ", ".join(sorted(self.registry.kinds))))
+            return None
+        options = self._options(cls, decl.options, f"kind '{decl.kind}'", decl.span)
+        return None if options is None else cls(decl.name, options, decl, ctx)
+
+    def _options(self, cls: type[Handler], options: tuple[ast.Option, ...], what: str, span) -> Any:
+        values: dict[str, Any] = {}
+        for opt in options:
+            if opt.name in values:
+                self.errors.append(CheckError(f"option '{opt.name}' is given twice", opt.span))
+            values[opt.name] = opt.value.plain()
+        try:
+            return cls.Options(**values)
+        except ValidationError as err:
+            self.errors += [_option_error(e, cls, options, what, span) for e in err.errors()]
+            return None
+
+    # ---- checks
+    def _check(self, loaded: LoadedModule, modules) -> None:
+        names = set(loaded.handlers) | self.declared
+        for handler in loaded.handlers.values():
+            self.errors += handler.check()
+            self._link_program_file(handler)
+        for handler in loaded.handlers.values():
+            self.errors += self._check_calls(handler, names)
+        self.errors += check_recursion(loaded.handlers)
+        root = loaded.module
+        if root.main is not None and root.main.target not in names:
+            self.errors.append(CheckError(f"main names an unknown program or handler '{root.main.target}'",
+                                          root.main.span, expected="one of: " + ", ".join(sorted(names))))
+
+    def _check_calls(self, handler: Handler, names: set[str]) -> list[DecompError]:
+        program = getattr(handler, "program", None)
+        if program is not None:
+            return check_program(program, names)
+        fewshot = getattr(handler, "fewshot", None) if handler.kind == "decomposer" else None
+        if fewshot is None:
+            return []
+        try:
+            return check_fewshot(fewshot, names)
+        except (DecompError, OSError):
+            return []  # already reported by handler.check()
+
+    def _link_program_file(self, handler: Handler) -> None:
+        if not isinstance(handler, ProgramHandler) or handler.program is not None or not handler.options.file:
+            return
+        path = handler.ctx.resolve(handler.options.file).resolve()
+        if path in self.active or not path.is_file():
+            if not path.is_file():
+                self.errors.append(CheckError(f"program file not found: {path}", handler.error_span("file")))
+            return
+        try:
+            other = _Loader(self.registry, self.active + (path,)).load(path, None)
+        except DecompError as err:
+            self.errors += err.errors if isinstance(err, Diagnostics) else [err]
+            return
+        name = handler.options.name or other.main
+        if name not in other.handlers:
+            self.errors.append(CheckError(f"{path} has no program '{name}'", handler.error_span("name")))
+            return
+        handler.target = other.handlers[name]
+
+
+def _option_error(error: dict, cls, options, what: str, span) -> CheckError:
+    name = str(error["loc"][0]) if error["loc"] else ""
+    opt = next((o for o in options if o.name == name), None)
+    where = opt.span if opt is not None else span
+    if error["type"] == "extra_forbidden":
+        known = ", ".join(cls.Options.model_fields)
+        return CheckError(f"unknown option '{name}' for {what}", where, expected=f"one of: {known}")
+    if error["type"] == "missing":
+        return CheckError(f"{what} needs the option '{name}'", where)
+    field_type = cls.Options.model_fields[name].annotation if name in cls.Options.model_fields else None
+    shown = getattr(field_type, "__name__", None) or str(field_type).replace("typing.", "")
+    return CheckError(f"option '{name}' of {what}: {error['msg'].lower()}", opt.value.span if opt else where,
+                      expected=f"a value of type {shown}")

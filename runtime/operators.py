@@ -1,0 +1,122 @@
+"""DecomP's operators, with the official implementation's semantics.
+
+An operator name is a base and sub-operations joined by "_": `project_values_flat_unique` is
+`project` followed by `values`, `flat`, `unique`. Bases: `select`, `project`, `projectValues`,
+`projectKeys`, `filter`, `filterValues`, `filterKeys`. Sub-operations: `flat` (recursive
+flatten), `unique` (drop repeats by JSON text, first kept), `keys`, `values`.
+Short names: `foreach` = `project_values`, `foreach_merge` = `project_values_flat_unique`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+SYNONYMS = {
+    "foreach": "project_values",
+    "foreach_merge": "project_values_flat_unique",
+    "foreach_flat": "project_values_flat",
+}
+BASES = ("select", "project", "projectValues", "projectKeys", "filter", "filterValues", "filterKeys")
+SUB_OPERATIONS = ("flat", "unique", "keys", "values")
+KNOWN = tuple(SYNONYMS) + ("select", "project", "project_values", "project_values_flat",
+                           "project_values_flat_unique", "filter")
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    base: str
+    subops: tuple[str, ...]
+
+    @property
+    def fans_out(self) -> bool:
+        """True for operators that run the handler once per item of a list answer."""
+        return self.base != "select"
+
+
+class OperatorError(ValueError):
+    """An unknown operator name, or a value an operator cannot work on."""
+
+
+def parse_operator(name: str | None) -> Operator:
+    """`Operator` for a name as written in `(name)`; None means select."""
+    written = name or "select"
+    full = SYNONYMS.get(written, written)
+    base, *subops = full.split("_")
+    if base not in BASES or any(s not in SUB_OPERATIONS for s in subops):
+        raise OperatorError(f"unknown operator '({written})'")
+    return Operator(written, base, tuple(subops))
+
+
+def items_of(value: Any) -> list:
+    """The list a fan-out operator iterates over; a single string counts as a one-item list."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        return [value]
+    raise OperatorError(f"cannot iterate over {json.dumps(value)}: not a list")
+
+
+def item_for_query(op: Operator, item: Any) -> Any:
+    """The part of an item that goes into its query (`projectValues` uses the pair's value)."""
+    if op.base in ("projectValues", "filterValues", "projectKeys", "filterKeys"):
+        if not (isinstance(item, list) and len(item) == 2):
+            raise OperatorError(f"({op.name}) needs [key, value] pairs, got {json.dumps(item)}")
+        return item[1] if op.base.endswith("Values") else item[0]
+    return item
+
+
+def combine(op: Operator, items: list, answers: list) -> Any:
+    """The step's answer from the per-item answers, then the sub-operations in order."""
+    if op.base == "select":
+        result: Any = answers[0]
+    elif op.base == "project":
+        result = [[item, answer] for item, answer in zip(items, answers)]
+    elif op.base == "projectValues":
+        result = [[item[0], answer] for item, answer in zip(items, answers)]
+    elif op.base == "projectKeys":
+        result = [[answer, item[1]] for item, answer in zip(items, answers)]
+    else:
+        result = [item for item, answer in zip(items, answers) if is_true(answer)]
+    for sub in op.subops:
+        result = _SUBOPS[sub](result)
+    return result
+
+
+def is_true(answer: Any) -> bool:
+    """A filter's verdict: true, "yes", "1" or "true" (any case) keep the item."""
+    if isinstance(answer, bool):
+        return answer
+    if isinstance(answer, (int, float)):
+        return answer == 1
+    if isinstance(answer, str):
+        return answer.strip().lower() in ("yes", "1", "true")
+    raise OperatorError(f"cannot read {json.dumps(answer)} as yes or no")
+
+
+def flatten(value: Any) -> list:
+    if not isinstance(value, list):
+        return [value]
+    return [leaf for item in value for leaf in (flatten(item) if isinstance(item, list) else [item])]
+
+
+def unique(value: Any) -> list:
+    if not isinstance(value, list):
+        raise OperatorError(f"unique needs a list, got {json.dumps(value)}")
+    seen, out = set(), []
+    for item in value:
+        key = json.dumps(item, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def _pairs_part(index: int):
+    def pick(value: Any) -> list:
+        return [pair[index] for pair in value]
+    return pick
+
+
+_SUBOPS = {"flat": flatten, "unique": unique, "keys": _pairs_part(0), "values": _pairs_part(1)}

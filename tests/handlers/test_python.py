@@ -1,0 +1,132 @@
+"""The `python` handler kind."""
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from pydantic import ValidationError
+
+from decomp.dsl.ast import HandlerDecl, Option, Span, Value
+from decomp.dsl.errors import HandlerError
+from decomp.handlers.base import Call, LoadContext
+from decomp.handlers.python import PythonHandler, to_json
+from decomp.handlers.registry import Registry, default_registry, python_handler
+
+
+@python_handler("test_py_reverse")
+def reverse_words(query):
+    return " ".join(reversed(query.split()))
+
+
+@python_handler("test_py_first_value")
+def first_value(values, inputs):
+    return {"first": values[0], "inputs": inputs}
+
+
+@python_handler("test_py_async")
+async def shout(query):
+    await asyncio.sleep(0)
+    return query.upper()
+
+
+@python_handler("test_py_kwargs")
+def everything(**kwargs):
+    return sorted(kwargs)
+
+
+@python_handler("test_py_fails")
+def fails(query):
+    raise ValueError(f"bad input {query!r}")
+
+
+@python_handler("test_py_pair")
+def pair(query):
+    return (query, (1, 2))
+
+
+@python_handler("test_py_set")
+def a_set(query):
+    return {1, 2}
+
+
+def make(function, decl=None):
+    return PythonHandler("py", PythonHandler.Options(function=function), decl, LoadContext(Path(".")))
+
+
+def run(handler, query="q", values=(), inputs=None, session=None):
+    return asyncio.run(handler.run(Call(query=query, session=session, values=values, inputs=inputs or {})))
+
+
+def test_registered_as_python():
+    assert default_registry.kind("python") is PythonHandler
+
+
+def test_registered_function_gets_the_query():
+    h = make("test_py_reverse")
+    assert h.check() == []
+    assert run(h, "one two three") == "three two one"
+
+
+def test_module_attr_path():
+    assert run(make("string:capwords"), "hello big world") == "Hello Big World"
+    assert run(make("builtins:len"), "four") == 4
+
+
+def test_values_and_inputs_by_keyword():
+    got = run(make("test_py_first_value"), values=(["a", "b"], 3), inputs={"question": "q?"})
+    assert got == {"first": ["a", "b"], "inputs": {"question": "q?"}}
+
+
+def test_var_keyword_gets_everything():
+    assert run(make("test_py_kwargs")) == ["inputs", "query", "values"]
+
+
+def test_async_function_is_awaited():
+    assert run(make("test_py_async"), "hi") == "HI"
+
+
+def test_exception_is_wrapped_with_cause():
+    with pytest.raises(HandlerError) as info:
+        run(make("test_py_fails"), "x")
+    assert str(info.value) == ("python handler 'py' (function test_py_fails) raised "
+                               "ValueError: bad input 'x'")
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_unknown_function_is_a_check_error_listing_names():
+    value = Value(Span("m.decomp", 1, 29, 1, 36), "nope", "string")
+    decl = HandlerDecl(Span("m.decomp", 1, 1, 1, 37), "py", "python", (Option(value.span, "function", value),))
+    (err,) = make("nope", decl).check()
+    assert "unknown python function 'nope'" in err.message
+    assert "test_py_reverse" in err.message
+    assert err.span == value.span
+    assert make("no_such_module_xyz:f").check()[0].message.startswith("unknown python function")
+    with pytest.raises(HandlerError, match="unknown python function"):
+        run(make("nope"))
+
+
+def test_function_needing_other_parameters_is_a_check_error():
+    assert "needs 'a', 'b'" in make("operator:add").check()[0].message
+
+
+def test_session_registry_is_used():
+    registry = Registry()
+    registry.add_function(lambda query: "from session", "test_py_reverse")
+    assert run(make("test_py_reverse"), "a b", session=SimpleNamespace(registry=registry)) == "from session"
+
+
+def test_return_value_must_be_json():
+    assert run(make("test_py_pair"), "x") == ["x", [1, 2]]
+    with pytest.raises(HandlerError, match="not JSON-serialisable"):
+        run(make("test_py_set"))
+    with pytest.raises(TypeError):
+        to_json({1: "a"})
+    with pytest.raises(TypeError):
+        to_json(float("nan"))
+
+
+def test_options_are_validated():
+    with pytest.raises(ValidationError):
+        PythonHandler.Options(function="f", timeout=1)
+    with pytest.raises(ValidationError):
+        PythonHandler.Options(function=3)

@@ -1,0 +1,110 @@
+"""The `regex` handler kind."""
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from decomp.dsl.ast import HandlerDecl, Option, Span, Value
+from decomp.dsl.errors import HandlerError
+from decomp.handlers.base import Call, LoadContext
+from decomp.handlers.registry import default_registry
+from decomp.handlers.regex import RegexHandler
+
+
+def make(decl=None, **options):
+    return RegexHandler("rx", RegexHandler.Options(**options), decl, LoadContext(Path(".")))
+
+
+def run(handler, query):
+    return asyncio.run(handler.run(Call(query=query, session=None)))
+
+
+def test_registered_as_regex():
+    assert default_registry.kind("regex") is RegexHandler
+
+
+def test_whole_match_without_groups():
+    assert run(make(pattern=r"\d+"), "abc 123 def 45") == "123"
+
+
+def test_first_group_by_default_when_pattern_has_groups():
+    assert run(make(pattern=r"(\w+)@(\w+)"), "mail bob@example now") == "bob"
+
+
+def test_explicit_group_number_and_name():
+    assert run(make(pattern=r"(\w+)@(\w+)", group=2), "bob@example") == "example"
+    assert run(make(pattern=r"(?P<user>\w+)@(\w+)", group="user"), "bob@example") == "bob"
+    assert run(make(pattern=r"(\w+)@(\w+)", group=0), "x bob@example") == "bob@example"
+
+
+def test_all_returns_every_match():
+    assert run(make(pattern=r"\w+", all=True), "the quick  fox") == ["the", "quick", "fox"]
+    assert run(make(pattern=r"(\w)(\w*)", all=True), "ab cd") == ["a", "c"]
+
+
+def test_flags():
+    assert run(make(pattern=r"^b\w+", flags="im"), "apple\nBanana") == "Banana"
+    assert run(make(pattern=r"a.b", flags="s"), "a\nb") == "a\nb"
+    assert run(make(pattern=r"\d+  # digits", flags="x"), "ab 42") == "42"
+
+
+def test_default_when_nothing_matches():
+    assert run(make(pattern=r"\d+", default="none"), "no digits") == "none"
+    assert run(make(pattern=r"\d+", all=True, default=[]), "no digits") == []
+    assert run(make(pattern=r"\d+", default=None), "no digits") is None
+
+
+def test_no_match_without_default_is_an_error():
+    with pytest.raises(HandlerError, match=r"pattern '\\\\d\+' did not match 'no digits'"):
+        run(make(pattern=r"\d+"), "no digits")
+    with pytest.raises(HandlerError, match="did not match"):
+        run(make(pattern=r"\d+", all=True), "no digits")
+
+
+def test_json_parses_matches_when_possible():
+    h = make(pattern=r"\[.*?\]|\d+|[a-z]+", all=True, json=True)
+    assert run(h, '[1, 2] 7 abc') == [[1, 2], 7, "abc"]
+
+
+def test_catastrophic_pattern_times_out_quickly():
+    # `(a+)+$` is optimised by the regex package; `(a|aa)+$` still backtracks exponentially.
+    h = make(pattern=r"(a|aa)+$", timeout=0.5)
+    start = time.monotonic()
+    with pytest.raises(HandlerError, match=r"'rx' timed out after 0.5 s"):
+        run(h, "a" * 40 + "b")
+    assert time.monotonic() - start < 3
+
+
+def test_bad_pattern_is_a_check_error_with_position():
+    (err,) = make(pattern=r"a(b").check()
+    assert "missing )" in err.message and "position 3" in err.message
+
+
+def test_bad_pattern_span_points_into_the_source(tmp_path):
+    src = 'handler rx = regex(pattern=r"a(b")\n'
+    path = tmp_path / "m.decomp"
+    path.write_text(src)
+    col = src.index('r"') + 1
+    value = Value(Span(str(path), 1, col, 1, col + 6), "a(b", "string")
+    decl = HandlerDecl(Span(str(path), 1, 1, 1, len(src)), "rx", "regex", (Option(value.span, "pattern", value),))
+    (err,) = make(decl, pattern="a(b").check()
+    assert (err.span.line, err.span.column) == (1, src.index("a(b") + 1 + 3)
+
+
+def test_check_timeout_flags_and_group():
+    assert "timeout must be > 0" in make(pattern="a", timeout=0.0).check()[0].message
+    assert "unknown regex flag" in make(pattern="a", flags="iq").check()[0].message
+    assert "out of range" in make(pattern="(a)", group=2).check()[0].message
+    assert "no group named 'x'" in make(pattern="(a)", group="x").check()[0].message
+    assert make(pattern=r"(\w+)", flags="i").check() == []
+
+
+def test_options_are_validated():
+    with pytest.raises(ValidationError):
+        RegexHandler.Options(pattern="a", colour="red")
+    with pytest.raises(ValidationError):
+        RegexHandler.Options(pattern="a", all="yes")
+    with pytest.raises(ValidationError):
+        RegexHandler.Options(all=True)
