@@ -31,8 +31,7 @@ class DecompError(Exception):
         text = self.line_text if self.line_text is not None else _read_line(self.span)
         if text is not None and self.span is not None:
             lines.append("    " + text.rstrip("\n"))
-            width = self.span.end_column - self.span.column if self.span.end_line == self.span.line else 1
-            lines.append("    " + _caret_pad(text, self.span.column) + "^" * max(1, width))
+            lines.append("    " + _caret_pad(text, self.span.column) + "^" * _caret_width(self.span, text))
         if self.expected:
             lines.append(f"    expected {self.expected}")
         return "\n".join(lines)
@@ -83,6 +82,12 @@ class Diagnostics(DecompError):
 def _position(err: DecompError) -> tuple:
     s = err.span
     return (s.file, s.line, s.column) if s else ("", 0, 0)
+
+
+def _caret_width(span: Span, text: str, most: int = 60) -> int:
+    """Underline the span on its first line, at most `most` characters."""
+    end = span.end_column if span.end_line == span.line else len(text.rstrip("\n")) + 1
+    return max(1, min(end - span.column, len(text.rstrip("\n")) - span.column + 1, most))
 
 
 def _caret_pad(text: str, column: int) -> str:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from ..dsl.errors import DecompError
+from ..dsl.checker import check_fewshot
+from ..dsl.errors import DecompError, Diagnostics
 from ..dsl.parser import read_fewshot
 from . import evaluate as evaluation
 from .batch import run_file
@@ -53,10 +54,18 @@ def check(file: str, as_json: bool) -> None:
             loaded = Session().load(path)
             result = describe(loaded.module) if as_json else None
         else:
-            result = describe(read_fewshot(path))
+            result = describe(_checked_fewshot(path))
     except (DecompError, OSError) as err:
         _fail(err)
     click.echo(json.dumps(result, indent=2, ensure_ascii=False) if as_json else f"{path}: ok")
+
+
+def _checked_fewshot(path: Path):
+    fewshot = read_fewshot(path)
+    errors = check_fewshot(fewshot)
+    if errors:
+        raise Diagnostics(errors) if len(errors) > 1 else errors[0]
+    return fewshot
 
 
 @main.command()

@@ -165,6 +165,41 @@ main p
     assert result.answer == '"v:s12"|"v:s1"|"v:s2"|"v:s10"'
 
 
+def test_substituted_text_is_not_substituted_again():
+    src = '''
+handler make = fn(fn="make")
+handler echo = fn(fn="echo")
+program p(question) {
+    QS: [make] one
+    QS: [make] two
+    QS: [echo] #1 #2 #question
+}
+main p
+'''
+    made = {"one": "see #2 and #question", "two": "X"}
+    result = run_src(src, {"question": "Q #1"}, {"make": made.__getitem__, "echo": echo})
+    assert result.error is None, result.error
+    assert result.answer == '"see #2 and #question" "X" Q #1'
+
+
+def test_multi_digit_reference_in_a_fan_out():
+    lines = "\n".join(f"    QS: [tag] s{k}" for k in range(1, 12))
+    src = f'''
+handler tag = fn(fn="tag")
+handler make = fn(fn="make")
+handler echo = fn(fn="echo")
+program p(question) {{
+{lines}
+    QS: [make] list
+    QS: (foreach) [echo] <#12> #question
+}}
+main p
+'''
+    result = run_src(src, {"question": "q"}, {"tag": lambda q: q, "make": lambda q: ["a", "b"], "echo": echo})
+    assert result.error is None, result.error
+    assert result.answer == ["<a> q", "<b> q"]
+
+
 def test_answer_is_the_last_step_answer():
     src = '''
 handler make = fn(fn="make")
@@ -234,24 +269,25 @@ def test_foreach_over_empty_list():
 
 
 def test_foreach_keeps_order_when_items_finish_out_of_order():
-    delays = {"item <slow>": 0.30, "item <medium>": 0.15, "item <fast>": 0.0}
+    delays = {"item <slow>": 0.40, "item <medium>": 0.20, "item <fast>": 0.0}
     finished: list[str] = []
-    state = {"started": 0}
 
     async def per(query):
-        state["started"] += 1
-        started_now = state["started"]
         await asyncio.sleep(delays[query])
         finished.append(query)
-        return {"q": query, "started": started_now}
+        return query.upper()
 
+    session = session_with({"make": lambda q: ["slow", "medium", "fast"], "per": per})
+    module = session.load("x.decomp", text=FANOUT.format(op="foreach"))
     begin = time.perf_counter()
-    result = fanout("foreach", ["slow", "medium", "fast"], per)
+    result = session.run(module, {"question": "q"})
     elapsed = time.perf_counter() - begin
     assert result.error is None, result.error
-    assert [a["q"] for a in result.answer] == ["item <slow>", "item <medium>", "item <fast>"]
+    assert result.answer == ["ITEM <SLOW>", "ITEM <MEDIUM>", "ITEM <FAST>"]
     assert finished == ["item <fast>", "item <medium>", "item <slow>"]
-    assert elapsed < sum(delays.values()) - 0.05  # ran at the same time, not one after another
+    assert elapsed < sum(delays.values()) - 0.1  # ran at the same time, not one after another
+    items = [n for n in result.trace.walk() if n.kind == "item"]
+    assert [i.label for i in items] == ["slow", "medium", "fast"]  # the trace keeps item order too
 
 
 def test_foreach_items_run_concurrently():
