@@ -290,7 +290,8 @@ PlanNode = Union[PlanRef, PlanAnd, PlanOr]
 class Plan:
     """Planner output: numbered steps and an AND/OR execution order over them.
 
-    Without an `Execution Order:` line the order is the AND of all steps, in order.
+    `order` is None when the text has no `Execution Order:` line; `execution_order()` then
+    gives the AND of all steps, in order.
     """
 
     span: Span
@@ -300,3 +301,9 @@ class Plan:
 
     def step(self, number: int) -> PlanStep | None:
         return next((s for s in self.steps if s.number == number), None)
+
+    def execution_order(self) -> PlanNode:
+        """The written order, or the AND of all steps when none was written."""
+        if self.order is not None:
+            return self.order
+        return PlanAnd(self.span, tuple(PlanRef(s.span, s.number) for s in self.steps))

@@ -40,9 +40,7 @@ def parse_plan(text: str, path: str = "<plan>") -> ast.Plan:
 def parse_step_line(text: str, path: str = "<model output>") -> ast.Step:
     """Parse one `QS: (op) [handler] text` line (the `QS:` marker may be omitted)."""
     line = text.strip("\n")
-    if not line.lstrip().startswith("QS:"):
-        line = "QS: " + line.lstrip()
-    return _parse(line, path, "step_line", None)
+    return _parse(line if line.strip() else "QS:", path, "step_line", None)
 
 
 def read_module(path: str | Path) -> ast.Module:
@@ -55,7 +53,8 @@ def read_fewshot(path: str | Path) -> ast.FewShot:
 
 # ------------------------------------------------------------------ driver
 def _parse(text: str, path: str, start: str, chunker):
-    source = text if text.endswith("\n") else text + "\n"
+    source = text.replace("\r\n", "\n")
+    source = source if source.endswith("\n") else source + "\n"
     lines = source.split("\n")
     try:
         tree = parser().parse(source, start=start)
@@ -71,16 +70,21 @@ def _parse(text: str, path: str, start: str, chunker):
 
 
 def _all_errors(source, path, start, chunker, first) -> DecompError:
+    """The first error, plus those found by parsing each later chunk on its own.
+
+    Chunks up to the one holding the first error are not re-parsed: an unclosed bracket is
+    often reported at the start of the next declaration, and would otherwise count twice."""
     if chunker is None:
         return first
-    errors = []
-    for offset, chunk in chunker(source):
+    errors = [first]
+    chunks = list(chunker(source))
+    for offset, chunk in chunks:
+        if offset + 1 <= first.span.line:
+            continue
         try:
             parser().parse("\n" * offset + chunk, start=start)
         except UnexpectedInput as exc:
             errors.append(_syntax_error(exc, path, source.split("\n")))
-    if not any(e.span == first.span for e in errors):
-        errors.append(first)
     return errors[0] if len(errors) == 1 else Diagnostics(errors)
 
 
@@ -134,9 +138,12 @@ def _token_words(token: Token) -> str:
         return "end of the line"
     if token.type == "REST":
         return repr(_clip(str(token)))
-    if token.type in ("NAME", "NUMBER", "STRING", "REF"):
-        return f"{describe_terminal(token.type)} {_clip(str(token))!r}"
+    if token.type in _NOUNS:
+        return f"{_NOUNS[token.type]} {_clip(str(token))!r}"
     return describe_terminal(token.type)
+
+
+_NOUNS = {"NAME": "name", "NUMBER": "number", "STRING": "string", "LONG_STRING": "string", "REF": "reference"}
 
 
 def _clip(text: str, width: int = 40) -> str:
@@ -349,6 +356,8 @@ class _Builder(Transformer):
 
     def step_line(self, items):
         return items[0]
+
+    bare_step = step
 
     def qc_line(self, items):
         return self._tagged("QC", items)

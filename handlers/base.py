@@ -51,7 +51,7 @@ class Call:
 
 @dataclass
 class LoadContext:
-    """What a handler may need: its file's folder, the default model, the loaded module.
+    """What a handler may need: its file's folder, the default model, the loaded module, the registry.
 
     `module` is the `LoadedModule` whose handlers the handler's own file sees; the loader sets
     it once every declaration is built.
@@ -60,6 +60,7 @@ class LoadContext:
     base_dir: Path
     default_model: str | None = None
     module: Any = None
+    registry: Any = None
 
     def resolve(self, path: str) -> Path:
         p = Path(path)
@@ -83,6 +84,10 @@ class Handler:
 
     def check(self) -> list[CheckError]:
         """Static problems of this declaration (missing files, ...), found before any call."""
+        return []
+
+    def check_references(self, handlers: set[str]) -> list[CheckError]:
+        """Problems in the steps this handler runs (unknown handlers, bad `#n`), given all names."""
         return []
 
     def calls(self) -> dict[str, list[Span]]:

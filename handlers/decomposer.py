@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..dsl import ast
+from ..dsl.checker import check_fewshot
 from ..dsl.errors import CheckError, DecompError, DecompRuntimeError
 from ..dsl.parser import parse_step_line
 from ..runtime.values import json_text
@@ -58,9 +59,19 @@ class DecomposerHandler(Handler):
             return [CheckError(f"the examples of [{self.name}] have no QC:/QS: programs", self.error_span("file"))]
         return []
 
+    def check_references(self, handlers: set[str]) -> list[CheckError]:
+        try:
+            return check_fewshot(self.fewshot, handlers)
+        except (AttributeError, DecompError, OSError):
+            return []  # no readable examples: check() reports why
+
     def calls(self) -> dict[str, list[ast.Span]]:
         found: dict[str, list[ast.Span]] = {}
-        for example in self.fewshot.examples:
+        try:
+            examples = self.fewshot.examples
+        except (AttributeError, DecompError, OSError):
+            return found  # no readable examples: check() reports why
+        for example in examples:
             for s in example.steps:
                 if s.step.handler and not s.step.is_end:
                     found.setdefault(s.step.handler, []).append(s.step.handler_span or s.step.span)

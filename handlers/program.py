@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..dsl import ast
+from ..dsl.checker import check_program
 from ..dsl.errors import CheckError, DecompRuntimeError
 from ..runtime.values import item_text, json_text, parse_output
 from .base import Call, Handler, Options
@@ -44,6 +45,9 @@ class ProgramHandler(Handler):
         if self.program is None and not self.options.file:
             return [CheckError(f"[{self.name}] needs file=... (a .decomp file)", self.error_span())]
         return []
+
+    def check_references(self, handlers: set[str]) -> list[CheckError]:
+        return [] if self.program is None else check_program(self.program, handlers)
 
     def calls(self) -> dict[str, list[ast.Span]]:
         from ..runtime.interpreter import iter_steps

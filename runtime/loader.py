@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..dsl import ast
-from ..dsl.checker import check_fewshot, check_program, check_recursion
+from ..dsl.checker import check_recursion
 from ..dsl.errors import CheckError, DecompError, Diagnostics
 from ..dsl.parser import parse_module
 from ..handlers.base import Handler, LoadContext
@@ -46,6 +46,7 @@ class _Loader:
         self.errors: list[DecompError] = []
         self.sources: dict[str, ast.HandlerDecl | ast.Program | ast.ModelDecl] = {}
         self.declared: set[str] = set()
+        self.texts: dict[str, str] = {}
 
     def load(self, path: Path, text: str | None) -> LoadedModule:
         root = self._parse(path, text)
@@ -55,16 +56,26 @@ class _Loader:
         loaded = LoadedModule(str(path), root, main=root.main.target if root.main else None)
         self._models(loaded, modules)
         for module, file in modules:
-            self._declare(loaded, module, LoadContext(file.parent, loaded.default_model, loaded))
+            self._declare(loaded, module, LoadContext(file.parent, loaded.default_model, loaded, self.registry))
         self._check(loaded, modules)
         if self.errors:
+            self._attach_lines()
             raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
         return loaded
+
+    def _attach_lines(self) -> None:
+        """Give each error its source line from the text that was parsed (maybe not on disk)."""
+        for err in self.errors:
+            text = self.texts.get(err.span.file) if err.span else None
+            if err.line_text is None and text is not None:
+                lines = text.replace("\r\n", "\n").split("\n")
+                err.line_text = lines[err.span.line - 1] if err.span.line <= len(lines) else ""
 
     # ---- parsing and imports
     def _parse(self, path: Path, text: str | None) -> ast.Module | None:
         try:
             source = text if text is not None else path.read_text(encoding="utf-8")
+            self.texts[str(path)] = source
             return parse_module(source, str(path))
         except DecompError as err:
             self.errors += err.errors if isinstance(err, Diagnostics) else [err]
@@ -149,24 +160,12 @@ class _Loader:
             self.errors += handler.check()
             self._link_program_file(handler)
         for handler in loaded.handlers.values():
-            self.errors += self._check_calls(handler, names)
+            self.errors += handler.check_references(names)
         self.errors += check_recursion(loaded.handlers)
         root = loaded.module
         if root.main is not None and root.main.target not in names:
             self.errors.append(CheckError(f"main names an unknown program or handler '{root.main.target}'",
                                           root.main.span, expected="one of: " + ", ".join(sorted(names))))
-
-    def _check_calls(self, handler: Handler, names: set[str]) -> list[DecompError]:
-        program = getattr(handler, "program", None)
-        if program is not None:
-            return check_program(program, names)
-        fewshot = getattr(handler, "fewshot", None) if handler.kind == "decomposer" else None
-        if fewshot is None:
-            return []
-        try:
-            return check_fewshot(fewshot, names)
-        except (DecompError, OSError):
-            return []  # already reported by handler.check()
 
     def _link_program_file(self, handler: Handler) -> None:
         if not isinstance(handler, ProgramHandler) or handler.program is not None or not handler.options.file:

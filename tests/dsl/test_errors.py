@@ -107,6 +107,13 @@ def test_else_on_its_own_line():
     assert "else" in err.message
 
 
+def test_unexpected_name_reads_as_plain_words():
+    src = 'program p(x) {\n    QS: [a] #x\n    if #1 {\n        QS: [a] #1\n    }\n    else {\n    }\n}\n'
+    err = _syntax_error(src)
+    assert "'else'" in err.message
+    assert "unexpected a " not in err.message  # got: "unexpected a name 'else'"
+
+
 def test_caret_lines_up_under_a_tab():
     src = 'handler a =\tprompt(file=1 2)\n'
     err = _syntax_error(src)
@@ -476,4 +483,4 @@ def test_check_errors_show_the_source_line_when_loaded_from_text(tmp_path):
         Session().load(tmp_path / "not_on_disk.decomp", text=src)
     text = info.value.format()
     assert "    " + "    QS: [nope] #x" in text
-    assert "\n" + " " * 8 + "^^^^^^" in text
+    assert "\n" + " " * 12 + "^^^^^^" in text

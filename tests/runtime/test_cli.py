@@ -59,8 +59,8 @@ def test_check_syntax_error_is_positioned(tmp_path):
     bad.write_text('handler a = prompt(text="x"\nmain a\n')
     result = invoke("check", str(bad))
     assert result.exit_code == 1
-    assert result.output.startswith(f"{bad}:1:")
-    assert "expected" in result.output
+    assert result.output.startswith(f"{bad}:2:1: unexpected 'main'")
+    assert "expected ')'" in result.output
 
 
 def test_check_json_of_a_fewshot_file(shared_data):
