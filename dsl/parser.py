@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lark import Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
 from . import ast
 from .errors import DecompError, DecompSyntaxError, Diagnostics

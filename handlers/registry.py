@@ -25,6 +25,16 @@ class Registry:
         self.model_backends: dict[str, Callable[..., Any]] = {}
         self._entry_points_loaded = False
 
+    @classmethod
+    def with_builtins(cls) -> "Registry":
+        """A new registry holding the built-in kinds, for adding kinds of one's own in isolation."""
+        from . import builtins  # noqa: F401  (registers the built-in kinds)
+
+        reg = cls()
+        reg.kinds.update(default_registry.kinds)
+        reg.model_backends.update(default_registry.model_backends)
+        return reg
+
     # ---- registration
     def add_kind(self, cls: type[Handler], name: str | None = None) -> type[Handler]:
         self.kinds[name or cls.kind] = cls

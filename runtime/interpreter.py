@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..dsl import ast
 from ..dsl.errors import DecompError, DecompRuntimeError, DepthExceeded
 from ..handlers.base import Call
-from .operators import OperatorError, combine, is_true, item_for_query, items_of, parse_operator
+from .operators import OperatorError, combine, item_for_query, items_of, parse_operator
 from .trace import TraceNode
 from .values import item_text, json_text, named_text, substitute
 

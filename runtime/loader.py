@@ -15,7 +15,7 @@ from ..dsl.checker import check_recursion
 from ..dsl.errors import CheckError, DecompError, Diagnostics
 from ..dsl.parser import parse_module
 from ..handlers.base import Handler, LoadContext
-from ..handlers.program import ProgramHandler, ProgramOptions
+from ..handlers.program import ProgramHandler
 from ..handlers.registry import Registry
 
 

@@ -1,7 +1,12 @@
 """Shared fixtures: where the papers' data lives (../shared/data beside the checkout)."""
+import inspect
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
+
+from decomp import Handler, Options
+from decomp.handlers.registry import Registry, handler_kind
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -12,3 +17,31 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"the papers' data folder is absent: {SHARED_DATA}")
     return SHARED_DATA
+
+
+class FnOptions(Options):
+    fn: str
+
+
+def registry_with(functions: dict[str, Callable[[str], Any]], calls: list | None = None) -> Registry:
+    """The built-in kinds plus `fn(fn="name")`, answering `functions[name](query)` (awaited when
+    it returns a coroutine) and logging (handler name, query) into `calls`."""
+    reg = Registry.with_builtins()
+
+    @handler_kind("fn", registry=reg)
+    class Fn(Handler):
+        Options = FnOptions
+
+        async def run(self, call):
+            if calls is not None:
+                calls.append((self.name, call.query))
+            out = functions[self.options.fn](call.query)
+            return await out if inspect.isawaitable(out) else out
+
+    return reg
+
+
+@pytest.fixture
+def fn_registry():
+    """`registry_with` as a fixture, for tests that register plain functions as a kind."""
+    return registry_with

@@ -12,16 +12,8 @@ class ShoutOptions(Options):
     suffix: str = "!"
 
 
-def _registry_with_builtins() -> Registry:
-    import decomp.handlers.builtins  # noqa: F401
-
-    reg = Registry()
-    reg.kinds.update(default_registry.kinds)
-    return reg
-
-
 def test_decorated_kind_is_used_like_a_builtin(tmp_path):
-    reg = _registry_with_builtins()
+    reg = Registry.with_builtins()
 
     @handler_kind("shout", registry=reg)
     class Shout(Handler):
@@ -38,7 +30,7 @@ def test_decorated_kind_is_used_like_a_builtin(tmp_path):
 
 
 def test_custom_kind_options_are_checked_like_builtins():
-    reg = _registry_with_builtins()
+    reg = Registry.with_builtins()
 
     @handler_kind("shout", registry=reg)
     class Shout(Handler):
@@ -50,7 +42,7 @@ def test_custom_kind_options_are_checked_like_builtins():
 
 
 def test_decorated_python_function(tmp_path):
-    reg = _registry_with_builtins()
+    reg = Registry.with_builtins()
     python_handler("twice", registry=reg)(lambda query: query * 2)
     session = Session(registry=reg)
     module = session.load("x.decomp", text='handler t = python(function="twice")\n'
@@ -77,7 +69,7 @@ def test_entry_point_group_registers_kinds_and_functions(tmp_path, monkeypatch):
     (info / "entry_points.txt").write_text(
         "[decomp.handlers]\nreverse_text = decomp_plugin_demo:Reverse\ncount_words = decomp_plugin_demo:count_words\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    reg = _registry_with_builtins()
+    reg = Registry.with_builtins()
     session = Session(registry=reg)
     module = session.load("x.decomp", text=(
         'handler rev = reverse_text\nhandler n = python(function="count_words")\n'

@@ -2,19 +2,16 @@
 through FakeModel, its error cases, nesting and recursion bounds."""
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 import decomp.handlers.builtins  # noqa: F401
 from decomp.dsl.errors import DecompError
-from decomp.handlers.base import Handler, Options
 from decomp.handlers.models.fake import FakeModel
-from decomp.handlers.registry import Registry, default_registry, handler_kind
 from decomp.runtime.session import Session
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -26,25 +23,7 @@ needs_letter_cat = pytest.mark.skipif(not LETTER_CAT.is_file(),
 
 # --- a table-lookup kind, registered as a plugin would be ------------------------------------
 
-class FnOptions(Options):
-    fn: str
-
-
-def registry_with(functions: dict[str, Callable[[str], Any]], calls: list | None = None) -> Registry:
-    reg = Registry()
-    reg.kinds.update(default_registry.kinds)
-
-    @handler_kind("fn", registry=reg)
-    class Fn(Handler):
-        Options = FnOptions
-
-        async def run(self, call):
-            if calls is not None:
-                calls.append((self.name, call.query))
-            out = functions[self.options.fn](call.query)
-            return await out if inspect.isawaitable(out) else out
-
-    return reg
+from conftest import registry_with  # noqa: E402
 
 
 def echo(query):

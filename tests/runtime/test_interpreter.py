@@ -3,49 +3,22 @@ operator fan-out (order, concurrency), conditions, `[EOQ]`, recursion bounds, tr
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
-from typing import Any, Callable
 
 import pytest
 
 import decomp.handlers.builtins  # noqa: F401  (registers the built-in kinds)
-from decomp.dsl.ast import Span
 from decomp.dsl.errors import DecompError
 from decomp.dsl.parser import parse_step_line
-from decomp.handlers.base import Handler, Options
 from decomp.handlers.models.fake import FakeModel
-from decomp.handlers.registry import Registry, default_registry, handler_kind
 from decomp.runtime.session import RunResult, Session
 from decomp.runtime.values import item_text, json_text, named_text, parse_output, substitute
 
 
 # --- a custom kind, registered exactly as a plugin would be ----------------------------------
 
-class FnOptions(Options):
-    fn: str
-
-
-def registry_with(functions: dict[str, Callable[[str], Any]], calls: list | None = None) -> Registry:
-    """A private registry: the built-in kinds plus `fn(fn="name")`, which answers
-    `functions[name](query)` (awaited when it returns a coroutine) and logs (name, query)."""
-    reg = Registry()
-    reg.kinds.update(default_registry.kinds)
-
-    @handler_kind("fn", registry=reg)
-    class Fn(Handler):
-        Options = FnOptions
-
-        async def run(self, call):
-            if calls is not None:
-                calls.append((self.options.fn, call.query))
-            out = functions[self.options.fn](call.query)
-            if inspect.isawaitable(out):
-                out = await out
-            return out
-
-    return reg
+from conftest import registry_with  # noqa: E402
 
 
 def session_with(functions, calls=None, **kwargs) -> Session:
