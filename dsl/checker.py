@@ -29,7 +29,7 @@ def check_program(program: ast.Program, handlers: Iterable[str]) -> list[CheckEr
     """Problems of one program's body (handler names, references, operators)."""
     known = set(handlers)
     params = {p.name for p in program.params}
-    walker = _BodyChecker(known | {"EOQ"}, params)
+    walker = _BodyChecker(known, params)
     walker.block(program.body, frozenset())
     return walker.errors + _duplicate_params(program)
 

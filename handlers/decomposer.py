@@ -86,6 +86,7 @@ class DecomposerHandler(Handler):
 
     async def run(self, call: Call) -> Any:
         from ..runtime.interpreter import Scope, run_step
+        from ..runtime.trace import TraceNode
 
         scope = Scope(call.session, self.ctx.module, call.inputs, call.stack)
         history: list[tuple[ast.Step, Any]] = []
@@ -94,7 +95,7 @@ class DecomposerHandler(Handler):
             step = await self._next_step(call, history, number)
             if step.is_end:
                 return history[-1][1] if history else None
-            answers[number] = await run_step(step, answers, scope, call.trace)
+            answers[number] = await run_step(step, answers, scope, call.trace or TraceNode("call"))
             history.append((step, answers[number]))
         raise DecompRuntimeError(f"[{self.name}] took {self.options.max_steps} steps without [EOQ] "
                                  f"(raise max_steps?)", call.span)

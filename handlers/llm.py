@@ -1,8 +1,6 @@
 """Shared by the model-backed kinds (prompt, decomposer): few-shot loading and one model call."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..dsl import ast
 from ..dsl.errors import CheckError, DecompError, HandlerError
 from ..dsl.parser import parse_fewshot
@@ -66,5 +64,3 @@ def fewshot_error(handler: Handler, err: Exception) -> list[CheckError]:
                            expected=err.expected, line_text=err.line_text)]
     return [CheckError(f"cannot read the examples of [{handler.name}]: {err}", handler.error_span("file"))]
 
-
-__all__ = ["load_fewshot", "check_file", "ask", "fewshot_error", "Path"]

@@ -75,10 +75,12 @@ class ProgramHandler(Handler):
 
     async def execute(self, call: Call, bound: Mapping[str, Any]) -> Any:
         from ..runtime.interpreter import ProgramState, Scope, number_steps, run_body
+        from ..runtime.trace import TraceNode
 
         scope = Scope(call.session, self.ctx.module, {**call.inputs, **bound}, call.stack)
         state = ProgramState()
-        await run_body(self.program.body, number_steps(self.program.body), state, scope, call.trace)
+        await run_body(self.program.body, number_steps(self.program.body), state, scope,
+                       call.trace or TraceNode("call"))
         return state.last
 
     def _input(self, param: ast.Param, inputs: Mapping[str, Any], span, where: str = "the caller") -> Any:

@@ -30,9 +30,6 @@ class Scope:
     inputs: Mapping[str, Any] = field(default_factory=dict)
     stack: tuple[str, ...] = ()
 
-    def with_inputs(self, inputs: Mapping[str, Any]) -> "Scope":
-        return Scope(self.session, self.module, {**self.inputs, **inputs}, self.stack)
-
 
 # ------------------------------------------------------------------ handler calls
 async def call_handler(name: str, query: str, values: tuple, scope: Scope, span: ast.Span | None,

@@ -1,4 +1,5 @@
 """A regular (non-editable) install in a fresh virtual environment works and stays inside `decomp`."""
+import shutil
 import subprocess
 import sys
 import venv
@@ -19,7 +20,10 @@ def _run(*args, **kw):
 def installed(tmp_path_factory):
     """Build a wheel of this checkout and install it into a new virtual environment."""
     root = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", root / "dist", REPO)
+    source = root / "src"  # a copy, so the build leaves nothing behind in the checkout
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", "tests", "runs"))
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", root / "dist", source)
     wheel = next((root / "dist").glob("decomp_lang-*.whl"))
     env_dir = root / "venv"
     venv.create(env_dir, with_pip=True)

@@ -155,3 +155,11 @@ def test_real_subprocess_check_exit_status(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert f"{bad}:1:1: main names an unknown program or handler 'nothing'" in proc.stderr
+
+
+def test_check_passes_on_every_official_prompt_file(shared_data):
+    files = sorted((shared_data / "decomp" / "prompts").glob("*/*.txt"))
+    assert len(files) == 20
+    for path in files:
+        result = invoke("check", str(path))
+        assert result.exit_code == 0, f"{path}: {result.output}"
