@@ -169,6 +169,20 @@ class Not:
 Expr = Union[Literal, RefOperand, Len, Compare, BoolOp, Not]
 
 
+def condition_refs(expr: Expr):
+    """The references a condition reads, left to right."""
+    if isinstance(expr, (RefOperand, Len)):
+        yield expr.ref
+    elif isinstance(expr, Not):
+        yield from condition_refs(expr.operand)
+    elif isinstance(expr, BoolOp):
+        for operand in expr.operands:
+            yield from condition_refs(operand)
+    elif isinstance(expr, Compare):
+        yield from condition_refs(expr.left)
+        yield from condition_refs(expr.right)
+
+
 @dataclass(frozen=True)
 class If:
     span: Span

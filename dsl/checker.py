@@ -90,7 +90,7 @@ class _BodyChecker:
                     available = available | {self.number}
 
     def condition(self, expr, available) -> None:
-        for ref in _condition_refs(expr):
+        for ref in ast.condition_refs(expr):
             self.errors += _ref_problems(ref, available, self.params)
 
 
@@ -124,19 +124,6 @@ def _ref_problems(ref: ast.Ref, available, params) -> list[CheckError]:
         names = ", ".join(f"#{p}" for p in sorted(params)) or "none"
         return [CheckError(f"unknown input {ref.text}", ref.span, expected=f"one of the parameters: {names}")]
     return []
-
-
-def _condition_refs(expr):
-    if isinstance(expr, (ast.RefOperand, ast.Len)):
-        yield expr.ref
-    elif isinstance(expr, ast.Not):
-        yield from _condition_refs(expr.operand)
-    elif isinstance(expr, ast.BoolOp):
-        for e in expr.operands:
-            yield from _condition_refs(e)
-    elif isinstance(expr, ast.Compare):
-        yield from _condition_refs(expr.left)
-        yield from _condition_refs(expr.right)
 
 
 def _duplicate_params(program: ast.Program) -> list[CheckError]:

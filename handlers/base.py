@@ -75,12 +75,20 @@ class Handler:
     Options: ClassVar[type[Options]] = NoOptions
     #: True for kinds that run other handlers (programs, decomposers): they count for depth.
     nests: ClassVar[bool] = False
+    #: Whether the step cache stores this kind's answers. Model-backed kinds say False: their
+    #: model samples are cached instead (by rendered prompt), and so are nesting kinds' steps.
+    cacheable: ClassVar[bool] = True
 
     def __init__(self, name: str, options: Options, decl: HandlerDecl | None, ctx: LoadContext):
         self.name = name
         self.options = options
         self.decl = decl
         self.ctx = ctx
+
+    def cache_parts(self, call: Call) -> dict[str, Any]:
+        """Everything that decides this call's answer, for its cache key."""
+        return {"kind": self.kind, "version": self.version, "options": self.options.model_dump(mode="json"),
+                "query": call.query, "values": list(call.values)}
 
     def check(self) -> list[CheckError]:
         """Static problems of this declaration (missing files, ...), found before any call."""

@@ -34,6 +34,7 @@ class DecomposerHandler(Handler):
 
     Options = DecomposerOptions
     nests = True
+    cacheable = False
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -91,14 +92,14 @@ class DecomposerHandler(Handler):
         scope = Scope(call.session, self.ctx.module, call.inputs, call.stack)
         history: list[tuple[ast.Step, Any]] = []
         answers: dict[int, Any] = {}
-        for number in range(1, self.options.max_steps + 1):
+        limit = min(self.options.max_steps, call.session.max_steps or self.options.max_steps)
+        for number in range(1, limit + 1):
             step = await self._next_step(call, history, number)
             if step.is_end:
                 return history[-1][1] if history else None
             answers[number] = await run_step(step, answers, scope, call.trace or TraceNode("call"))
             history.append((step, answers[number]))
-        raise DecompRuntimeError(f"[{self.name}] took {self.options.max_steps} steps without [EOQ] "
-                                 f"(raise max_steps?)", call.span)
+        raise DecompRuntimeError(f"[{self.name}] took {limit} steps without [EOQ] (raise max_steps?)", call.span)
 
     async def _next_step(self, call: Call, history, number: int) -> ast.Step:
         prompt = self.render(call.query, history)

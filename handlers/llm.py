@@ -37,7 +37,7 @@ async def ask(handler: Handler, call: Call, prompt: str, *, stop: tuple[str, ...
     node = call.trace.child("model", handler=handler.name, prompt=prompt) if call.trace else None
     request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n)
     try:
-        completion = await model.complete(request)
+        completion = await call.session.complete(model, request, handler.name)
     except ModelError as err:
         if node:
             node.error = str(err)

@@ -31,6 +31,7 @@ class ProgramHandler(Handler):
 
     Options = ProgramOptions
     nests = True
+    cacheable = False
 
     def __init__(self, *args, program: ast.Program | None = None):
         super().__init__(*args)
@@ -74,14 +75,12 @@ class ProgramHandler(Handler):
         return await self.execute(call, bound)
 
     async def execute(self, call: Call, bound: Mapping[str, Any]) -> Any:
-        from ..runtime.interpreter import ProgramState, Scope, number_steps, run_body
+        from ..runtime.interpreter import Scope, number_steps, run_program
         from ..runtime.trace import TraceNode
 
         scope = Scope(call.session, self.ctx.module, {**call.inputs, **bound}, call.stack)
-        state = ProgramState()
-        await run_body(self.program.body, number_steps(self.program.body), state, scope,
-                       call.trace or TraceNode("call"))
-        return state.last
+        return await run_program(self.program.body, number_steps(self.program.body), scope,
+                                 call.trace or TraceNode("call"))
 
     def _input(self, param: ast.Param, inputs: Mapping[str, Any], span, where: str = "the caller") -> Any:
         if param.name not in inputs:

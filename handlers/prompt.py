@@ -40,6 +40,7 @@ class PromptHandler(Handler):
     """Few-shot or template prompt; the completion is parsed as JSON where possible."""
 
     Options = PromptOptions
+    cacheable = False
 
     def __init__(self, *args):
         super().__init__(*args)

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 from typing import Any, Callable
@@ -60,6 +61,18 @@ class PythonHandler(Handler):
         names = ", ".join(sorted(registry.functions)) or "none"
         return (f"unknown python function {self.options.function!r} "
                 f"(registered: {names}; or give a 'module:attr' path)")
+
+    def cache_parts(self, call: Call) -> dict[str, Any]:
+        """The options, query and values, plus the function's code (an edited function misses
+        the cache) and the named inputs when the function reads them."""
+        parts = super().cache_parts(call)
+        fn = self._resolve(call)
+        code = getattr(fn, "__code__", None)
+        parts["function"] = [_name(fn), hashlib.sha256(code.co_code).hexdigest() if code else None,
+                             repr(code.co_consts) if code else None]
+        if "inputs" in _plan(fn):
+            parts["inputs"] = dict(call.inputs)
+        return parts
 
     # ---- running
     async def run(self, call: Call) -> Any:

@@ -66,6 +66,11 @@ class Registry:
             return fn if callable(fn) else None
         return None
 
+    def model_backend(self, scheme: str) -> Callable[..., Any] | None:
+        """The factory for model specs `scheme:...`, called as factory(name, settings)."""
+        self._load_entry_points()
+        return self.model_backends.get(scheme)
+
     def _load_entry_points(self) -> None:
         if self._entry_points_loaded:
             return

@@ -2,16 +2,20 @@
 
 A bad row (malformed JSON, missing question) or a failing program records its error in that
 row's line; the other rows go on. Lines are flushed as they are written, so nothing already
-finished is lost if the run is interrupted.
+finished is lost if the run is interrupted. Rows are started in input order and their model
+calls are served lowest row first, so lines come out close to input order; each line carries
+the row's `index` for exact ordering.
 """
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Iterable
 
+from .accounting import Usage
 from .datasets import Row, read_rows
 from .loader import LoadedModule
 from .session import Session
@@ -21,39 +25,62 @@ from .session import Session
 class BatchSummary:
     rows: int = 0
     failed: int = 0
+    seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    max_in_flight: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "failed": self.failed, "seconds": round(self.seconds, 3),
+                **self.usage.to_dict(), "max_in_flight": self.max_in_flight}
 
 
-async def run_rows(session: Session, module: LoadedModule, rows: list[Row], out: IO[str],
-                   concurrency: int = 8) -> BatchSummary:
-    """Run `rows` with at most `concurrency` at once, writing each result line when it ends."""
+async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], out: IO[str],
+                   window: int = 256) -> BatchSummary:
+    """Run `rows`, at most `window` at once, writing each result line when its row ends.
+
+    The window only bounds memory: the number of model calls in flight is the scheduler's."""
     summary = BatchSummary()
-    gate = asyncio.Semaphore(max(1, concurrency))
+    started = time.perf_counter()
+    gate = asyncio.Semaphore(max(1, window))
 
     async def one(row: Row) -> None:
-        async with gate:
+        try:
             record = await _run_row(session, module, row)
+        finally:
+            gate.release()
         summary.rows += 1
         summary.failed += "error" in record
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
         out.flush()
 
-    await asyncio.gather(*(one(row) for row in rows))
+    tasks = []
+    for row in rows:
+        await gate.acquire()
+        tasks.append(asyncio.ensure_future(one(row)))
+    await asyncio.gather(*tasks)
+    await session.aclose()
+    summary.seconds = time.perf_counter() - started
+    summary.usage = session.usage
+    summary.max_in_flight = dict(session.scheduler.max_in_flight)
     return summary
 
 
 async def _run_row(session: Session, module: LoadedModule, row: Row) -> dict[str, Any]:
     if row.error is not None:
-        return {"id": row.id, "answer": None, "error": row.error}
-    result = await session.arun(module, {"id": row.id, **row.fields})
-    record: dict[str, Any] = {"id": row.id, "answer": result.answer}
+        return {"id": row.id, "index": row.index, "answer": None, "error": row.error}
+    result = await session.arun(module, {"id": row.id, **row.fields}, index=row.index)
+    record: dict[str, Any] = {"id": row.id, "index": row.index, "answer": result.answer}
     if result.error is not None:
         record["error"] = result.error
+    record["usage"] = {"calls": result.usage.calls, "cache_hits": result.usage.cache_hits,
+                       "prompt_tokens": result.usage.prompt_tokens,
+                       "completion_tokens": result.usage.completion_tokens}
     return record
 
 
-def run_file(session: Session, module: LoadedModule, data: Path, output: Path, concurrency: int = 8) -> BatchSummary:
+def run_file(session: Session, module: LoadedModule, data: Path, output: Path) -> BatchSummary:
     """Run every row of `data` (JSONL or DecomP's DROP-style JSON) into `output` (JSONL)."""
-    rows = list(read_rows(data))
+    rows = read_rows(data)
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("w", encoding="utf-8") as out:
-        return asyncio.run(run_rows(session, module, rows, out, concurrency))
+        return asyncio.run(run_rows(session, module, rows, out))

@@ -11,8 +11,14 @@ from ..dsl.checker import check_fewshot
 from ..dsl.errors import DecompError, Diagnostics
 from ..dsl.parser import read_fewshot
 from . import evaluate as evaluation
+from ..handlers.models.base import ModelSettings
+from ..handlers.models.fake import ReplayModel
+from .accounting import Budget
 from .batch import run_file
+from .cache import MODES, StepCache, default_cache_dir
+from .datasets import read_rows
 from .inspect import describe
+from .scheduler import Scheduler
 from .session import Session
 
 PROGRAMS_DIR = Path(__file__).resolve().parent.parent / "programs"
@@ -68,6 +74,42 @@ def _checked_fewshot(path: Path):
     return fewshot
 
 
+def _session_options(command):
+    """The options that shape a run: model, endpoint limits, cache, budgets."""
+    options = [
+        click.option("--model", help="Model for handlers that name none: local:..., openai:NAME, fake:FILE.json."),
+        click.option("--base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
+        click.option("--concurrency", default=8, show_default=True, help="Model calls in flight at once, per endpoint."),
+        click.option("--rpm", type=float, help="At most this many requests per minute, per endpoint."),
+        click.option("--tpm", type=float, help="At most this many tokens per minute, per endpoint."),
+        click.option("--cache", "cache_mode", type=click.Choice(MODES), default="read-write", show_default=True,
+                     help="Step cache: reuse results, recompute them, ignore the cache, or only replay it."),
+        click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+                     help="Where the step cache lives (default: $DECOMP_CACHE_DIR or ~/.cache/decomp)."),
+        click.option("--max-calls", type=int, help="Budget: model calls for the whole run."),
+        click.option("--max-tokens", type=int, help="Budget: tokens for the whole run."),
+        click.option("--max-row-calls", type=int, help="Budget: model calls per row."),
+        click.option("--max-row-tokens", type=int, help="Budget: tokens per row."),
+        click.option("--max-depth", type=int, default=64, show_default=True, help="Deepest nesting of programs."),
+        click.option("--max-steps", type=int, help="Most steps any decomposer may take."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def make_session(opts: dict, model=None) -> Session:
+    """A `Session` from the run options (`model` replaces --model, as --dry-run does)."""
+    cache = None
+    if opts["cache_mode"] != "off" and model is None:
+        folder = opts["cache_dir"] or default_cache_dir()
+        cache = StepCache(folder / "steps.sqlite", opts["cache_mode"])
+    budget = Budget(opts["max_row_calls"], opts["max_row_tokens"], opts["max_calls"], opts["max_tokens"])
+    return Session(model=model or opts["model"], settings=ModelSettings(base_url=opts["base_url"]),
+                   scheduler=Scheduler(opts["concurrency"], rpm=opts["rpm"], tpm=opts["tpm"]), cache=cache,
+                   budget=budget, max_depth=opts["max_depth"], max_steps=opts["max_steps"])
+
+
 @main.command()
 @click.argument("file")
 @click.option("--question", "-q", help="Run on this one question and print the answer.")
@@ -76,18 +118,20 @@ def _checked_fewshot(path: Path):
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write one JSON line per row (with --input).")
 @click.option("--field", "fields", multiple=True, metavar="NAME=VALUE", help="Another input field (repeatable).")
-@click.option("--model", help="Model for handlers that do not name one, e.g. fake:answers.json.")
-@click.option("--concurrency", default=8, show_default=True, help="Rows run at once (with --input).")
 @click.option("--trace", "show_trace", is_flag=True, help="With --question: print the decomposition tree as JSON.")
-def run(file, question, data, output, fields, model, concurrency, show_trace) -> None:
+@click.option("--dry-run", is_flag=True, help="Count the model calls per row on a stand-in model; call nothing.")
+@_session_options
+def run(file, question, data, output, fields, show_trace, dry_run, **opts) -> None:
     """Run the program FILE on one --question or on every row of --input."""
-    session = Session(model=model)
+    session = make_session(opts, ReplayModel() if dry_run else None)
     try:
         loaded = session.load(resolve_program(file))
     except (DecompError, OSError) as err:
         _fail(err)
-    if data is not None:
-        _run_batch(session, loaded, data, output, concurrency)
+    if dry_run:
+        _dry_run(session, loaded, data, question, fields)
+    elif data is not None:
+        _run_batch(session, loaded, data, output)
     elif question is not None:
         _run_one(session, loaded, question, fields, show_trace)
     else:
@@ -106,6 +150,25 @@ def _run_one(session, loaded, question, fields, show_trace) -> None:
     click.echo(answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False))
 
 
+def _dry_run(session, loaded, data, question, fields) -> None:
+    """Print how many model calls each row would make (estimated from the prompts' examples)."""
+    if data is not None:
+        rows = [{"id": r.id, **r.fields} for r in read_rows(data) if r.error is None]
+    elif question is not None:
+        rows = [{"question": question, **dict(_field(f) for f in fields)}]
+    else:
+        raise click.UsageError("give --question TEXT or --input DATA")
+    calls = [session.run(loaded, row).usage.calls for row in rows]
+    click.echo(json.dumps(dry_run_estimate(calls)))
+
+
+def dry_run_estimate(calls: list[int]) -> dict:
+    """Summary of model calls per row from a dry run."""
+    n = len(calls)
+    return {"rows": n, "calls_per_row": round(sum(calls) / n, 3) if n else 0.0, "max_calls_per_row": max(calls, default=0),
+            "estimated_calls": sum(calls)}
+
+
 def _field(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep:
@@ -113,14 +176,14 @@ def _field(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _run_batch(session, loaded, data: Path, output: Path | None, concurrency: int) -> None:
+def _run_batch(session, loaded, data: Path, output: Path | None) -> None:
     if output is None:
         raise click.UsageError("--input needs --output OUT.jsonl")
     try:
-        summary = run_file(session, loaded, data, output, concurrency)
+        summary = run_file(session, loaded, data, output)
     except (OSError, ValueError) as err:
         _fail(err)
-    click.echo(json.dumps({"rows": summary.rows, "failed": summary.failed, "output": str(output)}))
+    click.echo(json.dumps({**summary.to_dict(), "output": str(output)}))
 
 
 @main.command("eval")

@@ -6,12 +6,15 @@ Everything is async: handlers are awaited and the items of a fan-out run concurr
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..dsl import ast
 from ..dsl.errors import DecompError, DecompRuntimeError, DepthExceeded
 from ..handlers.base import Call
+from .accounting import current_row
+from .cache import cache_key
 from .operators import OperatorError, combine, item_for_query, items_of, parse_operator
 from .trace import TraceNode
 from .values import item_text, json_text, named_text, substitute
@@ -34,7 +37,7 @@ class Scope:
 # ------------------------------------------------------------------ handler calls
 async def call_handler(name: str, query: str, values: tuple, scope: Scope, span: ast.Span | None,
                        trace: TraceNode) -> Any:
-    """Run handler `name` on one sub-query, checking recursion bounds, recording a trace node."""
+    """Run handler `name` on one sub-query: recursion bounds, the step cache, timing, a trace node."""
     handler = scope.module.handlers.get(name)
     if handler is None:
         raise DecompRuntimeError(f"unknown handler [{name}]", span,
@@ -42,12 +45,30 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
     stack = _enter(handler, scope, span)
     node = trace.child("call", handler=name, query=query, location=_where(span))
     call = Call(query, scope.session, values, scope.inputs, stack, span, node)
+    started = time.perf_counter()
     try:
-        answer = await handler.run(call)
+        answer = await _cached_run(handler, call, node)
     except DecompError as err:
         node.error = str(err)
         raise
+    finally:
+        current_row().timed(name, time.perf_counter() - started)
     node.answer = answer
+    return answer
+
+
+async def _cached_run(handler, call: Call, node: TraceNode) -> Any:
+    cache = call.session.cache
+    if cache is None or not handler.cacheable:
+        return await handler.run(call)
+    key = cache_key(handler.cache_parts(call))
+    stored = cache.get(key, f"[{handler.name}] {call.query[:60]!r}")
+    if cache.hit(stored):
+        node.cache_hit = True
+        current_row().charge(0, 0, 0, 1)
+        return stored
+    answer = await handler.run(call)
+    cache.put(key, answer)
     return answer
 
 
@@ -69,15 +90,19 @@ def _where(span: ast.Span | None) -> str | None:
 
 
 # ------------------------------------------------------------------ one step
-async def run_step(step: ast.Step, answers: Mapping[int, Any], scope: Scope, trace: TraceNode) -> Any:
-    """Execute one `QS: (op) [handler] query` line given the answers so far (by number)."""
+async def run_step(step: ast.Step, answers: Mapping[int, Any], scope: Scope, trace: TraceNode,
+                   node: TraceNode | None = None) -> Any:
+    """Execute one `QS: (op) [handler] query` line given the answers so far (by number).
+
+    Its trace node is `node` when given (already placed), else a new child of `trace`."""
     if step.handler is None:
         raise DecompRuntimeError("this step names no handler (write it as QS: [handler] ...)", step.span)
     try:
         op = parse_operator(step.operator)
     except OperatorError as err:
         raise DecompRuntimeError(str(err), step.operator_span or step.span) from None
-    node = trace.child("step", label=step.text, handler=step.handler, operator=op.name, location=_where(step.span))
+    node = node or trace.child("step")
+    node.label, node.handler, node.operator, node.location = step.text, step.handler, op.name, _where(step.span)
     try:
         answer = await (_fan_out(op, step, answers, scope, node) if op.fans_out
                         else _select(step, answers, scope, node))
@@ -108,8 +133,7 @@ async def _fan_out(op, step, answers, scope, node) -> Any:
     except OperatorError as err:
         raise DecompRuntimeError(f"{ref.text}: {err}", ref.span) from None
     others = {r.text: named_text(scope.inputs[r.name]) for r in step.refs if r.name in scope.inputs}
-    calls = [_one_item(step, ref, item, others, scope, node) for item in shown]
-    results = await asyncio.gather(*calls)
+    results = await gather_all(_one_item(step, ref, item, others, scope, node) for item in shown)
     try:
         return combine(op, items, list(results))
     except OperatorError as err:
@@ -153,24 +177,107 @@ def _render(step: ast.Step, texts: Mapping[str, str]) -> str:
 # ------------------------------------------------------------------ programs
 @dataclass
 class ProgramState:
+    """Answers of a running program by step number; each step starts once its inputs are ready."""
+
     answers: dict[int, Any] = field(default_factory=dict)
-    last: Any = None
+    tasks: dict[int, asyncio.Task] = field(default_factory=dict)
+    side: list[asyncio.Task] = field(default_factory=list)
+
+    @property
+    def last(self) -> Any:
+        """The answer of the last step (in the text) that ran."""
+        return self.answers[max(self.answers)] if self.answers else None
+
+    async def ready(self, refs) -> None:
+        """Wait for the steps that `refs` name (those started so far)."""
+        waiting = [self.tasks[r.index] for r in refs if r.index is not None and r.index in self.tasks]
+        if waiting:
+            await asyncio.gather(*waiting)
+
+    async def settle(self) -> None:
+        """Wait for everything started so far (the first failure is raised)."""
+        while True:
+            pending = [t for t in [*self.tasks.values(), *self.side] if not t.done()]
+            if not pending:
+                break
+            await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+            for task in pending:
+                if task.done() and not task.cancelled() and task.exception() is not None:
+                    raise task.exception()
+        for task in [*self.tasks.values(), *self.side]:
+            if task.exception() is not None:
+                raise task.exception()
+
+    def cancel(self) -> None:
+        for task in [*self.tasks.values(), *self.side]:
+            task.cancel()
+
+
+async def run_program(body: tuple, numbers: Mapping[ast.Span, int], scope: Scope, trace: TraceNode) -> Any:
+    """Run a program body as a dataflow graph and return its answer (the last step's)."""
+    state = ProgramState()
+    try:
+        await run_body(body, numbers, state, scope, trace)
+        await state.settle()
+    except BaseException:
+        state.cancel()
+        raise
+    return state.last
 
 
 async def run_body(body: tuple, numbers: Mapping[ast.Span, int], state: ProgramState, scope: Scope,
                    trace: TraceNode) -> bool:
-    """Run statements in order; True when an `[EOQ]` ended the program early."""
+    """Start the statements of `body`; True when an `[EOQ]` ended the program early.
+
+    A step starts as soon as the steps it references have answered, so independent steps run
+    at once. An `if` whose branches can end the program waits for everything before it; other
+    `if`s run alongside the steps that follow them (which cannot see inside them).
+    """
     for stmt in body:
         if isinstance(stmt, ast.If):
-            branch = stmt.then if truth(evaluate(stmt.condition, state.answers, scope)) else stmt.otherwise
-            if await run_body(branch, numbers, state, scope, trace):
-                return True
+            if ends_program(stmt):
+                await state.settle()
+                if await _branch(stmt, numbers, state, scope, trace):
+                    return True
+            else:
+                state.side.append(asyncio.ensure_future(_branch(stmt, numbers, state, scope, trace)))
         elif stmt.is_end:
+            await state.settle()
             return True
         else:
-            state.last = await run_step(stmt, state.answers, scope, trace)
-            state.answers[numbers[stmt.span]] = state.last
+            number = numbers[stmt.span]
+            state.tasks[number] = asyncio.ensure_future(_step_task(stmt, number, state, scope, trace))
     return False
+
+
+async def _branch(stmt: ast.If, numbers, state: ProgramState, scope: Scope, trace: TraceNode) -> bool:
+    await state.ready(ast.condition_refs(stmt.condition))
+    branch = stmt.then if truth(evaluate(stmt.condition, state.answers, scope)) else stmt.otherwise
+    return await run_body(branch, numbers, state, scope, trace)
+
+
+async def _step_task(step: ast.Step, number: int, state: ProgramState, scope: Scope, trace: TraceNode) -> Any:
+    node = trace.child("step")  # made now, so the trace keeps program order whatever finishes first
+    await state.ready(step.refs)
+    answer = await run_step(step, state.answers, scope, trace, node)
+    state.answers[number] = answer
+    return answer
+
+
+def ends_program(stmt: ast.If) -> bool:
+    """Whether an `[EOQ]` sits anywhere inside this `if`."""
+    return any(s.is_end for s in iter_steps((stmt,)))
+
+
+async def gather_all(coroutines) -> list:
+    """Run coroutines at once, results in order; on the first failure cancel the rest and raise it."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
 
 
 def number_steps(body: tuple) -> dict[ast.Span, int]:
@@ -240,3 +347,4 @@ def truth(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() not in ("", "no", "false", "0")
     return bool(value)
+

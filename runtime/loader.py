@@ -29,6 +29,7 @@ class LoadedModule:
     main: str | None = None
     default_model: str | None = None
     models: dict[str, str] = field(default_factory=dict)
+    model_decls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
     def entry(self) -> Handler:
         return self.handlers[self.main]
@@ -107,6 +108,7 @@ class _Loader:
             for decl in module.models:
                 if self._unique(decl.name, decl, decl.span):
                     loaded.models[decl.name] = decl.spec
+                    loaded.model_decls[decl.name] = (decl.spec, {o.name: o.value.plain() for o in decl.options})
         loaded.default_model = loaded.models.get("default")
 
     def _declare(self, loaded: LoadedModule, module: ast.Module, ctx: LoadContext) -> None:

@@ -1,35 +1,41 @@
-"""`Session`: the one object that wires a run together: registry, models, limits.
+"""`Session`: the one object that wires a run together: registry, models, scheduler, cache,
+budgets and usage.
 
     session = Session(model=FakeModel(answers=[...]))
     module = session.load("programs/decomp/letter_cat.decomp")
     result = session.run(module, {"question": "Take the last letters of ..."})
-    result.answer, result.error, result.trace
+    result.answer, result.error, result.usage, result.trace
 """
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..dsl.errors import DecompError
 from ..handlers import builtins  # noqa: F401  (registers the built-in kinds)
 from ..handlers.base import Call
-from ..handlers.models.base import Model, ModelError
+from ..handlers.models.base import Completion, Model, ModelError, ModelSettings, Request, Score
 from ..handlers.models.fake import FakeModel
 from ..handlers.program import ProgramHandler
 from ..handlers.registry import Registry, default_registry
+from .accounting import CURRENT_ROW, Budget, RowContext, Usage, current_row
+from .cache import StepCache, cache_key
 from .loader import LoadedModule, load
+from .scheduler import Scheduler
 from .trace import TraceNode
 
 
 @dataclass
 class RunResult:
-    """What one row produced: its answer, or the error that ended it, and the trace."""
+    """What one row produced: its answer, or the error that ended it, its usage and trace."""
 
     answer: Any
     error: str | None
     trace: TraceNode
+    usage: Usage = field(default_factory=Usage)
 
     @property
     def ok(self) -> bool:
@@ -37,19 +43,38 @@ class RunResult:
 
 
 class Session:
-    """Owns the handler registry, the models and the run limits. No hidden global state."""
+    """Owns the registry, the models, the scheduler, the cache and the limits of a run.
+
+    model:  a `Model` or a spec (`openai:gpt-4o-mini`, `fake:answers.json`) used by every
+            handler that does not name its own model
+    cache:  a `StepCache`, or None for no caching (the default in the library; the CLI caches)
+    """
 
     def __init__(self, *, registry: Registry | None = None, model: Model | str | None = None,
-                 max_depth: int = 64):
+                 settings: ModelSettings | None = None, scheduler: Scheduler | None = None,
+                 cache: StepCache | None = None, budget: Budget | None = None,
+                 max_depth: int = 64, max_steps: int | None = None):
         self.registry = registry or default_registry
+        self.settings = settings or ModelSettings()
+        self.scheduler = scheduler or Scheduler()
+        self.cache = cache
+        self.budget = budget or Budget()
         self.max_depth = max_depth
+        self.max_steps = max_steps
+        self.usage = Usage()
         self._override = model
         self._models: dict[str, Model] = {}
+        self._declared: dict[str, tuple[str, ModelSettings]] = {}
 
     # ---- loading
     def load(self, path: str | Path, text: str | None = None) -> LoadedModule:
         """Parse and check a .decomp file; raises `DecompError` (often `Diagnostics`)."""
-        return load(path, self.registry, text)
+        module = load(path, self.registry, text)
+        for name, (spec, options) in module.model_decls.items():
+            settings = dataclasses.replace(self.settings, **_known_settings(options),
+                                           options=tuple(sorted(options.items())))
+            self._declared[name] = (spec, settings)
+        return module
 
     # ---- models
     def resolve_model(self, explicit: str | None, module_default: str | None) -> Model:
@@ -62,36 +87,106 @@ class Session:
         return self.model(spec)
 
     def model(self, spec: str) -> Model:
-        """A model instance for a spec such as `fake:answers.json` (cached per spec)."""
+        """A model instance for a spec or a declared model name (one instance per spec)."""
         if spec not in self._models:
-            self._models[spec] = self._build_model(spec)
+            real, settings = self._declared.get(spec, (spec, self.settings))
+            self._models[spec] = self._build_model(real, settings)
         return self._models[spec]
 
-    def _build_model(self, spec: str) -> Model:
+    def _build_model(self, spec: str, settings: ModelSettings) -> Model:
         scheme, _, rest = spec.partition(":")
         if scheme == "fake":
             return FakeModel.from_file(rest) if rest else FakeModel()
-        factory = self.registry.model_backends.get(scheme)
+        factory = self.registry.model_backend(scheme)
         if factory is None:
             known = ", ".join(sorted({"fake", *self.registry.model_backends}))
             raise ModelError(f"unknown model {spec!r} (known backends: {known})")
-        return factory(rest)
+        return factory(rest, settings)
+
+    # ---- model calls: cache, budget, scheduler, usage
+    async def complete(self, model: Model, request: Request, handler: str = "") -> Completion:
+        """One request through the cache and the scheduler; each sample is cached by its index."""
+        row = current_row()
+        keys = [self._sample_key(model, request, i) for i in range(request.n)]
+        found = [self._cached(k, f"[{handler}] on {model.name}") for k in keys]
+        missing = [i for i, value in enumerate(found) if value is None]
+        if missing:
+            row.before_call()
+            fresh = await self.scheduler.complete(
+                model, dataclasses.replace(request, n=len(missing)), priority=row.priority)
+            for i, text in zip(missing, fresh.texts):
+                found[i] = {"text": text}
+                self._store(keys[i], found[i])
+            row.charge(1, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
+            return Completion(tuple(f["text"] for f in found), fresh.prompt_tokens, fresh.completion_tokens)
+        row.charge(0, 0, 0, request.n)
+        return Completion(tuple(f["text"] for f in found))
+
+    async def score(self, model: Model, prompt: str, continuation: str, handler: str = "") -> Score:
+        """Log-likelihood of `continuation` after `prompt`, cached like completions."""
+        row = current_row()
+        key = cache_key({"op": "score", "model": model.name, "prompt": prompt, "continuation": continuation})
+        value = self._cached(key, f"[{handler}] on {model.name}")
+        if value is not None:
+            row.charge(0, 0, 0, 1)
+            return Score(value["logprob"], value["tokens"])
+        row.before_call()
+        score = await self.scheduler.score(model, prompt, continuation, priority=row.priority)
+        self._store(key, {"logprob": score.logprob, "tokens": score.tokens})
+        row.charge(1, score.tokens, 0, 0)
+        return score
+
+    @staticmethod
+    def _sample_key(model: Model, request: Request, index: int) -> str:
+        sampling = {"max_tokens": request.max_tokens, "temperature": request.temperature,
+                    "stop": list(request.stop), "seed": request.seed}
+        sample = index if request.temperature > 0 else 0
+        return cache_key({"op": "complete", "model": model.name, "sampling": sampling, "sample": sample,
+                          "prompt": request.prompt})
+
+    def _cached(self, key: str, what: str) -> Any:
+        if self.cache is None:
+            return None
+        value = self.cache.get(key, what)
+        return value if self.cache.hit(value) else None
+
+    def _store(self, key: str, value: Any) -> None:
+        if self.cache is not None:
+            self.cache.put(key, value)
 
     # ---- running
-    async def arun(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None) -> RunResult:
-        """Run the module's main (or `target`) on one row's fields; errors are caught into the result."""
+    async def arun(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None,
+                   index: int = 0) -> RunResult:
+        """Run the module's main (or `target`) on one row; errors are caught into the result."""
+        row = RowContext(index, self.budget, self.usage)
+        token = CURRENT_ROW.set(row)
         trace = TraceNode("row", label=str(fields.get("id", "")))
         try:
             answer = await self._entry(module, target, fields, trace)
         except (DecompError, ModelError) as err:
             trace.error = str(err)
-            return RunResult(None, str(err), trace)
+            return RunResult(None, str(err), trace, row.usage)
+        finally:
+            CURRENT_ROW.reset(token)
         trace.answer = answer
-        return RunResult(answer, None, trace)
+        return RunResult(answer, None, trace, row.usage)
 
     def run(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None) -> RunResult:
-        """Synchronous `arun`."""
-        return asyncio.run(self.arun(module, fields, target))
+        """Synchronous `arun` for one row (closes the models' connections afterwards)."""
+        async def one() -> RunResult:
+            try:
+                return await self.arun(module, fields, target)
+            finally:
+                await self.aclose()
+        return asyncio.run(one())
+
+    async def aclose(self) -> None:
+        """Close model clients (they are rebuilt on next use) and commit the cache."""
+        models, self._models = list(self._models.values()), {}
+        for model in models:
+            await model.aclose()
+        if self.cache is not None:
+            self.cache.flush()
 
     async def _entry(self, module: LoadedModule, target: str | None, fields, trace: TraceNode) -> Any:
         name = target or module.main
@@ -107,3 +202,9 @@ class Session:
         if "question" not in fields:
             raise DecompError(f"the row has no 'question' field for [{name}]")
         return await handler.run(call)
+
+
+def _known_settings(options: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(ModelSettings)} - {"options"}
+    return {k: v for k, v in options.items() if k in names}
+

@@ -19,6 +19,7 @@ class TraceNode:
     raw_output: str | None = None
     answer: Any = None
     error: str | None = None
+    cache_hit: bool = False
     children: list["TraceNode"] = field(default_factory=list)
 
     def child(self, kind: str, **fields) -> "TraceNode":

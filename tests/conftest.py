@@ -12,6 +12,12 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own step-cache folder: no test reads another's cached results."""
+    monkeypatch.setenv("DECOMP_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

@@ -1,6 +1,9 @@
-"""What a model backend is: an async `complete(Request) -> Completion`, nothing more.
+"""What a model backend is: an async `complete(Request) -> Completion`, and optionally
+`score(prompt, continuation)`. Transport lives here; prompt rendering lives in the handlers
+and retry/concurrency policy in the scheduler (DSPy's split).
 
-Prompt rendering lives in the handlers; transport lives here (DSPy's split).
+Backends raise `TransientModelError` for failures worth retrying (rate limits, 5xx, timeouts,
+garbage replies) and `ModelError` for final ones (unknown model, bad key, context too long).
 """
 from __future__ import annotations
 
@@ -16,6 +19,21 @@ class Request:
     temperature: float = 0.0
     stop: tuple[str, ...] = ()
     n: int = 1
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """How to reach a model, beyond its name: from `--base-url`, the environment or a
+    `model NAME = "scheme:name" (option=value, ...)` declaration."""
+
+    base_url: str | None = None
+    timeout: float = 60.0
+    api: str = "auto"  # openai: "chat", "completions" or "auto"
+    options: tuple[tuple[str, object], ...] = ()
+
+    def option(self, name: str, default=None):
+        return dict(self.options).get(name, default)
 
 
 @dataclass(frozen=True)
@@ -29,14 +47,41 @@ class Completion:
         return self.texts[0] if self.texts else ""
 
 
+@dataclass(frozen=True)
+class Score:
+    """Log-likelihood (natural log) of a continuation given a prompt, and its token count."""
+
+    logprob: float
+    tokens: int
+
+
 class Model:
-    """Base of model backends."""
+    """Base of model backends.
+
+    `name` is the spec users wrote (`openai:gpt-4o-mini`); `endpoint` names the server whose
+    concurrency limit the call counts against (two model names on one server share it).
+    """
 
     name: str = "model"
+    endpoint: str = "model"
 
     async def complete(self, request: Request) -> Completion:  # pragma: no cover - interface
         raise NotImplementedError
 
+    async def score(self, prompt: str, continuation: str) -> Score:
+        raise ModelError(f"model {self.name!r} cannot score text (no log-likelihoods)")
+
+    async def aclose(self) -> None:
+        """Release connections or weights; the session calls it at the end of a run."""
+
 
 class ModelError(Exception):
     """A model could not answer (unknown spec, unreachable endpoint, no scripted answer...)."""
+
+
+class TransientModelError(ModelError):
+    """A failure worth retrying; `retry_after` is the server's hint in seconds, if it gave one."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after

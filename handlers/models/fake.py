@@ -35,6 +35,7 @@ class FakeModel(Model):
         self.script = {k.strip(): list(v) for k, v in (script or {}).items()}
         self.default = default
         self.name = name
+        self.endpoint = name
         self.history: list[Request] = []
 
     @property
@@ -106,3 +107,32 @@ def _decomposition_state(prompt: str) -> tuple[str, int]:
 
 def _apply(answer: Answer, request: Request) -> str:
     return answer(request) if callable(answer) else answer
+
+
+class ReplayModel(FakeModel):
+    """Answers every prompt from its own few-shot examples, for `decomp run --dry-run`.
+
+    A decomposer prompt (ending in `QS:`) gets the next line of its first example program, then
+    `[EOQ]`; a Q/A prompt gets its first example's answer. The calls a row makes this way
+    estimate what it costs on a real model.
+    """
+
+    def __init__(self):
+        super().__init__(name="dry-run")
+
+    def _answer(self, request: Request) -> str:
+        from ...dsl.errors import DecompError
+        from ...dsl.parser import parse_fewshot
+
+        head = request.prompt[: max(request.prompt.rfind("\nQC:"), request.prompt.rfind("\nQ:"))]
+        try:
+            examples = parse_fewshot(head).examples
+        except DecompError:
+            examples = ()
+        if request.prompt.rstrip(" ").endswith("QS:"):
+            _, done = _decomposition_state(request.prompt)
+            program = next((e for e in examples if e.steps), None)
+            lines = [s.step.text for s in program.steps] if program else []
+            return " " + (lines[done] if done < len(lines) else "[EOQ]")
+        answer = next((e.answer for e in examples if e.answer is not None), None)
+        return " " + (answer.text if answer is not None else '""')

@@ -1,0 +1,102 @@
+"""Usage accounting and budgets, per row and per run.
+
+Each row runs inside a `RowContext` (a context variable, so concurrent foreach items and
+program steps of the row share it). Model calls are charged to the row and to the run; a
+budget that runs out ends that row with a `BudgetExceeded` error naming the budget.
+"""
+from __future__ import annotations
+
+import contextvars
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..dsl.errors import DecompRuntimeError
+
+
+class BudgetExceeded(DecompRuntimeError):
+    """A row (or the run) used up one of its budgets."""
+
+
+@dataclass
+class Usage:
+    """Model calls, cache hits, tokens, and time spent per handler."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    handler_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    handler_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: "Usage") -> None:
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        for name, count in other.handler_calls.items():
+            self.handler_calls[name] += count
+            self.handler_seconds[name] += other.handler_seconds[name]
+
+    def to_dict(self) -> dict:
+        latency = {name: {"calls": count, "seconds": round(self.handler_seconds[name], 6),
+                          "mean_ms": round(1000 * self.handler_seconds[name] / count, 3)}
+                   for name, count in sorted(self.handler_calls.items())}
+        return {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "handlers": latency}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits; None means unlimited. Per row: model calls and tokens; per run: the same."""
+
+    row_calls: int | None = None
+    row_tokens: int | None = None
+    run_calls: int | None = None
+    run_tokens: int | None = None
+
+
+@dataclass
+class RowContext:
+    """What one row's calls are charged to."""
+
+    priority: int
+    budget: Budget
+    run: Usage
+    usage: Usage = field(default_factory=Usage)
+
+    def before_call(self) -> None:
+        """Refuse a model call that would exceed a call budget."""
+        _check("model calls for this row", self.usage.calls, self.budget.row_calls)
+        _check("model calls for the run", self.run.calls, self.budget.run_calls)
+        _check("tokens for this row", self.usage.tokens, self.budget.row_tokens)
+        _check("tokens for the run", self.run.tokens, self.budget.run_tokens)
+
+    def charge(self, calls: int, prompt_tokens: int, completion_tokens: int, hits: int) -> None:
+        for usage in (self.usage, self.run):
+            usage.calls += calls
+            usage.prompt_tokens += prompt_tokens
+            usage.completion_tokens += completion_tokens
+            usage.cache_hits += hits
+
+    def timed(self, handler: str, seconds: float) -> None:
+        for usage in (self.usage, self.run):
+            usage.handler_calls[handler] += 1
+            usage.handler_seconds[handler] += seconds
+
+
+def _check(what: str, used: int, limit: int | None) -> None:
+    if limit is not None and used >= limit:
+        raise BudgetExceeded(f"budget exhausted: {what} reached {limit}")
+
+
+CURRENT_ROW: contextvars.ContextVar[RowContext | None] = contextvars.ContextVar("decomp_row", default=None)
+
+
+def current_row() -> RowContext:
+    """The row being run, or a throw-away context for calls made outside any row."""
+    row = CURRENT_ROW.get()
+    return row if row is not None else RowContext(0, Budget(), Usage())

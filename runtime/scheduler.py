@@ -1,0 +1,136 @@
+"""One scheduler for every model call: a concurrency limit per endpoint, optional requests- and
+tokens-per-minute limits, and retries with exponential backoff and jitter.
+
+Waiting calls are served lowest priority number first (the row's index), so a run keeps every
+slot busy while early rows finish early; a row never waits for another row's steps, only for a
+free slot. A slot is held only while a request is in flight, not while backing off.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import random
+import time
+from collections import defaultdict
+from typing import Awaitable, Callable, TypeVar
+
+from ..handlers.models.base import Completion, Model, ModelError, Request, Score, TransientModelError
+
+T = TypeVar("T")
+
+
+class PrioritySemaphore:
+    """An asyncio semaphore that wakes the waiter with the lowest priority number first."""
+
+    def __init__(self, value: int):
+        self._free = value
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._order = itertools.count()
+
+    async def acquire(self, priority: int = 0) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._order), future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # we were handed a slot as we were cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                future.set_result(None)
+                return
+        self._free += 1
+
+
+class RateLimit:
+    """A token bucket refilled continuously: `per_minute` units, bursts up to that many."""
+
+    def __init__(self, per_minute: float):
+        self.rate = per_minute / 60.0
+        self.capacity = per_minute
+        self.level = per_minute
+        self.stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def take(self, amount: float) -> None:
+        async with self._lock:
+            amount = min(amount, self.capacity)
+            while True:
+                now = time.monotonic()
+                self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+                self.stamp = now
+                if self.level >= amount:
+                    self.level -= amount
+                    return
+                await asyncio.sleep((amount - self.level) / self.rate)
+
+
+class Scheduler:
+    """Bounds and retries model calls; counts what was in flight at once per endpoint."""
+
+    def __init__(self, concurrency: int = 8, *, rpm: float | None = None, tpm: float | None = None,
+                 retries: int = 6, backoff: float = 0.25, max_backoff: float = 20.0, seed: int | None = None):
+        self.concurrency = max(1, concurrency)
+        self.rpm, self.tpm = rpm, tpm
+        self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
+        self._random = random.Random(seed)
+        self._slots: dict[str, PrioritySemaphore] = {}
+        self._limits: dict[tuple[str, str], RateLimit] = {}
+        self.in_flight: dict[str, int] = defaultdict(int)
+        self.max_in_flight: dict[str, int] = defaultdict(int)
+        self.retried = 0
+
+    async def complete(self, model: Model, request: Request, priority: int = 0) -> Completion:
+        tokens = len(request.prompt) / 4 + request.max_tokens * request.n
+        return await self._attempts(model, lambda: model.complete(request), priority, tokens)
+
+    async def score(self, model: Model, prompt: str, continuation: str, priority: int = 0) -> Score:
+        tokens = (len(prompt) + len(continuation)) / 4
+        return await self._attempts(model, lambda: model.score(prompt, continuation), priority, tokens)
+
+    async def _attempts(self, model: Model, make_call: Callable[[], Awaitable[T]], priority: int,
+                        tokens: float) -> T:
+        for attempt in range(self.retries + 1):
+            try:
+                return await self._once(model, make_call, priority, tokens)
+            except TransientModelError as err:
+                if attempt == self.retries:
+                    raise ModelError(f"{model.name}: gave up after {attempt + 1} attempts; last error: {err}") from err
+                self.retried += 1
+                await asyncio.sleep(self.delay(attempt, err.retry_after))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _once(self, model: Model, make_call, priority: int, tokens: float):
+        slot = self._slots.setdefault(model.endpoint, PrioritySemaphore(self.concurrency))
+        await slot.acquire(priority)
+        try:
+            await self._rate_limits(model.endpoint, tokens)
+            self.in_flight[model.endpoint] += 1
+            self.max_in_flight[model.endpoint] = max(self.max_in_flight[model.endpoint],
+                                                     self.in_flight[model.endpoint])
+            try:
+                return await make_call()
+            finally:
+                self.in_flight[model.endpoint] -= 1
+        finally:
+            slot.release()
+
+    async def _rate_limits(self, endpoint: str, tokens: float) -> None:
+        if self.rpm:
+            await self._limits.setdefault((endpoint, "rpm"), RateLimit(self.rpm)).take(1)
+        if self.tpm:
+            await self._limits.setdefault((endpoint, "tpm"), RateLimit(self.tpm)).take(tokens)
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential backoff with full jitter; never sooner than the server's Retry-After."""
+        ceiling = min(self.max_backoff, self.backoff * 2 ** attempt)
+        wait = self._random.uniform(0, ceiling)
+        return max(wait, retry_after or 0.0)
