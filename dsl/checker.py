@@ -55,7 +55,7 @@ def check_recursion(handlers: Mapping[str, Checkable]) -> list[CheckError]:
     for component in nx.strongly_connected_components(graph):
         if len(component) == 1 and not graph.has_edge(*(list(component) * 2)):
             continue
-        cycle = " -> ".join(nx.find_cycle(graph.subgraph(component))[i][0] for i in range(len(component)))
+        cycle = " -> ".join(edge[0] for edge in nx.find_cycle(graph.subgraph(component)))
         for name in sorted(component):
             handler = handlers[name]
             if handler.nests and handler.max_depth is None:

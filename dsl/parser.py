@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from lark import Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
 from . import ast
 from .errors import DecompError, DecompSyntaxError, Diagnostics
@@ -43,12 +48,24 @@ def parse_step_line(text: str, path: str = "<model output>") -> ast.Step:
     return _parse(line if line.strip() else "QS:", path, "step_line", None)
 
 
+def read_text(path: str | Path) -> str:
+    """A source file's text; a file that is not UTF-8 is a `DecompSyntaxError`, not a crash."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise DecompSyntaxError(f"the file is not UTF-8 text (byte {data[err.start]:#04x})",
+                                ast.Span(str(path), line, column, line, column + 1), line_text="") from None
+
+
 def read_module(path: str | Path) -> ast.Module:
-    return parse_module(Path(path).read_text(encoding="utf-8"), str(path))
+    return parse_module(read_text(path), str(path))
 
 
 def read_fewshot(path: str | Path) -> ast.FewShot:
-    return parse_fewshot(Path(path).read_text(encoding="utf-8"), str(path))
+    return parse_fewshot(read_text(path), str(path))
 
 
 # ------------------------------------------------------------------ driver
@@ -61,12 +78,25 @@ def _parse(text: str, path: str, start: str, chunker):
     except UnexpectedInput as exc:
         first = _syntax_error(exc, path, lines)
         raise _all_errors(source, path, start, chunker, first) from None
+    except RecursionError:
+        raise DecompSyntaxError("the text is nested too deeply to read", ast.Span(path, 1, 1, 1, 2)) from None
     try:
         return _Builder(path, source).transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, DecompError):
             raise exc.orig_exc from None
-        raise
+        span = _visit_span(exc, path)
+        raise DecompSyntaxError(f"cannot read this: {exc.orig_exc}", span,
+                                line_text=lines[span.line - 1] if span.line <= len(lines) else None) from None
+    except RecursionError:
+        raise DecompSyntaxError("the text is nested too deeply to read", ast.Span(path, 1, 1, 1, 2)) from None
+
+
+def _visit_span(exc: VisitError, path: str) -> ast.Span:
+    meta = getattr(exc.obj, "meta", None)
+    if meta is not None and not getattr(meta, "empty", True):
+        return ast.Span(path, meta.line, meta.column, meta.end_line, meta.end_column)
+    return ast.Span(path, 1, 1, 1, 2)
 
 
 def _all_errors(source, path, start, chunker, first) -> DecompError:
@@ -174,12 +204,17 @@ def _unescape(match: re.Match) -> str:
 
 
 def parse_answer_text(text: str) -> tuple[Any, bool]:
-    """JSON value of an answer, or the stripped text itself when it is not JSON."""
+    """JSON value of an answer, or the stripped text itself when it is not JSON (NaN and
+    Infinity are not JSON; nesting too deep to read stays text too)."""
     stripped = text.strip()
     try:
-        return json.loads(stripped), True
-    except ValueError:
+        return json.loads(stripped, parse_constant=_no_constants), True
+    except (ValueError, RecursionError):
         return stripped, False
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not JSON")
 
 
 def find_refs(text: str, span: ast.Span) -> tuple[ast.Ref, ...]:

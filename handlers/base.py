@@ -115,3 +115,12 @@ class Handler:
             return None
         opt = self.decl.option(option) if option else None
         return opt.value.span if opt else self.decl.span
+
+
+def step_calls(steps) -> dict[str, list[Span]]:
+    """The handlers that `QS:` steps name (`[EOQ]` aside), each with where it is named."""
+    found: dict[str, list[Span]] = {}
+    for step in steps:
+        if step.handler and not step.is_end:
+            found.setdefault(step.handler, []).append(step.handler_span or step.span)
+    return found

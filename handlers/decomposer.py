@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from ..dsl import ast
 from ..dsl.checker import check_fewshot
 from ..dsl.errors import CheckError, DecompError, DecompRuntimeError
 from ..dsl.parser import parse_step_line
 from ..runtime.values import json_text
-from .base import Call, Handler, Options
+from .base import Call, Handler, Options, step_calls
 from .llm import ask, check_file, fewshot_error, load_fewshot
 from .registry import handler_kind
 
@@ -22,10 +24,10 @@ class DecomposerOptions(Options):
     file: str | None = None
     examples: str | None = None
     model: str | None = None
-    max_steps: int = 10
-    max_depth: int | None = None
-    max_tokens: int = 200
-    temperature: float = 0.0
+    max_steps: int = Field(10, ge=1)
+    max_depth: int | None = Field(None, ge=1)
+    max_tokens: int = Field(200, ge=1)
+    temperature: float = Field(0.0, ge=0.0)
 
 
 @handler_kind("decomposer")
@@ -60,23 +62,20 @@ class DecomposerHandler(Handler):
             return [CheckError(f"the examples of [{self.name}] have no QC:/QS: programs", self.error_span("file"))]
         return []
 
-    def check_references(self, handlers: set[str]) -> list[CheckError]:
+    def _examples_or_none(self) -> ast.FewShot | None:
+        """The examples, or None when they cannot be read (check() says why)."""
         try:
-            return check_fewshot(self.fewshot, handlers)
-        except (AttributeError, DecompError, OSError):
-            return []  # no readable examples: check() reports why
+            return self.fewshot
+        except (DecompError, OSError):
+            return None
+
+    def check_references(self, handlers: set[str]) -> list[CheckError]:
+        examples = self._examples_or_none()
+        return [] if examples is None else check_fewshot(examples, handlers)
 
     def calls(self) -> dict[str, list[ast.Span]]:
-        found: dict[str, list[ast.Span]] = {}
-        try:
-            examples = self.fewshot.examples
-        except (AttributeError, DecompError, OSError):
-            return found  # no readable examples: check() reports why
-        for example in examples:
-            for s in example.steps:
-                if s.step.handler and not s.step.is_end:
-                    found.setdefault(s.step.handler, []).append(s.step.handler_span or s.step.span)
-        return found
+        examples = self._examples_or_none()
+        return {} if examples is None else step_calls(s.step for e in examples.examples for s in e.steps)
 
     def render(self, question: str, history: list[tuple[ast.Step, Any]]) -> str:
         """The prompt asking for the next `QS:` line."""

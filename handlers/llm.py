@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..dsl import ast
 from ..dsl.errors import CheckError, DecompError, HandlerError
-from ..dsl.parser import parse_fewshot
+from ..dsl.parser import parse_fewshot, read_fewshot
 from .base import Call, Handler
 from .models.base import ModelError, Request
 
@@ -13,19 +13,26 @@ def load_fewshot(handler: Handler) -> ast.FewShot | None:
     opts = handler.options
     path = getattr(opts, "file", None)
     if path:
-        full = handler.ctx.resolve(path)
-        return parse_fewshot(full.read_text(encoding="utf-8"), str(full))
-    inline = getattr(opts, "examples", None) or getattr(opts, "text", None)
+        return read_fewshot(handler.ctx.resolve(path))
+    option = "examples" if getattr(opts, "examples", None) else "text"
+    inline = getattr(opts, option, None)
     if inline:
-        where = handler.error_span("examples") or handler.error_span("text")
-        return parse_fewshot(inline, where.file if where else f"<{handler.name}>")
+        decl = handler.decl.option(option) if handler.decl is not None else None
+        if decl is None:
+            return parse_fewshot(inline, f"<{handler.name}>")
+        # parse in place: errors then point at the lines of the .decomp file
+        return parse_fewshot("\n" * (decl.value.span.line - 1) + inline, decl.value.span.file)
     return None
 
 
 def check_file(handler: Handler, option: str = "file") -> list[CheckError]:
     """A missing prompt file is a check error at the option's position."""
     path = getattr(handler.options, option, None)
-    if path and not handler.ctx.resolve(path).is_file():
+    try:
+        missing = bool(path) and not handler.ctx.resolve(path).is_file()
+    except (OSError, ValueError):
+        missing = True
+    if missing:
         return [CheckError(f"prompt file not found: {handler.ctx.resolve(path)}", handler.error_span(option))]
     return []
 

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from pydantic import Field
+
 from ..dsl import ast
 from ..dsl.checker import check_program
 from ..dsl.errors import CheckError, DecompRuntimeError
 from ..runtime.values import item_text, json_text, parse_output
-from .base import Call, Handler, Options
+from .base import Call, Handler, Options, step_calls
 from .registry import handler_kind
 
 
 class ProgramOptions(Options):
     file: str | None = None
     name: str | None = None
-    max_depth: int | None = None
+    max_depth: int | None = Field(None, ge=1)
     description: str | None = None
 
 
@@ -53,16 +55,13 @@ class ProgramHandler(Handler):
     def calls(self) -> dict[str, list[ast.Span]]:
         from ..runtime.interpreter import iter_steps
 
-        found: dict[str, list[ast.Span]] = {}
-        if self.program is not None:
-            for step in iter_steps(self.program.body):
-                if step.handler and not step.is_end:
-                    found.setdefault(step.handler, []).append(step.handler_span or step.span)
-        return found
+        return {} if self.program is None else step_calls(iter_steps(self.program.body))
 
     async def run(self, call: Call) -> Any:
         if self.target is not None:
             return await self.target.run(call)
+        if self.program is None:
+            raise DecompRuntimeError(f"[{self.name}] has no program to run (see `decomp check`)", call.span)
         params = self.program.params
         bound = {p.name: self._input(p, call.inputs, call.span) for p in params[1:]}
         if params:

@@ -11,15 +11,17 @@ from typing import Any
 
 import regex
 from jinja2 import StrictUndefined, TemplateError
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from pydantic import Field
 
 from ..dsl.errors import CheckError, DecompError, HandlerError
+from ..dsl.parser import read_text
 from ..runtime.values import parse_output
 from .base import Call, Handler, Options
 from .llm import ask, check_file, fewshot_error, load_fewshot
 from .registry import handler_kind
 
-_JINJA = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_JINJA = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
 
 class PromptOptions(Options):
@@ -27,10 +29,10 @@ class PromptOptions(Options):
     text: str | None = None
     template: bool | None = None
     model: str | None = None
-    temperature: float = 0.0
-    max_tokens: int = 200
+    temperature: float = Field(0.0, ge=0.0)
+    max_tokens: int = Field(200, ge=1)
     stop: list[str] = ["\n"]
-    n: int = 1
+    n: int = Field(1, ge=1)
     answer_regex: str | None = None
     context: str | None = None
 
@@ -75,8 +77,7 @@ class PromptHandler(Handler):
     def _prepare(self) -> None:
         if self._source is not None:
             return
-        self._source = (self.ctx.resolve(self.options.file).read_text(encoding="utf-8")
-                        if self.options.file else self.options.text)
+        self._source = read_text(self.ctx.resolve(self.options.file)) if self.options.file else self.options.text
         if self.is_template:
             self._template = _JINJA.from_string(self._source)
         else:
@@ -89,8 +90,8 @@ class PromptHandler(Handler):
             variables = {**call.inputs, "query": call.query, "values": list(call.values), "inputs": dict(call.inputs)}
             try:
                 return self._template.render(**variables)
-            except TemplateError as err:
-                raise HandlerError(f"[{self.name}] template: {err}", call.span) from err
+            except Exception as err:  # a template can fail in any way (1 // 0, bad filters, ...)
+                raise HandlerError(f"[{self.name}] template: {type(err).__name__}: {err}", call.span) from err
         return self._render_fewshot(call)
 
     def _render_fewshot(self, call: Call) -> str:
@@ -111,7 +112,10 @@ class PromptHandler(Handler):
     def _extract(self, text: str, call: Call) -> Any:
         if not self.options.answer_regex:
             return parse_output(text)
-        match = regex.search(self.options.answer_regex, text, timeout=1.0)
+        try:
+            match = regex.search(self.options.answer_regex, text, timeout=1.0)
+        except TimeoutError:
+            raise HandlerError(f"[{self.name}] answer_regex took over 1 s on the model's output", call.span) from None
         if match is None:
             raise HandlerError(f"[{self.name}] answer_regex {self.options.answer_regex!r} found nothing in "
                                f"{text.strip()[:80]!r}", call.span)

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 import math
@@ -59,8 +60,8 @@ class PythonHandler(Handler):
 
     def _unknown_message(self, registry: Registry) -> str:
         names = ", ".join(sorted(registry.functions)) or "none"
-        return (f"unknown python function {self.options.function!r} "
-                f"(registered: {names}; or give a 'module:attr' path)")
+        return (f"unknown python function {self.options.function!r}: {registry.function_problem(self.options.function)} "
+                f"(registered: {names}; or give a 'module:function' path)")
 
     def cache_parts(self, call: Call) -> dict[str, Any]:
         """The options, query and values, plus the function's code (an edited function misses
@@ -68,8 +69,7 @@ class PythonHandler(Handler):
         parts = super().cache_parts(call)
         fn = self._resolve(call)
         code = getattr(fn, "__code__", None)
-        parts["function"] = [_name(fn), hashlib.sha256(code.co_code).hexdigest() if code else None,
-                             repr(code.co_consts) if code else None]
+        parts["function"] = [_name(fn), code_fingerprint(code) if code else None]
         if "inputs" in _plan(fn):
             parts["inputs"] = dict(call.inputs)
         return parts
@@ -103,6 +103,17 @@ class PythonHandler(Handler):
         return fn
 
 
+def code_fingerprint(code) -> str:
+    """A hash of what a function does (bytecode, names, constants, nested code), stable across
+    processes: an edited function gets a new cache key, an unchanged one keeps its key."""
+    digest = hashlib.sha256()
+    for part in (code.co_code, repr(code.co_names).encode(), repr(code.co_varnames).encode()):
+        digest.update(part)
+    for const in code.co_consts:
+        digest.update(code_fingerprint(const).encode() if hasattr(const, "co_code") else repr(const).encode())
+    return digest.hexdigest()
+
+
 def _plan(fn: Callable[..., Any]) -> tuple[str, ...]:
     """Which of `ARGUMENTS` `fn` takes by keyword, or ("*query",) for a positional query.
 
@@ -129,7 +140,8 @@ def _plan(fn: Callable[..., Any]) -> tuple[str, ...]:
 
 
 def _arguments(plan: tuple[str, ...], call: Call) -> tuple[list[Any], dict[str, Any]]:
-    given = {"query": call.query, "values": list(call.values), "inputs": dict(call.inputs)}
+    # copies: a function must not change the answers other steps will read
+    given = {"query": call.query, "values": copy.deepcopy(list(call.values)), "inputs": copy.deepcopy(dict(call.inputs))}
     if plan == ("*query",):
         return [call.query], {}
     return [], {name: given[name] for name in plan}

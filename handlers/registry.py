@@ -53,18 +53,20 @@ class Registry:
         return self.kinds.get(name)
 
     def function(self, name: str) -> Callable[..., Any] | None:
-        """A registered function by name, or `module:attr` imported on demand."""
+        """A registered function by name, or a `module:attr` Python function imported on demand
+        (see `function_problem` for why one is refused)."""
         self._load_entry_points()
         if name in self.functions:
             return self.functions[name]
-        if ":" in name:
-            module, _, attr = name.partition(":")
-            try:
-                fn = getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError):
-                return None
-            return fn if callable(fn) else None
-        return None
+        found = _import_function(name)
+        return found if callable(found) else None
+
+    def function_problem(self, name: str) -> str | None:
+        """Why `function(name)` finds nothing, in words; None when it finds a function."""
+        if self.function(name) is not None:
+            return None
+        found = _import_function(name)
+        return found if isinstance(found, str) else f"no function is registered as {name!r}"
 
     def model_backend(self, scheme: str) -> Callable[..., Any] | None:
         """The factory for model specs `scheme:...`, called as factory(name, settings)."""
@@ -83,6 +85,34 @@ class Registry:
             self.add_kind(obj, name if not obj.kind else obj.kind)
         elif callable(obj) and not inspect.ismodule(obj):
             self.add_function(obj, name)
+
+
+#: Modules whose functions a .decomp file may not call by `module:attr`: they reach the shell,
+#: the file system or the interpreter. A .decomp file is code all the same: run only files you
+#: trust; this list stops the obvious abuse, not a determined author.
+DENIED_MODULES = frozenset({
+    "os", "posix", "nt", "subprocess", "shutil", "sys", "builtins", "importlib", "runpy", "pty",
+    "socket", "ctypes", "multiprocessing", "pickle", "marshal", "code", "codeop", "pathlib", "tempfile",
+    "signal", "io", "pdb", "webbrowser", "http", "urllib", "ftplib", "smtplib", "asyncio",
+})
+
+
+def _import_function(name: str) -> Callable[..., Any] | str:
+    """The Python function `module:attr`, or why it cannot be used."""
+    module, sep, attr = name.partition(":")
+    if not sep or not module or not attr:
+        return f"{name!r} is neither a registered function nor a 'module:function' path"
+    if module.split(".")[0] in DENIED_MODULES:
+        return f"functions of the module {module!r} may not be called from a .decomp file"
+    try:
+        obj = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as err:  # the module's own import error, whatever it is
+        return f"cannot load {name!r}: {type(err).__name__}: {err}"
+    if not inspect.isfunction(obj):
+        return f"{name!r} is not a Python function (builtins and classes are not allowed)"
+    return obj
 
 
 #: The process-wide default registry; `Session(registry=...)` can take another one.

@@ -69,15 +69,21 @@ class RowContext:
     usage: Usage = field(default_factory=Usage)
 
     def before_call(self) -> None:
-        """Refuse a model call that would exceed a call budget."""
+        """Count a model call about to be made, or refuse it if a budget is spent.
+
+        The call is counted before it is made, so concurrent calls of a row (or of the run)
+        cannot overshoot a call budget. Token budgets are checked against tokens already used:
+        calls in flight at that moment may take a run past its token budget by their size."""
         _check("model calls for this row", self.usage.calls, self.budget.row_calls)
         _check("model calls for the run", self.run.calls, self.budget.run_calls)
         _check("tokens for this row", self.usage.tokens, self.budget.row_tokens)
         _check("tokens for the run", self.run.tokens, self.budget.run_tokens)
+        self.usage.calls += 1
+        self.run.calls += 1
 
-    def charge(self, calls: int, prompt_tokens: int, completion_tokens: int, hits: int) -> None:
+    def charge(self, prompt_tokens: int, completion_tokens: int, hits: int) -> None:
+        """Add the tokens of a call made (counted by `before_call`) and cache hits."""
         for usage in (self.usage, self.run):
-            usage.calls += calls
             usage.prompt_tokens += prompt_tokens
             usage.completion_tokens += completion_tokens
             usage.cache_hits += hits

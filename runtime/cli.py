@@ -10,9 +10,9 @@ import click
 from ..dsl.checker import check_fewshot
 from ..dsl.errors import DecompError, Diagnostics
 from ..dsl.parser import read_fewshot
-from . import evaluate as evaluation
 from ..handlers.models.base import ModelSettings
 from ..handlers.models.fake import ReplayModel
+from . import evaluate as evaluation
 from .accounting import Budget
 from .batch import run_file
 from .cache import MODES, StepCache, default_cache_dir

@@ -65,7 +65,7 @@ async def _cached_run(handler, call: Call, node: TraceNode) -> Any:
     stored = cache.get(key, f"[{handler.name}] {call.query[:60]!r}")
     if cache.hit(stored):
         node.cache_hit = True
-        current_row().charge(0, 0, 0, 1)
+        current_row().charge(0, 0, 1)
         return stored
     answer = await handler.run(call)
     cache.put(key, answer)
@@ -105,7 +105,7 @@ async def run_step(step: ast.Step, answers: Mapping[int, Any], scope: Scope, tra
     node.label, node.handler, node.operator, node.location = step.text, step.handler, op.name, _where(step.span)
     try:
         answer = await (_fan_out(op, step, answers, scope, node) if op.fans_out
-                        else _select(step, answers, scope, node))
+                        else _select(op, step, answers, scope, node))
     except DecompError as err:
         node.error = node.error or str(err)
         raise
@@ -113,12 +113,16 @@ async def run_step(step: ast.Step, answers: Mapping[int, Any], scope: Scope, tra
     return answer
 
 
-async def _select(step, answers, scope, node) -> Any:
+async def _select(op, step, answers, scope, node) -> Any:
     values = tuple(_value(ref, answers, scope) for ref in step.refs)
     texts = {ref.text: _select_text(ref, v) for ref, v in zip(step.refs, values) if v is not _MISSING}
     query = _render(step, texts)
     node.query = query
-    return await call_handler(step.handler, query, _present(values), scope, step.span, node)
+    answer = await call_handler(step.handler, query, _present(values), scope, step.span, node)
+    try:
+        return combine(op, [], [answer])
+    except OperatorError as err:
+        raise DecompRuntimeError(str(err), step.span) from None
 
 
 async def _fan_out(op, step, answers, scope, node) -> Any:
@@ -128,21 +132,22 @@ async def _fan_out(op, step, answers, scope, node) -> Any:
                                  step.query_span or step.span)
     ref = numbered[0]
     try:
-        items = items_of(_value(ref, answers, scope))
+        items = items_of(op, _value(ref, answers, scope))
         shown = [item_for_query(op, item) for item in items]
     except OperatorError as err:
         raise DecompRuntimeError(f"{ref.text}: {err}", ref.span) from None
     others = {r.text: named_text(scope.inputs[r.name]) for r in step.refs if r.name in scope.inputs}
-    results = await gather_all(_one_item(step, ref, item, others, scope, node) for item in shown)
+    as_text = json_text if op.inserts_json else item_text
+    results = await gather_all(_one_item(step, ref, item, as_text, others, scope, node) for item in shown)
     try:
         return combine(op, items, list(results))
     except OperatorError as err:
         raise DecompRuntimeError(str(err), step.span) from None
 
 
-async def _one_item(step, ref, item, others, scope, node) -> Any:
-    query = _render(step, {**others, ref.text: item_text(item)})
-    item_node = node.child("item", label=item_text(item), query=query)
+async def _one_item(step, ref, item, as_text, others, scope, node) -> Any:
+    query = _render(step, {**others, ref.text: as_text(item)})
+    item_node = node.child("item", label=as_text(item), query=query)
     answer = await call_handler(step.handler, query, (item,), scope, step.span, item_node)
     item_node.answer = answer
     return answer
@@ -235,29 +240,32 @@ async def run_body(body: tuple, numbers: Mapping[ast.Span, int], state: ProgramS
     """
     for stmt in body:
         if isinstance(stmt, ast.If):
+            node = trace.child("if", label=f"if at line {stmt.span.line}", location=_where(stmt.span))
             if ends_program(stmt):
                 await state.settle()
-                if await _branch(stmt, numbers, state, scope, trace):
+                if await _branch(stmt, numbers, state, scope, node):
                     return True
             else:
-                state.side.append(asyncio.ensure_future(_branch(stmt, numbers, state, scope, trace)))
+                state.side.append(asyncio.ensure_future(_branch(stmt, numbers, state, scope, node)))
         elif stmt.is_end:
             await state.settle()
             return True
         else:
             number = numbers[stmt.span]
-            state.tasks[number] = asyncio.ensure_future(_step_task(stmt, number, state, scope, trace))
+            node = trace.child("step")  # placed now, so the trace keeps program order
+            state.tasks[number] = asyncio.ensure_future(_step_task(stmt, number, state, scope, trace, node))
     return False
 
 
 async def _branch(stmt: ast.If, numbers, state: ProgramState, scope: Scope, trace: TraceNode) -> bool:
     await state.ready(ast.condition_refs(stmt.condition))
-    branch = stmt.then if truth(evaluate(stmt.condition, state.answers, scope)) else stmt.otherwise
-    return await run_body(branch, numbers, state, scope, trace)
+    taken = truth(evaluate(stmt.condition, state.answers, scope))
+    trace.answer = taken
+    return await run_body(stmt.then if taken else stmt.otherwise, numbers, state, scope, trace)
 
 
-async def _step_task(step: ast.Step, number: int, state: ProgramState, scope: Scope, trace: TraceNode) -> Any:
-    node = trace.child("step")  # made now, so the trace keeps program order whatever finishes first
+async def _step_task(step: ast.Step, number: int, state: ProgramState, scope: Scope, trace: TraceNode,
+                     node: TraceNode) -> Any:
     await state.ready(step.refs)
     answer = await run_step(step, state.answers, scope, trace, node)
     state.answers[number] = answer

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from ..dsl import ast
 from ..dsl.checker import check_recursion
 from ..dsl.errors import CheckError, DecompError, Diagnostics
-from ..dsl.parser import parse_module
+from ..dsl.parser import parse_module, read_text
 from ..handlers.base import Handler, LoadContext
 from ..handlers.program import ProgramHandler
 from ..handlers.registry import Registry
@@ -31,9 +31,6 @@ class LoadedModule:
     models: dict[str, str] = field(default_factory=dict)
     model_decls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
-    def entry(self) -> Handler:
-        return self.handlers[self.main]
-
 
 def load(path: str | Path, registry: Registry, text: str | None = None) -> LoadedModule:
     """Parse, build and check the module at `path` (or `text`, named `path`)."""
@@ -50,6 +47,7 @@ class _Loader:
         self.texts: dict[str, str] = {}
 
     def load(self, path: Path, text: str | None) -> LoadedModule:
+        self.active = self.active + (path.resolve(),)
         root = self._parse(path, text)
         if root is None:
             raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
@@ -75,13 +73,13 @@ class _Loader:
     # ---- parsing and imports
     def _parse(self, path: Path, text: str | None) -> ast.Module | None:
         try:
-            source = text if text is not None else path.read_text(encoding="utf-8")
+            source = text if text is not None else read_text(path)
             self.texts[str(path)] = source
             return parse_module(source, str(path))
         except DecompError as err:
             self.errors += err.errors if isinstance(err, Diagnostics) else [err]
-        except OSError as err:
-            self.errors.append(CheckError(f"cannot read {path}: {err.strerror or err}"))
+        except (OSError, ValueError) as err:
+            self.errors.append(CheckError(f"cannot read {path}: {getattr(err, 'strerror', None) or err}"))
         return None
 
     def _with_imports(self, root: ast.Module, path: Path) -> list[tuple[ast.Module, Path]]:
@@ -90,7 +88,11 @@ class _Loader:
             module, file = queue.pop(0)
             found.append((module, file))
             for imp in module.imports:
-                target = (file.parent / imp.path).resolve()
+                try:
+                    target = (file.parent / imp.path).resolve()
+                except (OSError, ValueError) as err:
+                    self.errors.append(CheckError(f"bad import path: {err}", imp.span))
+                    continue
                 if target in seen:
                     continue
                 seen.add(target)
@@ -104,12 +106,28 @@ class _Loader:
 
     # ---- declarations
     def _models(self, loaded: LoadedModule, modules) -> None:
-        for module, _ in modules:
+        """Model declarations: their own namespace, a known backend, known options."""
+        for module, file in modules:
             for decl in module.models:
-                if self._unique(decl.name, decl, decl.span):
-                    loaded.models[decl.name] = decl.spec
-                    loaded.model_decls[decl.name] = (decl.spec, {o.name: o.value.plain() for o in decl.options})
+                if decl.name in loaded.models:
+                    self.errors.append(CheckError(f"model '{decl.name}' is already declared", decl.span))
+                    continue
+                spec = self._model_spec(decl, file)
+                options = {o.name: o.value.plain() for o in decl.options}
+                self.errors += _model_option_errors(decl)
+                loaded.models[decl.name] = spec
+                loaded.model_decls[decl.name] = (spec, options)
         loaded.default_model = loaded.models.get("default")
+
+    def _model_spec(self, decl: ast.ModelDecl, file: Path) -> str:
+        scheme, _, rest = decl.spec.partition(":")
+        if scheme != "fake" and self.registry.model_backend(scheme) is None:
+            known = ", ".join(sorted({"fake", *self.registry.model_backends}))
+            self.errors.append(CheckError(f"unknown model backend '{scheme}' in {decl.spec!r}", decl.span,
+                                          expected=f"SCHEME:NAME with SCHEME one of: {known}"))
+        if scheme == "fake" and rest and not Path(rest).is_absolute():
+            return f"fake:{file.parent / rest}"  # relative to the .decomp file, not the working folder
+        return decl.spec
 
     def _declare(self, loaded: LoadedModule, module: ast.Module, ctx: LoadContext) -> None:
         for decl in module.handlers:
@@ -148,6 +166,7 @@ class _Loader:
         for opt in options:
             if opt.name in values:
                 self.errors.append(CheckError(f"option '{opt.name}' is given twice", opt.span))
+            self.errors += _bare_names(opt.value)
             values[opt.name] = opt.value.plain()
         try:
             return cls.Options(**values)
@@ -173,9 +192,14 @@ class _Loader:
         if not isinstance(handler, ProgramHandler) or handler.program is not None or not handler.options.file:
             return
         path = handler.ctx.resolve(handler.options.file).resolve()
-        if path in self.active or not path.is_file():
-            if not path.is_file():
-                self.errors.append(CheckError(f"program file not found: {path}", handler.error_span("file")))
+        if not path.is_file():
+            self.errors.append(CheckError(f"program file not found: {path}", handler.error_span("file")))
+            return
+        if path in self.active:
+            chain = " -> ".join(p.name for p in self.active + (path,))
+            self.errors.append(CheckError(f"program(file=...) loads a file already being loaded ({chain}); "
+                                          "for recursion, call the program by name in its own file",
+                                          handler.error_span("file")))
             return
         try:
             other = _Loader(self.registry, self.active + (path,)).load(path, None)
@@ -187,6 +211,34 @@ class _Loader:
             self.errors.append(CheckError(f"{path} has no program '{name}'", handler.error_span("name")))
             return
         handler.target = other.handlers[name]
+
+
+#: What a `model NAME = "..." (option=value)` declaration may set, with the types allowed.
+MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,)}
+
+
+def _model_option_errors(decl: ast.ModelDecl) -> list[CheckError]:
+    errors = []
+    for opt in decl.options:
+        errors += _bare_names(opt.value)
+        allowed = MODEL_OPTIONS.get(opt.name)
+        if allowed is None:
+            errors.append(CheckError(f"unknown option '{opt.name}' for a model", opt.span,
+                                     expected="one of: " + ", ".join(MODEL_OPTIONS)))
+        elif not isinstance(opt.value.value, allowed) or isinstance(opt.value.value, bool):
+            errors.append(CheckError(f"option '{opt.name}' of a model needs a {allowed[0].__name__}",
+                                     opt.value.span))
+    return errors
+
+
+def _bare_names(value: ast.Value) -> list[CheckError]:
+    """A bare word is no value: `default=None` almost always means null or "None"."""
+    if value.kind == "list":
+        return [e for v in value.value for e in _bare_names(v)]
+    if value.kind == "ident":
+        return [CheckError(f"bare name {value.value} is not a value", value.span,
+                           expected=f'a string ("{value.value}"), a number, true, false or null')]
+    return []
 
 
 def _option_error(error: dict, cls, options, what: str, span) -> CheckError:

@@ -34,6 +34,11 @@ class Operator:
         """True for operators that run the handler once per item of a list answer."""
         return self.base != "select"
 
+    @property
+    def inserts_json(self) -> bool:
+        """`projectValues` and friends insert the pair's part as JSON text; the others raw."""
+        return self.base not in ("select", "project", "filter")
+
 
 class OperatorError(ValueError):
     """An unknown operator name, or a value an operator cannot work on."""
@@ -49,13 +54,14 @@ def parse_operator(name: str | None) -> Operator:
     return Operator(written, base, tuple(subops))
 
 
-def items_of(value: Any) -> list:
-    """The list a fan-out operator iterates over; a single string counts as a one-item list."""
+def items_of(op: Operator, value: Any) -> list:
+    """The list a fan-out operator iterates over; for `project` operators (not `filter`, as in
+    the official code) a single string counts as a one-item list."""
     if isinstance(value, list):
         return value
-    if isinstance(value, str):
+    if isinstance(value, str) and op.base.startswith("project"):
         return [value]
-    raise OperatorError(f"cannot iterate over {json.dumps(value)}: not a list")
+    raise OperatorError(f"({op.name}) cannot iterate over {json.dumps(value, ensure_ascii=False)}: not a list")
 
 
 def item_for_query(op: Operator, item: Any) -> Any:
@@ -85,11 +91,10 @@ def combine(op: Operator, items: list, answers: list) -> Any:
 
 
 def is_true(answer: Any) -> bool:
-    """A filter's verdict: true, "yes", "1" or "true" (any case) keep the item."""
+    """A filter's verdict: true, "yes", "1" or "true" (any case) keep the item; as in the
+    official code, only booleans and strings are verdicts."""
     if isinstance(answer, bool):
         return answer
-    if isinstance(answer, (int, float)):
-        return answer == 1
     if isinstance(answer, str):
         return answer.strip().lower() in ("yes", "1", "true")
     raise OperatorError(f"cannot read {json.dumps(answer)} as yes or no")
@@ -106,7 +111,7 @@ def unique(value: Any) -> list:
         raise OperatorError(f"unique needs a list, got {json.dumps(value)}")
     seen, out = set(), []
     for item in value:
-        key = json.dumps(item, sort_keys=True)
+        key = json.dumps(item)
         if key not in seen:
             seen.add(key)
             out.append(item)
@@ -115,6 +120,8 @@ def unique(value: Any) -> list:
 
 def _pairs_part(index: int):
     def pick(value: Any) -> list:
+        if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 for p in value):
+            raise OperatorError(f"keys/values need a list of [key, value] pairs, got {json.dumps(value)}")
         return [pair[index] for pair in value]
     return pick
 

@@ -15,7 +15,14 @@ import time
 from collections import defaultdict
 from typing import Awaitable, Callable, TypeVar
 
-from ..handlers.models.base import Completion, Model, ModelError, Request, Score, TransientModelError
+from ..handlers.models.base import (
+    Completion,
+    Model,
+    ModelError,
+    Request,
+    Score,
+    TransientModelError,
+)
 
 T = TypeVar("T")
 

@@ -17,7 +17,14 @@ from typing import Any, Mapping
 from ..dsl.errors import DecompError
 from ..handlers import builtins  # noqa: F401  (registers the built-in kinds)
 from ..handlers.base import Call
-from ..handlers.models.base import Completion, Model, ModelError, ModelSettings, Request, Score
+from ..handlers.models.base import (
+    Completion,
+    Model,
+    ModelError,
+    ModelSettings,
+    Request,
+    Score,
+)
 from ..handlers.models.fake import FakeModel
 from ..handlers.program import ProgramHandler
 from ..handlers.registry import Registry, default_registry
@@ -42,18 +49,23 @@ class RunResult:
         return self.error is None
 
 
+#: The model used when nothing names one: the embedded local model (see handlers/models/local.py).
+DEFAULT_MODEL = "local:gemma-3-270m"
+
+
 class Session:
     """Owns the registry, the models, the scheduler, the cache and the limits of a run.
 
     model:  a `Model` or a spec (`openai:gpt-4o-mini`, `fake:answers.json`) used by every
             handler that does not name its own model
     cache:  a `StepCache`, or None for no caching (the default in the library; the CLI caches)
+    default_model: the spec used when nothing else names a model (None: that is an error)
     """
 
     def __init__(self, *, registry: Registry | None = None, model: Model | str | None = None,
                  settings: ModelSettings | None = None, scheduler: Scheduler | None = None,
                  cache: StepCache | None = None, budget: Budget | None = None,
-                 max_depth: int = 64, max_steps: int | None = None):
+                 max_depth: int = 64, max_steps: int | None = None, default_model: str | None = DEFAULT_MODEL):
         self.registry = registry or default_registry
         self.settings = settings or ModelSettings()
         self.scheduler = scheduler or Scheduler()
@@ -63,6 +75,7 @@ class Session:
         self.max_steps = max_steps
         self.usage = Usage()
         self._override = model
+        self.default_model = default_model
         self._models: dict[str, Model] = {}
         self._declared: dict[str, tuple[str, ModelSettings]] = {}
 
@@ -78,10 +91,12 @@ class Session:
 
     # ---- models
     def resolve_model(self, explicit: str | None, module_default: str | None) -> Model:
-        """The model for a handler: its own `model=`, else the session's, else the module default."""
+        """The model for a handler: its own `model=`, else the session's (--model), else the module's
+        `model default`, else the session's default (the embedded local model)."""
         if explicit is None and isinstance(self._override, Model):
             return self._override
-        spec = explicit or (self._override if isinstance(self._override, str) else None) or module_default
+        spec = (explicit or (self._override if isinstance(self._override, str) else None) or module_default
+                or self.default_model)
         if spec is None:
             raise ModelError("no model is configured: pass --model or declare `model default = \"...\"`")
         return self.model(spec)
@@ -117,9 +132,9 @@ class Session:
             for i, text in zip(missing, fresh.texts):
                 found[i] = {"text": text}
                 self._store(keys[i], found[i])
-            row.charge(1, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
+            row.charge(fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
             return Completion(tuple(f["text"] for f in found), fresh.prompt_tokens, fresh.completion_tokens)
-        row.charge(0, 0, 0, request.n)
+        row.charge(0, 0, request.n)
         return Completion(tuple(f["text"] for f in found))
 
     async def score(self, model: Model, prompt: str, continuation: str, handler: str = "") -> Score:
@@ -128,12 +143,12 @@ class Session:
         key = cache_key({"op": "score", "model": model.name, "prompt": prompt, "continuation": continuation})
         value = self._cached(key, f"[{handler}] on {model.name}")
         if value is not None:
-            row.charge(0, 0, 0, 1)
+            row.charge(0, 0, 1)
             return Score(value["logprob"], value["tokens"])
         row.before_call()
         score = await self.scheduler.score(model, prompt, continuation, priority=row.priority)
         self._store(key, {"logprob": score.logprob, "tokens": score.tokens})
-        row.charge(1, score.tokens, 0, 0)
+        row.charge(score.tokens, 0, 0)
         return score
 
     @staticmethod
@@ -166,6 +181,9 @@ class Session:
         except (DecompError, ModelError) as err:
             trace.error = str(err)
             return RunResult(None, str(err), trace, row.usage)
+        except Exception as err:  # a bug in a handler must not end the run: record it on the row
+            trace.error = f"internal error: {type(err).__name__}: {err}"
+            return RunResult(None, trace.error, trace, row.usage)
         finally:
             CURRENT_ROW.reset(token)
         trace.answer = answer

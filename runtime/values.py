@@ -5,15 +5,12 @@ import json
 from typing import Any, Mapping
 
 from ..dsl.ast import Ref
+from ..dsl.parser import parse_answer_text
 
 
 def parse_output(text: str) -> Any:
     """A handler's raw text as a JSON value; text that is not JSON stays a (stripped) string."""
-    stripped = text.strip()
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        return stripped
+    return parse_answer_text(text)[0]
 
 
 def json_text(value: Any) -> str:

@@ -18,7 +18,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .base import Completion, Model, ModelError, Request
+from .base import Completion, Model, ModelError, Request, Score
 
 Answer = str | Callable[[Request], str]
 _LAST_QUESTION = re.compile(r"(?:^|\n)(?:QC|Q):[ \t]*([^\n]*)", re.S)
@@ -29,7 +29,7 @@ class FakeModel(Model):
 
     def __init__(self, answers: Iterable[Answer] = (), mapping: Mapping[str, Answer] | None = None,
                  script: Mapping[str, list[str]] | None = None, default: Answer | None = None,
-                 name: str = "fake"):
+                 name: str = "fake", scorer: Callable[[str, str], float] | None = None):
         self.queue: deque[Answer] = deque(answers)
         self.mapping = dict(mapping or {})
         self.script = {k.strip(): list(v) for k, v in (script or {}).items()}
@@ -37,6 +37,7 @@ class FakeModel(Model):
         self.name = name
         self.endpoint = name
         self.history: list[Request] = []
+        self.scorer = scorer or (lambda prompt, continuation: -0.5 * len(continuation.split()))
 
     @property
     def prompts(self) -> list[str]:
@@ -48,6 +49,11 @@ class FakeModel(Model):
         texts = tuple(self._answer(request) for _ in range(max(1, request.n)))
         return Completion(texts, prompt_tokens=len(request.prompt.split()),
                           completion_tokens=sum(len(t.split()) for t in texts))
+
+    async def score(self, prompt: str, continuation: str) -> Score:
+        """`scorer(prompt, continuation)`; by default -0.5 per whitespace-separated word."""
+        self.history.append(Request(prompt + continuation, max_tokens=0))
+        return Score(float(self.scorer(prompt, continuation)), max(1, len(continuation.split())))
 
     def _answer(self, request: Request) -> str:
         for source in (self._scripted, self._mapped, self._queued):
@@ -84,7 +90,12 @@ class FakeModel(Model):
     @classmethod
     def from_file(cls, path: str | Path) -> "FakeModel":
         """Build from a JSON file: {"answers": [...], "mapping": {...}, "script": {...}, "default": ...}."""
-        data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise ModelError(f"cannot read the fake model file {path}: {err}") from None
+        if not isinstance(data, dict):
+            raise ModelError(f"{path}: a fake model file holds one JSON object")
         unknown = set(data) - {"answers", "mapping", "script", "default"}
         if unknown:
             raise ModelError(f"{path}: unknown keys {sorted(unknown)} in fake model file")

@@ -279,7 +279,12 @@ def test_module_default_model_is_a_fake_file(tmp_path):
 
 def test_no_model_configured_is_a_clean_error(tmp_path):
     src = 'handler ask = prompt(text="")\nprogram p(question) {\n    QS: [ask] #question\n}\nmain p\n'
-    session = Session()
+    session = Session(default_model=None)
     result = session.run(session.load(tmp_path / "x.decomp", text=src), {"question": "hello"})
     assert result.answer is None
     assert "no model is configured" in result.error
+
+
+def test_the_embedded_local_model_is_the_default():
+    assert Session().resolve_model(None, None).name == "local:gemma-3-270m"
+    assert Session().resolve_model(None, "fake").name == "fake"

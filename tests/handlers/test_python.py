@@ -69,7 +69,17 @@ def test_registered_function_gets_the_query():
 
 def test_module_attr_path():
     assert run(make("string:capwords"), "hello big world") == "Hello Big World"
-    assert run(make("builtins:len"), "four") == 4
+    assert run(make("decomp.programs.decomp.letters:position"), "the letters at position 4") == 4
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("os:system", "may not be called"), ("subprocess:run", "may not be called"), ("builtins:eval", "may not be called"),
+    ("math:sqrt", "not a Python function"), ("string:Template", "not a Python function"),
+    (":x", "neither a registered function"), ("no_such_module_xyz:f", "ModuleNotFoundError"),
+])
+def test_dangerous_or_odd_module_paths_are_refused_with_a_reason(name, reason):
+    problems = make(name).check()
+    assert len(problems) == 1 and reason in problems[0].message
 
 
 def test_values_and_inputs_by_keyword():
@@ -106,7 +116,7 @@ def test_unknown_function_is_a_check_error_listing_names():
 
 
 def test_function_needing_other_parameters_is_a_check_error():
-    assert "needs 'a', 'b'" in make("operator:add").check()[0].message
+    assert "needs 'word', 'possibilities'" in make("difflib:get_close_matches").check()[0].message
 
 
 def test_session_registry_is_used():

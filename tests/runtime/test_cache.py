@@ -428,8 +428,36 @@ def test_python_handler_with_changed_called_name_misses(tmp_path):
     assert second.usage.cache_hits == 0
 
 
+def test_python_handler_with_a_comprehension_hits_the_cache_in_a_new_process(tmp_path):
+    """The key of a python handler must not depend on the process: a function holding a
+    nested code object (a comprehension, a lambda) must still hit the cache on the next run."""
+    import os
+
+    (tmp_path / "fnmod_cache_test.py").write_text(textwrap.dedent('''
+        import os
+        def f(query):
+            with open(os.environ["FN_LOG"], "a") as log:
+                log.write("ran\\n")
+            return "-".join([c.upper() for c in query])
+    '''))
+    program = tmp_path / "p.decomp"
+    program.write_text('handler h = python(function="fnmod_cache_test:f")\n'
+                       'program p(question) {\n    QS: [h] #question\n}\nmain p\n')
+    log = tmp_path / "ran.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "FN_LOG": str(log)}
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-m", "decomp.runtime.cli", "run", str(program), "-q", "abc",
+                               "--cache-dir", str(tmp_path / "cache")],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "A-B-C"
+    assert log.read_text().count("ran") == 1, "the second run did not use the cached answer"
+
+
 # ------------------------------------------------------------------ no secrets on disk
 def test_api_key_never_reaches_the_cache_file(tmp_path, monkeypatch):
+    import decomp.handlers.models.openai_backend  # noqa: F401  (registers `openai:`)
     from decomp.handlers.models.mock_server import MockOpenAIServer
 
     marker = "sk-MARKER-3f9a1c77e2b54d0e"
@@ -457,6 +485,33 @@ main p
         assert marker.encode() not in data, p
         assert b"MARKER" not in data, p
     assert len(StepCache(path)) == 2
+
+
+def test_api_key_never_reaches_the_cache_file_through_the_cli(tmp_path):
+    """`decomp run --model openai:NAME --base-url URL` in a fresh process (nothing imported
+    beforehand), with the key in OPENAI_API_KEY and the cache in --cache-dir."""
+    import os
+
+    from decomp.handlers.models.mock_server import MockOpenAIServer
+
+    marker = "sk-MARKER-5b1e0f3d9c2a4e68"
+    program = tmp_path / "ping.decomp"
+    program.write_text('handler ask = prompt(text="Q: ping?\\nA: pong\\n")\n'
+                       'program p(question) {\n    QS: [ask] #question\n}\nmain p\n')
+    cache_dir = tmp_path / "cli-cache"
+    env = {**os.environ, "OPENAI_API_KEY": marker}
+    env.pop("OPENAI_BASE_URL", None)
+    with MockOpenAIServer(require_key=marker, responder=lambda prompt, req: "pong") as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "decomp.runtime.cli", "run", str(program), "-q", "ping?",
+             "--model", "openai:m", "--base-url", server.base_url, "--cache-dir", str(cache_dir)],
+            capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "pong"
+    files = [p for p in cache_dir.iterdir() if p.is_file()]
+    assert any(p.name == "steps.sqlite" for p in files)
+    for p in files:
+        assert marker.encode() not in p.read_bytes(), p
 
 
 # ------------------------------------------------------------------ batch re-run

@@ -312,11 +312,20 @@ def test_filter_bad_verdict_is_a_clean_error():
     assert "yes or no" in result.error
 
 
-def test_project_values_on_pairs_sends_the_value():
+def test_project_values_on_pairs_sends_the_value_as_json():
     calls: list = []
     result = fanout("projectValues", [["Paris", "France"], ["Rome", "Italy"]], lambda q: q[6:-1].upper(), calls)
     assert result.error is None, result.error
-    assert result.answer == [["Paris", "FRANCE"], ["Rome", "ITALY"]]
+    assert result.answer == [["Paris", '"FRANCE"'], ["Rome", '"ITALY"']]
+    assert ("per", 'item <"France">') in calls
+
+
+def test_select_applies_sub_operations():
+    src = FANOUT.replace("(project_values)", "(select_flat)").replace("#1>", "#1")
+    result = run_src(src.format(op="select_flat"), {"question": "q"},
+                     {"make": lambda q: 1, "per": lambda q: [[1, [2, [3]]], [4]]})
+    assert result.error is None, result.error
+    assert result.answer == [1, 2, 3, 4]
 
 
 def test_fan_out_with_named_input_too():
@@ -718,5 +727,7 @@ def test_trace_of_nested_program_calls():
     assert len(calls) == 1
     assert calls[0].query == "[]"
     assert calls[0].answer == 0
-    inner_steps = [n for n in calls[0].children if n.kind == "step"]
+    # the program's own steps: its children, and the children of its `if` nodes
+    inner_steps = [n for c in calls[0].children for n in ([c] if c.kind == "step" else c.children)
+                   if n.kind == "step"]
     assert [s.handler for s in inner_steps] == ["zero"]
