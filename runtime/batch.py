@@ -1,10 +1,9 @@
 """Batch runs: every dataset row through a module, one JSON line per row as soon as it ends.
 
 A bad row (malformed JSON, missing question) or a failing program records its error in that
-row's line; the other rows go on. Lines are flushed as they are written, so nothing already
-finished is lost if the run is interrupted. Rows are started in input order and their model
-calls are served lowest row first, so lines come out close to input order; each line carries
-the row's `index` for exact ordering.
+row's line; the other rows go on. Lines are written in input order: a row's line goes out (and
+is flushed) as soon as it and every row before it have ended. Model calls are served lowest row
+first, so rows end nearly in order and little waits. Each line also carries the row's `index`.
 """
 from __future__ import annotations
 
@@ -42,21 +41,21 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     summary = BatchSummary()
     started = time.perf_counter()
     gate = asyncio.Semaphore(max(1, window))
+    writer = _InOrder(out)
 
-    async def one(row: Row) -> None:
+    async def one(position: int, row: Row) -> None:
         try:
             record = await _run_row(session, module, row)
         finally:
             gate.release()
         summary.rows += 1
         summary.failed += "error" in record
-        out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        out.flush()
+        writer.done(position, record)
 
     tasks = []
-    for row in rows:
+    for position, row in enumerate(rows):
         await gate.acquire()
-        tasks.append(asyncio.ensure_future(one(row)))
+        tasks.append(asyncio.ensure_future(one(position, row)))
     await asyncio.gather(*tasks)
     await session.aclose()
     summary.seconds = time.perf_counter() - started
@@ -76,6 +75,22 @@ async def _run_row(session: Session, module: LoadedModule, row: Row) -> dict[str
                        "prompt_tokens": result.usage.prompt_tokens,
                        "completion_tokens": result.usage.completion_tokens}
     return record
+
+
+class _InOrder:
+    """Writes records in input order, each as soon as all records before it are written."""
+
+    def __init__(self, out: IO[str]):
+        self.out = out
+        self.next = 0
+        self.waiting: dict[int, dict] = {}
+
+    def done(self, position: int, record: dict) -> None:
+        self.waiting[position] = record
+        while self.next in self.waiting:
+            self.out.write(json.dumps(self.waiting.pop(self.next), ensure_ascii=False) + "\n")
+            self.next += 1
+        self.out.flush()
 
 
 def run_file(session: Session, module: LoadedModule, data: Path, output: Path) -> BatchSummary:

@@ -198,6 +198,10 @@ class Session:
                 await self.aclose()
         return asyncio.run(one())
 
+    def run_sync(self, awaitable):
+        """Run one coroutine of this session (a `complete`, a `score`) to its end."""
+        return asyncio.run(awaitable)
+
     async def aclose(self) -> None:
         """Close model clients (they are rebuilt on next use) and commit the cache."""
         models, self._models = list(self._models.values()), {}

@@ -1,0 +1,237 @@
+"""Shared helpers of the benchmarks: a perfect model for the bundled `decomp/letter_cat` program,
+the rows it is run on, the out-of-process mock server, and the longest dependent chain of a trace.
+
+`respond(prompt)` answers every prompt letter_cat.decomp renders, with string operations only:
+
+* a decomposer prompt (ending in `QS:`): the next `QS:` line for the last `QC:` question, chosen
+  by how many `QS:` lines follow that question (split, foreach str_position, merge, EOQ);
+* a few-shot prompt (ending in `A:`): the JSON answer to the last `Q:` (the words, one letter,
+  or the letters joined with the asked-for delimiter).
+
+The mock server imports it as `benchmarks.letter_cat_oracle:respond`; `mock_server()` puts the
+repository root on the child's PYTHONPATH so that this works from any working directory. This
+module imports nothing from `decomp` at import time, so the server child stays light.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import re
+import sys
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+PROGRAM = REPO / "programs" / "decomp" / "letter_cat.decomp"
+RESPONDER = "benchmarks.letter_cat_oracle:respond"
+
+DELIMITERS = {"space": " ", "comma": ",", "semi-colon": ";"}
+POSITIONS = (1, 2, 3, 4, "last")  # every word has at least 4 letters
+WORDS = (
+    "Grace", "Brewster", "Hopper", "Claude", "Elwood", "Shannon", "Barbara", "Liskov", "Edsger",
+    "Dijkstra", "Frances", "Allen", "Donald", "Knuth", "Leslie", "Lamport", "Richard", "Hamming",
+    "Robin", "Milner", "Tony", "Hoare", "Alan", "Turing", "John", "Backus", "Niklaus", "Wirth",
+    "Margaret", "Hamilton", "Dennis", "Ritchie", "Thompson", "Kristen", "Nygaard",
+    "Dahl", "Adele", "Goldberg", "Butler", "Lampson", "Radia", "Perlman", "Shafi", "Goldwasser",
+)
+
+_QUESTION = re.compile(r'Take the (?:letters at position (\d+)|last letters) of the words in "([^"]*)" '
+                       r"and concatenate them using an? ([a-z-]+)\.")
+_POSITION = re.compile(r'What is the letter at position (\d+) of "([^"]*)"\?')
+_LAST = re.compile(r'What is the last letter of "([^"]*)"\?')
+_MERGE = re.compile(r"Concatenate (\[.*\])(?: using an? ([a-z-]+))?\.")
+_SPLIT = 'What are the words in "'
+
+
+# ---------------------------------------------------------------- the rows
+def question(words: list[str], position: int | str, delimiter: str) -> str:
+    which = "last letters" if position == "last" else f"letters at position {position}"
+    return (f'Take the {which} of the words in "{" ".join(words)}" and concatenate them '
+            f"using a {delimiter}.")
+
+
+def make_rows(n: int, words: int = 5, seed: int = 0) -> list[dict]:
+    """`n` rows {"id", "question", "answer"}: `words` words each from a fixed list, positions 1-4 and
+    "last", delimiters space, comma and semi-colon."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        text = question(rng.sample(WORDS, words), rng.choice(POSITIONS), rng.choice(tuple(DELIMITERS)))
+        rows.append({"id": f"row{i}", "question": text, "answer": expected(text)})
+    return rows
+
+
+def expected(text: str) -> str:
+    """The right answer to a letter-concatenation question."""
+    m = _QUESTION.fullmatch(text)
+    if m is None:
+        raise ValueError(f"not a letter-concatenation question: {text!r}")
+    position, name, delimiter = m.groups()
+    index = int(position) - 1 if position else -1
+    return DELIMITERS[delimiter].join(word[index] for word in name.split())
+
+
+def dataset_rows(rows: list[dict]) -> list:
+    """`make_rows` output as the `Row`s `run_rows` takes."""
+    from decomp.runtime.datasets import Row
+
+    return [Row(i, r["id"], {"question": r["question"]}, None, r["answer"]) for i, r in enumerate(rows)]
+
+
+# ---------------------------------------------------------------- the model
+def respond(prompt: str, request_json: dict | None = None) -> str:
+    """A perfect model for letter_cat.decomp's prompts ("" for a prompt it does not know)."""
+    if prompt.endswith("QS:"):
+        return _next_step(prompt)
+    start = prompt.rfind("\nQ: ")
+    if start < 0:
+        return ""
+    end = prompt.find("\n", start + 4)
+    return _answer(prompt[start + 4:end if end >= 0 else len(prompt)])
+
+
+def _next_step(prompt: str) -> str:
+    start = prompt.rfind("\nQC: ")
+    if start < 0:
+        return ""
+    end = prompt.find("\n", start + 5)
+    m = _QUESTION.fullmatch(prompt[start + 5:end])
+    if m is None:
+        return " [EOQ]"
+    done = prompt.count("\nQS: ", end)
+    position, name, delimiter = m.groups()
+    if done == 0:
+        return f' [split] What are the words in "{name}"?'
+    if done == 1:
+        if position:
+            return f' (foreach) [str_position] What is the letter at position {position} of "#1"?'
+        return ' (foreach) [str_position] What is the last letter of "#1"?'
+    if done == 2:
+        return f" [merge] Concatenate #2 using a {delimiter}."
+    return " [EOQ]"
+
+
+def _answer(q: str) -> str:
+    if q.startswith(_SPLIT):
+        return " " + json.dumps(q[len(_SPLIT):q.rindex('"')].split())
+    m = _POSITION.fullmatch(q)
+    if m is not None:
+        return ' "' + m.group(2)[int(m.group(1)) - 1] + '"'
+    m = _LAST.fullmatch(q)
+    if m is not None:
+        return ' "' + m.group(1)[-1] + '"'
+    m = _MERGE.fullmatch(q)
+    if m is not None:
+        return " " + json.dumps(DELIMITERS.get(m.group(2) or "", "").join(json.loads(m.group(1))))
+    return ""
+
+
+# ---------------------------------------------------------------- the mock server
+@contextmanager
+def mock_server(latency: float) -> Iterator[str]:
+    """The mock OpenAI server in a child process answering with `respond`; yields its base URL."""
+    from decomp.handlers.models.mock_server import start_subprocess, stop_subprocess
+
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), saved) if p)
+    try:
+        proc, base_url = start_subprocess(latency=latency, responder=RESPONDER)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    try:
+        yield base_url
+    finally:
+        stop_subprocess(proc)
+
+
+_LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
+
+
+def server_stats(base_url: str) -> dict:
+    """{"requests", "in_flight", "max_in_flight", "faults"} since the last reset."""
+    with _LOCAL.open(f"{base_url}/stats", timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def reset_server_stats(base_url: str) -> None:
+    with _LOCAL.open(urllib.request.Request(f"{base_url}/reset-stats", data=b"{}", method="POST"),
+                     timeout=10) as reply:
+        reply.read()
+
+
+# ---------------------------------------------------------------- running and measuring
+def load_program(session):
+    return session.load(PROGRAM)
+
+
+def run_batch(session, module, rows: list) -> tuple[Any, list[dict]]:
+    """`run_rows` into memory: (BatchSummary, the result records in row order)."""
+    import asyncio
+
+    from decomp.runtime.batch import run_rows
+
+    out = io.StringIO()
+    summary = asyncio.run(run_rows(session, module, rows, out))
+    records = sorted((json.loads(line) for line in out.getvalue().splitlines()), key=lambda r: r["index"])
+    return summary, records
+
+
+def warm_up(base_url: str) -> None:
+    """One row on a throw-away session, so that the timed run does not pay one-time imports (the
+    openai client loads its HTTP stack, ~140 modules, on its first request). Reset the server's
+    statistics afterwards."""
+    from decomp.handlers.models.base import ModelSettings
+    from decomp.runtime.session import Session
+
+    session = Session(model="openai:oracle", settings=ModelSettings(base_url=base_url))
+    run_batch(session, load_program(session), dataset_rows(make_rows(1, seed=12345)))
+
+
+def fraction_correct(records: list[dict], rows: list[dict]) -> float:
+    gold = {r["id"]: r["answer"] for r in rows}
+    right = sum(1 for rec in records if "error" not in rec and rec["answer"] == gold.get(rec["id"]))
+    return right / len(rows) if rows else 0.0
+
+
+def dependent_calls(node) -> int:
+    """Model calls on the longest chain of calls that wait for each other, below a trace node.
+
+    A node's children ran one after another (a decomposer asks for a line, runs it, asks for the
+    next; a step's call waits for its query), except the `item` children of a fan-out step, which
+    ran at once: so chain(node) = [node is a model call] + sum of chain(non-item child) + max of
+    chain(item child). (Steps of a fixed `program` also run at once when independent; letter_cat
+    has none, and for them this sum is an upper bound.)"""
+    own = 1 if node.kind == "model" else 0
+    serial = sum(dependent_calls(c) for c in node.children if c.kind != "item")
+    parallel = max((dependent_calls(c) for c in node.children if c.kind == "item"), default=0)
+    return own + serial + parallel
+
+
+def tracing_session_class():
+    """A `Session` that keeps every row's trace (run_rows itself writes only the answers)."""
+    from decomp.runtime.session import Session
+
+    class TracingSession(Session):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.traces = []
+
+        async def arun(self, *args, **kw):
+            result = await super().arun(*args, **kw)
+            self.traces.append(result.trace)
+            return result
+
+    return TracingSession
+
+
+def emit(record: dict) -> None:
+    """Print the benchmark's one JSON line."""
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
