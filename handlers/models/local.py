@@ -12,6 +12,7 @@ llama-cpp-python must be built without native CPU flags on machines that lack AM
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -110,6 +111,14 @@ class LocalModel(Model):
     async def aclose(self) -> None:
         """Keep the weights loaded: a session closes models after each run, reloading is slow."""
 
+    def unload(self) -> None:
+        """Free the weights now (at exit, before the interpreter tears down llama_cpp's globals)."""
+        for llm in (self._llm, self._scorer):
+            if llm is not None:
+                llm.close()
+        self._llm = self._scorer = None
+        self._worker.shutdown(wait=False)
+
 
 _LOADED: dict[tuple, LocalModel] = {}
 
@@ -120,6 +129,12 @@ def factory(name: str, settings: ModelSettings) -> LocalModel:
     if key not in _LOADED:
         _LOADED[key] = LocalModel(name or DEFAULT, settings)
     return _LOADED[key]
+
+
+@atexit.register
+def _unload_all() -> None:
+    for model in _LOADED.values():
+        model.unload()
 
 
 default_registry.add_model_backend("local", factory)
