@@ -38,9 +38,8 @@ from benchmarks.letter_cat_oracle import (  # noqa: E402
     load_program,
     make_rows,
     mock_server,
-    reset_server_stats,
+    openai_session,
     run_batch,
-    server_stats,
     tracing_session_class,
     warm_up,
 )
@@ -55,23 +54,20 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
-    import openai  # noqa: F401  (imported before timing: the backend imports it on first use)
-
-    from decomp.handlers.models.base import ModelSettings
-    from decomp.runtime.scheduler import Scheduler
-
     rows = make_rows(args.rows, args.words, args.seed)
     batch = dataset_rows(rows)
-    with mock_server(args.latency) as base_url:
-        warm_up(base_url)
-        session = tracing_session_class()(model="openai:oracle", settings=ModelSettings(base_url=base_url),
-                                          scheduler=Scheduler(args.concurrency), cache=None)
+    with mock_server(args.latency) as server:
+        warm_up(server.base_url)
+        session = openai_session(server.base_url, args.concurrency, session_class=tracing_session_class())
         module = load_program(session)
-        reset_server_stats(base_url)
+        server.reset_stats()
+        server_cpu = server.cpu_seconds()
         cpu, started = time.process_time(), time.perf_counter()
         summary, records = run_batch(session, module, batch)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-        stats = server_stats(base_url)
+        stats = server.stats()
+        if server_cpu is not None:
+            server_cpu = server.cpu_seconds() - server_cpu
 
     calls = stats["requests"]
     chain = max((dependent_calls(t) for t in session.traces), default=0)
@@ -83,6 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
         "ratio": round(wall / bound, 4) if bound else None, "max_in_flight": stats["max_in_flight"],
         "scheduler_max_in_flight": max(summary.max_in_flight.values(), default=0),
         "client_cpu_s": round(cpu, 3), "client_cpu_ms_per_call": round(1000 * cpu / calls, 3) if calls else None,
+        "server_cpu_s": None if server_cpu is None else round(server_cpu, 3),
         "failed": summary.failed, "correct": fraction_correct(records, rows),
     }
     emit(record)

@@ -22,6 +22,7 @@ import re
 import sys
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -31,13 +32,16 @@ RESPONDER = "benchmarks.letter_cat_oracle:respond"
 
 DELIMITERS = {"space": " ", "comma": ",", "semi-colon": ";"}
 POSITIONS = (1, 2, 3, 4, "last")  # every word has at least 4 letters
-WORDS = (
-    "Grace", "Brewster", "Hopper", "Claude", "Elwood", "Shannon", "Barbara", "Liskov", "Edsger",
-    "Dijkstra", "Frances", "Allen", "Donald", "Knuth", "Leslie", "Lamport", "Richard", "Hamming",
-    "Robin", "Milner", "Tony", "Hoare", "Alan", "Turing", "John", "Backus", "Niklaus", "Wirth",
-    "Margaret", "Hamilton", "Dennis", "Ritchie", "Thompson", "Kristen", "Nygaard",
-    "Dahl", "Adele", "Goldberg", "Butler", "Lampson", "Radia", "Perlman", "Shafi", "Goldwasser",
-)
+# A fixed vocabulary of 6,912 made-up words of 5 to 7 letters (onset + vowel pair + ending; every
+# combination spells a different word). Rows draw their words without replacement, so up to
+# 6912 / WORDS rows share no word: every split, str_position and decomposer prompt of a run is
+# then different, and a cached first run has (almost) no cache hits of its own.
+_ONSETS = ("B", "C", "D", "F", "G", "H", "J", "K", "L", "M", "N", "P", "R", "S", "T", "V", "W", "Z",
+           "Br", "Ch", "Dr", "Gr", "St", "Tr")
+_MIDDLES = ("ar", "el", "in", "or", "un", "al", "en", "ir", "ol", "ur", "an", "es", "ic", "om", "ut", "ax",
+            "ed", "is", "ob", "um", "ab", "ex", "id", "oz")
+_ENDINGS = ("do", "ga", "ko", "la", "mo", "na", "ri", "sa", "te", "vo", "wen", "zy")
+WORDS = tuple(a + b + c for a in _ONSETS for b in _MIDDLES for c in _ENDINGS)
 
 _QUESTION = re.compile(r'Take the (?:letters at position (\d+)|last letters) of the words in "([^"]*)" '
                        r"and concatenate them using an? ([a-z-]+)\.")
@@ -55,12 +59,20 @@ def question(words: list[str], position: int | str, delimiter: str) -> str:
 
 
 def make_rows(n: int, words: int = 5, seed: int = 0) -> list[dict]:
-    """`n` rows {"id", "question", "answer"}: `words` words each from a fixed list, positions 1-4 and
-    "last", delimiters space, comma and semi-colon."""
+    """`n` rows {"id", "question", "answer"}: `words` words each from the fixed vocabulary (drawn
+    without replacement until it runs out, then again), positions 1-4 and "last", delimiters
+    space, comma and semi-colon; the same arguments always give the same rows."""
     rng = random.Random(seed)
+    pool: list[str] = []
     rows = []
     for i in range(n):
-        text = question(rng.sample(WORDS, words), rng.choice(POSITIONS), rng.choice(tuple(DELIMITERS)))
+        chosen = []
+        while len(chosen) < words:
+            if not pool:
+                pool = list(WORDS)
+                rng.shuffle(pool)
+            chosen.append(pool.pop())
+        text = question(chosen, rng.choice(POSITIONS), rng.choice(tuple(DELIMITERS)))
         rows.append({"id": f"row{i}", "question": text, "answer": expected(text)})
     return rows
 
@@ -87,19 +99,19 @@ def respond(prompt: str, request_json: dict | None = None) -> str:
     """A perfect model for letter_cat.decomp's prompts ("" for a prompt it does not know)."""
     if prompt.endswith("QS:"):
         return _next_step(prompt)
-    start = prompt.rfind("\nQ: ")
-    if start < 0:
+    start = prompt.rfind("\nQ: ") + 1  # 0 when not found: the prompt may start with it
+    if not prompt.startswith("Q: ", start):
         return ""
-    end = prompt.find("\n", start + 4)
-    return _answer(prompt[start + 4:end if end >= 0 else len(prompt)])
+    end = prompt.find("\n", start)
+    return _answer(prompt[start + 3:end if end >= 0 else len(prompt)])
 
 
 def _next_step(prompt: str) -> str:
-    start = prompt.rfind("\nQC: ")
-    if start < 0:
+    start = prompt.rfind("\nQC: ") + 1
+    if not prompt.startswith("QC: ", start):
         return ""
-    end = prompt.find("\n", start + 5)
-    m = _QUESTION.fullmatch(prompt[start + 5:end])
+    end = prompt.find("\n", start)
+    m = _QUESTION.fullmatch(prompt[start + 4:end])
     if m is None:
         return " [EOQ]"
     done = prompt.count("\nQS: ", end)
@@ -131,9 +143,38 @@ def _answer(q: str) -> str:
 
 
 # ---------------------------------------------------------------- the mock server
+_LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
+
+
+@dataclass
+class Server:
+    """The mock server's child process: its base URL and process id."""
+
+    base_url: str
+    pid: int
+
+    def stats(self) -> dict:
+        """{"requests", "in_flight", "max_in_flight", "faults"} since the last reset."""
+        with _LOCAL.open(f"{self.base_url}/stats", timeout=10) as reply:
+            return json.loads(reply.read())
+
+    def reset_stats(self) -> None:
+        request = urllib.request.Request(f"{self.base_url}/reset-stats", data=b"{}", method="POST")
+        with _LOCAL.open(request, timeout=10) as reply:
+            reply.read()
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the server process has used so far (Linux /proc; None elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
+
 @contextmanager
-def mock_server(latency: float) -> Iterator[str]:
-    """The mock OpenAI server in a child process answering with `respond`; yields its base URL."""
+def mock_server(latency: float) -> Iterator[Server]:
+    """The mock OpenAI server in a child process answering with `respond`."""
     from decomp.handlers.models.mock_server import start_subprocess, stop_subprocess
 
     saved = os.environ.get("PYTHONPATH")
@@ -146,24 +187,9 @@ def mock_server(latency: float) -> Iterator[str]:
         else:
             os.environ["PYTHONPATH"] = saved
     try:
-        yield base_url
+        yield Server(base_url, proc.pid)
     finally:
         stop_subprocess(proc)
-
-
-_LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
-
-
-def server_stats(base_url: str) -> dict:
-    """{"requests", "in_flight", "max_in_flight", "faults"} since the last reset."""
-    with _LOCAL.open(f"{base_url}/stats", timeout=10) as reply:
-        return json.loads(reply.read())
-
-
-def reset_server_stats(base_url: str) -> None:
-    with _LOCAL.open(urllib.request.Request(f"{base_url}/reset-stats", data=b"{}", method="POST"),
-                     timeout=10) as reply:
-        reply.read()
 
 
 # ---------------------------------------------------------------- running and measuring
@@ -183,14 +209,21 @@ def run_batch(session, module, rows: list) -> tuple[Any, list[dict]]:
     return summary, records
 
 
-def warm_up(base_url: str) -> None:
-    """One row on a throw-away session, so that the timed run does not pay one-time imports (the
-    openai client loads its HTTP stack, ~140 modules, on its first request). Reset the server's
-    statistics afterwards."""
+def openai_session(base_url: str, concurrency: int = 16, cache=None, session_class=None):
+    """A session whose model is the mock server (`openai:oracle` at `base_url`)."""
     from decomp.handlers.models.base import ModelSettings
+    from decomp.runtime.scheduler import Scheduler
     from decomp.runtime.session import Session
 
-    session = Session(model="openai:oracle", settings=ModelSettings(base_url=base_url))
+    return (session_class or Session)(model="openai:oracle", settings=ModelSettings(base_url=base_url),
+                                      scheduler=Scheduler(concurrency), cache=cache)
+
+
+def warm_up(base_url: str) -> None:
+    """One row on a throw-away session, so that the timed run does not pay one-time imports (the
+    openai client loads its HTTP stack, ~140 modules, on its first request). Callers reset the
+    server's statistics after it."""
+    session = openai_session(base_url, 1)
     run_batch(session, load_program(session), dataset_rows(make_rows(1, seed=12345)))
 
 

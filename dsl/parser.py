@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,11 @@ def parse_plan(text: str, path: str = "<plan>") -> ast.Plan:
     return _parse(text, path, "plan", None)
 
 
+@lru_cache(maxsize=4096)
 def parse_step_line(text: str, path: str = "<model output>") -> ast.Step:
-    """Parse one `QS: (op) [handler] text` line (the `QS:` marker may be omitted)."""
+    """Parse one `QS: (op) [handler] text` line (the `QS:` marker may be omitted).
+
+    Memoised: decomposers emit the same lines again and again, and the AST is immutable."""
     line = text.strip("\n")
     return _parse(line if line.strip() else "QS:", path, "step_line", None)
 
@@ -203,18 +207,21 @@ def _unescape(match: re.Match) -> str:
     return _ESCAPES.get(code, "\\" + code)
 
 
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+_JSON = json.JSONDecoder(parse_constant=_no_constants)
+
+
 def parse_answer_text(text: str) -> tuple[Any, bool]:
     """JSON value of an answer, or the stripped text itself when it is not JSON (NaN and
     Infinity are not JSON; nesting too deep to read stays text too)."""
     stripped = text.strip()
     try:
-        return json.loads(stripped, parse_constant=_no_constants), True
+        return _JSON.decode(stripped), True
     except (ValueError, RecursionError):
         return stripped, False
-
-
-def _no_constants(name: str):
-    raise ValueError(f"{name} is not JSON")
 
 
 def find_refs(text: str, span: ast.Span) -> tuple[ast.Ref, ...]:

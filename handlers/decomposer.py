@@ -41,6 +41,7 @@ class DecomposerHandler(Handler):
     def __init__(self, *args):
         super().__init__(*args)
         self._fewshot: ast.FewShot | None = None
+        self._head: str | None = None
 
     @property
     def fewshot(self) -> ast.FewShot:
@@ -79,29 +80,34 @@ class DecomposerHandler(Handler):
 
     def render(self, question: str, history: list[tuple[ast.Step, Any]]) -> str:
         """The prompt asking for the next `QS:` line."""
-        lines = [self.fewshot.text.strip("\n"), "", f"QC: {question}"]
+        if self._head is None:
+            self._head = self.fewshot.text.strip("\n") + "\n\n"
+        lines = [f"QC: {question}"]
         for step, answer in history:
             lines += [f"QS: {step.text}", f"A: {json_text(answer)}"]
-        return "\n".join(lines) + "\nQS:"
+        return self._head + "\n".join(lines) + "\nQS:"
+
+    def _render_next(self, prompt: str, step: ast.Step, answer: Any) -> str:
+        """`prompt` extended by one answered step (the same text `render` would give)."""
+        return f"{prompt} {step.text}\nA: {json_text(answer)}\nQS:"
 
     async def run(self, call: Call) -> Any:
         from ..runtime.interpreter import Scope, run_step
         from ..runtime.trace import TraceNode
 
         scope = Scope(call.session, self.ctx.module, call.inputs, call.stack)
-        history: list[tuple[ast.Step, Any]] = []
         answers: dict[int, Any] = {}
+        prompt = self.render(call.query, [])
         limit = min(self.options.max_steps, call.session.max_steps or self.options.max_steps)
         for number in range(1, limit + 1):
-            step = await self._next_step(call, history, number)
+            step = await self._next_step(call, prompt, number)
             if step.is_end:
-                return history[-1][1] if history else None
+                return answers[number - 1] if answers else None
             answers[number] = await run_step(step, answers, scope, call.trace or TraceNode("call"))
-            history.append((step, answers[number]))
+            prompt = self._render_next(prompt, step, answers[number])
         raise DecompRuntimeError(f"[{self.name}] took {limit} steps without [EOQ] (raise max_steps?)", call.span)
 
-    async def _next_step(self, call: Call, history, number: int) -> ast.Step:
-        prompt = self.render(call.query, history)
+    async def _next_step(self, call: Call, prompt: str, number: int) -> ast.Step:
         texts = await ask(self, call, prompt, stop=("\n",), max_tokens=self.options.max_tokens,
                           temperature=self.options.temperature)
         line = texts[0].strip()

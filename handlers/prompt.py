@@ -80,8 +80,11 @@ class PromptHandler(Handler):
         self._source = read_text(self.ctx.resolve(self.options.file)) if self.options.file else self.options.text
         if self.is_template:
             self._template = _JINJA.from_string(self._source)
-        else:
-            self._fewshot = load_fewshot(self)
+            return
+        self._fewshot = load_fewshot(self)
+        examples = self._source.strip("\n")
+        qc_style = self._fewshot is not None and any(e.question_kind == "QC" for e in self._fewshot.examples)
+        self._head = (examples + "\n\n" if examples.strip() else "", qc_style)
 
     def render(self, call: Call) -> str:
         """The exact prompt text sent to the model for this call."""
@@ -95,12 +98,9 @@ class PromptHandler(Handler):
         return self._render_fewshot(call)
 
     def _render_fewshot(self, call: Call) -> str:
-        qc_style = self._fewshot is not None and any(e.question_kind == "QC" for e in self._fewshot.examples)
-        parts = [self._source.strip("\n"), ""] if self._source.strip() else []
-        if self.options.context:
-            parts.append(str(call.inputs.get(self.options.context, "")))
-        parts.append(f"QC: {call.query}\nQS:" if qc_style else f"Q: {call.query}\nA:")
-        return "\n".join(parts)
+        head, qc_style = self._head
+        context = f"{call.inputs.get(self.options.context, '')}\n" if self.options.context else ""
+        return f"{head}{context}QC: {call.query}\nQS:" if qc_style else f"{head}{context}Q: {call.query}\nA:"
 
     async def run(self, call: Call) -> Any:
         opts = self.options

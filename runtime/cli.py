@@ -195,9 +195,11 @@ def _run_batch(session, loaded, data: Path, output: Path | None) -> None:
 def eval_command(gold: Path, pred: Path, metric: str) -> None:
     """Score predictions against gold answers, normalised like the DROP evaluator."""
     try:
-        summary = evaluation.evaluate_files(gold, pred, metric)
+        summary, warnings = evaluation.evaluate_files(gold, pred, metric)
     except (OSError, ValueError) as err:
         _fail(err)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(json.dumps(summary))
 
 

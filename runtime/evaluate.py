@@ -343,9 +343,10 @@ def _json_kind(value: Any) -> str:
     return kinds.get(type(value), "a number")
 
 
-def evaluate_files(gold_path: str | Path, pred_path: str | Path, metric: str) -> dict:
-    """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL."""
+def evaluate_files(gold_path: str | Path, pred_path: str | Path, metric: str) -> tuple[dict, list[str]]:
+    """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL;
+    also the warnings about prediction lines that were skipped."""
     from .datasets import read_rows
 
-    summary = evaluate(gold_by_id(read_rows(gold_path)), read_predictions(pred_path), metric)
-    return summary
+    predictions = read_predictions(pred_path)
+    return evaluate(gold_by_id(read_rows(gold_path)), predictions, metric), predictions.warnings

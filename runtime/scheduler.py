@@ -35,9 +35,15 @@ class PrioritySemaphore:
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
         self._order = itertools.count()
 
-    async def acquire(self, priority: int = 0) -> None:
+    def try_acquire(self) -> bool:
+        """Take a free slot at once if there is one and nobody is waiting."""
         if self._free > 0 and not self._waiters:
             self._free -= 1
+            return True
+        return False
+
+    async def acquire(self, priority: int = 0) -> None:
+        if self.try_acquire():
             return
         future = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (priority, next(self._order), future))
@@ -116,10 +122,14 @@ class Scheduler:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _once(self, model: Model, make_call, priority: int, tokens: float):
-        slot = self._slots.setdefault(model.endpoint, PrioritySemaphore(self.concurrency))
-        await slot.acquire(priority)
+        slot = self._slots.get(model.endpoint)
+        if slot is None:
+            slot = self._slots[model.endpoint] = PrioritySemaphore(self.concurrency)
+        if not slot.try_acquire():
+            await slot.acquire(priority)
         try:
-            await self._rate_limits(model.endpoint, tokens)
+            if self.rpm or self.tpm:
+                await self._rate_limits(model.endpoint, tokens)
             self.in_flight[model.endpoint] += 1
             self.max_in_flight[model.endpoint] = max(self.max_in_flight[model.endpoint],
                                                      self.in_flight[model.endpoint])

@@ -122,20 +122,24 @@ class Session:
     async def complete(self, model: Model, request: Request, handler: str = "") -> Completion:
         """One request through the cache and the scheduler; each sample is cached by its index."""
         row = current_row()
+        if self.cache is None:
+            row.before_call()
+            done = await self.scheduler.complete(model, request, priority=row.priority)
+            row.charge(done.prompt_tokens, done.completion_tokens, 0)
+            return done
         keys = [self._sample_key(model, request, i) for i in range(request.n)]
         found = [self._cached(k, f"[{handler}] on {model.name}") for k in keys]
         missing = [i for i, value in enumerate(found) if value is None]
-        if missing:
-            row.before_call()
-            fresh = await self.scheduler.complete(
-                model, dataclasses.replace(request, n=len(missing)), priority=row.priority)
-            for i, text in zip(missing, fresh.texts):
-                found[i] = {"text": text}
-                self._store(keys[i], found[i])
-            row.charge(fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
-            return Completion(tuple(f["text"] for f in found), fresh.prompt_tokens, fresh.completion_tokens)
-        row.charge(0, 0, request.n)
-        return Completion(tuple(f["text"] for f in found))
+        if not missing:
+            row.charge(0, 0, request.n)
+            return Completion(tuple(f["text"] for f in found))
+        row.before_call()
+        fresh = await self.scheduler.complete(model, dataclasses.replace(request, n=len(missing)), row.priority)
+        for i, text in zip(missing, fresh.texts):
+            found[i] = {"text": text}
+            self.cache.put(keys[i], found[i])
+        row.charge(fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
+        return Completion(tuple(f["text"] for f in found), fresh.prompt_tokens, fresh.completion_tokens)
 
     async def score(self, model: Model, prompt: str, continuation: str, handler: str = "") -> Score:
         """Log-likelihood of `continuation` after `prompt`, cached like completions."""

@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(slots=True)
 class TraceNode:
     """One call: where it was written, what it sent, what came back, and what ran beneath it."""
 

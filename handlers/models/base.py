@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Request:
     """One completion request: everything that affects the output, and nothing secret."""
 
@@ -36,7 +36,7 @@ class ModelSettings:
         return dict(self.options).get(name, default)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Completion:
     texts: tuple[str, ...]
     prompt_tokens: int = 0

@@ -37,6 +37,7 @@ class FakeModel(Model):
         self.name = name
         self.endpoint = name
         self.history: list[Request] = []
+        self.replies: list[tuple[str, ...]] = []  # what each completion request got, in order
         self.scorer = scorer or (lambda prompt, continuation: -0.5 * len(continuation.split()))
 
     @property
@@ -47,8 +48,9 @@ class FakeModel(Model):
     async def complete(self, request: Request) -> Completion:
         self.history.append(request)
         texts = tuple(self._answer(request) for _ in range(max(1, request.n)))
-        return Completion(texts, prompt_tokens=len(request.prompt.split()),
-                          completion_tokens=sum(len(t.split()) for t in texts))
+        self.replies.append(texts)
+        return Completion(texts, prompt_tokens=fake_tokens(request.prompt),
+                          completion_tokens=sum(fake_tokens(t) for t in texts))
 
     async def score(self, prompt: str, continuation: str) -> Score:
         """`scorer(prompt, continuation)`; by default -0.5 per whitespace-separated word."""
@@ -65,7 +67,7 @@ class FakeModel(Model):
         raise ModelError(f"fake model has no answer for {last_question(request.prompt)!r}")
 
     def _scripted(self, request: Request) -> Answer | None:
-        if not request.prompt.rstrip(" ").endswith("QS:"):
+        if not self.script or not request.prompt.rstrip(" ").endswith("QS:"):
             return None
         question, done = _decomposition_state(request.prompt)
         lines = self.script.get(question)
@@ -74,6 +76,8 @@ class FakeModel(Model):
         return " " + lines[done]
 
     def _mapped(self, request: Request) -> Answer | None:
+        if not self.mapping:
+            return None
         if request.prompt in self.mapping:
             return self.mapping[request.prompt]
         question = last_question(request.prompt)
@@ -101,6 +105,12 @@ class FakeModel(Model):
             raise ModelError(f"{path}: unknown keys {sorted(unknown)} in fake model file")
         return cls(data.get("answers", ()), data.get("mapping"), data.get("script"), data.get("default"),
                    name=f"fake:{path}")
+
+
+def fake_tokens(text: str) -> int:
+    """The fake model's token count: one token per 4 characters, rounded up (cheap, like the
+    usual rule of thumb for English)."""
+    return (len(text) + 3) // 4
 
 
 def last_question(prompt: str) -> str:

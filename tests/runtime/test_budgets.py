@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import registry_with
-from decomp.handlers.models.fake import FakeModel
+from decomp.handlers.models.fake import FakeModel, fake_tokens
 from decomp.runtime.accounting import Budget, BudgetExceeded, RowContext, Usage
 from decomp.runtime.batch import run_rows
 from decomp.runtime.cache import StepCache
@@ -164,8 +164,13 @@ def test_run_call_budget_holds_when_rows_run_concurrently():
 
 # ------------------------------------------------------------------ token budgets
 def _call_tokens(model):
-    """Tokens FakeModel reports per call: words of the prompt plus words of each answer."""
-    return [len(r.prompt.split()) for r in model.history]
+    """Prompt tokens FakeModel reports per call."""
+    return [fake_tokens(r.prompt) for r in model.history]
+
+
+def _reply_tokens(model):
+    """Completion tokens FakeModel reports per call."""
+    return [sum(fake_tokens(t) for t in texts) for texts in model.replies]
 
 
 def test_row_token_budget():
@@ -173,10 +178,10 @@ def test_row_token_budget():
     session = Session(model=probe)
     result = session.run(session.load("x.decomp", text=CHAIN), {"question": "long one"})
     assert result.ok
-    per_call = [p + 1 for p in _call_tokens(probe)]  # each answer is one word
+    per_call = [p + c for p, c in zip(_call_tokens(probe), _reply_tokens(probe))]
     assert result.usage.tokens == sum(per_call)
     assert result.usage.prompt_tokens == sum(_call_tokens(probe))
-    assert result.usage.completion_tokens == 3
+    assert result.usage.completion_tokens == sum(_reply_tokens(probe))
 
     limit = per_call[0] + per_call[1]  # used up after two calls: the third is refused
     model = chain_model()
@@ -198,7 +203,7 @@ def test_run_token_budget_stops_later_rows():
     module = session.load("x.decomp", text=ONE_CALL)
     first = session.run(module, {"question": "q0"})
     per_row = first.usage.tokens
-    assert per_row == len(model.history[0].prompt.split()) + 1
+    assert per_row == fake_tokens(model.history[0].prompt) + fake_tokens('"ok"')
 
     model = SlowFake(default='"ok"')
     session = Session(model=model, budget=Budget(run_tokens=3 * per_row))
@@ -225,8 +230,8 @@ def test_usage_per_row_and_run_totals_add_up(tmp_path):
     assert summary.usage.calls == sum(calls) == len(model.history)
     for key in ("prompt_tokens", "completion_tokens", "cache_hits"):
         assert getattr(summary.usage, key) == sum(line["usage"][key] for line in lines.values()), key
-    assert summary.usage.prompt_tokens == sum(len(r.prompt.split()) for r in model.history)
-    assert summary.usage.completion_tokens == len(model.history)  # one-word answers
+    assert summary.usage.prompt_tokens == sum(fake_tokens(r.prompt) for r in model.history)
+    assert summary.usage.completion_tokens == sum(_reply_tokens(model))
     assert summary.to_dict()["calls"] == summary.usage.calls
 
     # the same batch again: every call is a cache hit, no tokens
@@ -251,7 +256,7 @@ main p
     module = session.load("x.decomp", text=src)
     first = asyncio.run(session.arun(module, {"question": "q"}))
     assert first.ok, first.error
-    assert (first.usage.calls, first.usage.cache_hits, first.usage.completion_tokens) == (1, 0, 6)
+    assert (first.usage.calls, first.usage.cache_hits, first.usage.completion_tokens) == (1, 0, 3 * fake_tokens('"two words"'))
     second = asyncio.run(session.arun(module, {"question": "q"}))
     assert (second.usage.calls, second.usage.cache_hits, second.usage.tokens) == (0, 3, 0)
     assert session.usage.calls == 1 and session.usage.cache_hits == 3

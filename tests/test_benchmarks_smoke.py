@@ -1,0 +1,85 @@
+"""The benchmarks run (tiny sizes, in subprocesses) and print one sane JSON line each.
+
+These check that the benchmarks work, not how fast anything is: no timing is asserted.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(name: str, *args: str, cwd: Path) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # the script must find `benchmarks` by itself
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / f"{name}.py"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, proc.stdout
+    record = json.loads(lines[0])
+    assert record["benchmark"] == name
+    return record
+
+
+@pytest.fixture
+def elsewhere(tmp_path) -> Path:
+    """A working directory outside the checkout: nothing may depend on running from the root."""
+    return tmp_path
+
+
+def test_critical_path(elsewhere):
+    r = _run("critical_path", "--rows", "8", "--latency", "0.01", "--concurrency", "4", cwd=elsewhere)
+    assert r["rows"] == 8 and r["concurrency"] == 4 and r["latency_s"] == 0.01
+    assert r["correct"] == 1.0 and r["failed"] == 0
+    assert r["calls"] == r["usage_calls"] == 8 * 11  # 4 decomposer lines, split, 5 letters, merge
+    assert r["chain"] == 7  # line, split, line, letters (at once), line, merge, line
+    assert r["bound_s"] == pytest.approx(max(7 * 0.01, 88 * 0.01 / 4), abs=1e-3)
+    assert r["ratio"] > 0 and r["wall_s"] > 0
+    assert 1 <= r["max_in_flight"] <= 4 and r["scheduler_max_in_flight"] <= 4
+
+
+def test_overhead(elsewhere):
+    r = _run("overhead", "--rows", "8", cwd=elsewhere)
+    assert r["correct"] == 1.0 and r["failed"] == 0
+    assert r["model_calls"] == 88 and r["symbolic_calls"] == 0 and r["calls"] == 88
+    assert r["us_per_call"] > 0 and r["us_per_model_call"] > 0
+    assert r["max_in_flight"] <= r["concurrency"]
+    assert r["profiled"] is False
+
+
+def test_cache(elsewhere):
+    r = _run("cache", "--rows", "8", "--latency", "0.01", cwd=elsewhere)
+    assert r["correct"] == 1.0 and r["rerun_correct"] == 1.0 and r["failed"] == 0
+    assert r["calls"] == 88 and r["first_cache_hits"] == 0
+    assert r["rerun_model_calls"] == 0 and r["rerun_usage_calls"] == 0
+    assert r["rerun_cache_hits"] == 88
+    assert 0 < r["rerun_fraction"] < 1
+    assert 1 <= r["max_in_flight"] <= r["concurrency"] and r["rerun_max_in_flight"] == 0
+
+
+def test_oracle_answers_every_prompt_of_the_program():
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks.letter_cat_oracle import expected, make_rows, respond
+    finally:
+        sys.path.remove(str(REPO))
+    rows = make_rows(20, words=3, seed=1)
+    assert [r["id"] for r in rows] == [f"row{i}" for i in range(20)]
+    assert all(len(r["question"].split('"')[1].split()) == 3 for r in rows)
+    assert make_rows(20, words=3, seed=1) == rows
+    assert expected('Take the last letters of the words in "Grace Brewster Hopper" and concatenate them '
+                    "using a space.") == "e r r"
+    assert expected('Take the letters at position 2 of the words in "Claude Elwood Shannon" and concatenate '
+                    "them using a comma.") == "l,l,h"
+    prompt = ('QC: Take the letters at position 1 of the words in "Barbara Jane Liskov" and concatenate them '
+              'using a semi-colon.\nQS: [split] What are the words in "Barbara Jane Liskov"?\n'
+              'A: ["Barbara", "Jane", "Liskov"]\nQS:')
+    assert respond(prompt) == ' (foreach) [str_position] What is the letter at position 1 of "#1"?'
+    assert respond('Q: What is the last letter of "Lamport"?\nA:').strip() == '"t"'
+    assert respond('Q: Concatenate ["B", "J", "L"] using a semi-colon.\nA:').strip() == '"B;J;L"'
+    assert respond('Q: Concatenate ["D", "i", "j"].\nA:').strip() == '"Dij"'
