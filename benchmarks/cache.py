@@ -16,7 +16,6 @@ One throw-away row (without the cache) warms the process up first, as in critica
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.letter_cat_oracle import (  # noqa: E402
+    arguments,
     dataset_rows,
     emit,
     fraction_correct,
@@ -39,12 +39,7 @@ from benchmarks.letter_cat_oracle import (  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=1000)
-    p.add_argument("--words", type=int, default=5)
-    p.add_argument("--latency", type=float, default=0.1, help="seconds the server takes per request")
-    p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--seed", type=int, default=0)
+    p = arguments(__doc__, argv, rows=1000)
     args = p.parse_args(argv)
 
     from decomp.runtime.cache import StepCache

@@ -22,7 +22,6 @@ is this process's CPU time during the run (interpreter, openai client, event loo
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.letter_cat_oracle import (  # noqa: E402
+    arguments,
     dataset_rows,
     dependent_calls,
     emit,
@@ -46,12 +46,7 @@ from benchmarks.letter_cat_oracle import (  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=200)
-    p.add_argument("--words", type=int, default=5)
-    p.add_argument("--latency", type=float, default=0.1, help="seconds the server takes per request")
-    p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--seed", type=int, default=0)
+    p = arguments(__doc__, argv, rows=200)
     args = p.parse_args(argv)
 
     rows = make_rows(args.rows, args.words, args.seed)

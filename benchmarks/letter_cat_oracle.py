@@ -52,6 +52,20 @@ _SPLIT = 'What are the words in "'
 
 
 # ---------------------------------------------------------------- the rows
+def arguments(doc: str, argv: list[str] | None, rows: int, server: bool = True):
+    """The options every benchmark takes (the server ones only where a server runs)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=rows)
+    p.add_argument("--words", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    if server:
+        p.add_argument("--latency", type=float, default=0.1, help="seconds the server takes per request")
+        p.add_argument("--concurrency", type=int, default=16)
+    return p
+
+
 def question(words: list[str], position: int | str, delimiter: str) -> str:
     which = "last letters" if position == "last" else f"letters at position {position}"
     return (f'Take the {which} of the words in "{" ".join(words)}" and concatenate them '

@@ -21,7 +21,6 @@ to stderr (the JSON figures of a profiled run are inflated by the profiler, and 
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import io
 import json
@@ -33,6 +32,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.letter_cat_oracle import (  # noqa: E402
+    arguments,
     dataset_rows,
     emit,
     fraction_correct,
@@ -45,10 +45,7 @@ MODEL_KINDS = frozenset({"prompt", "decomposer", "score"})  # kinds whose calls 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=300)
-    p.add_argument("--words", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
+    p = arguments(__doc__, argv, rows=300, server=False)
     p.add_argument("--profile", type=int, default=0, metavar="N", help="print the N top functions (cProfile)")
     p.add_argument("--repeat", type=int, default=5, help="timed runs; the fastest is reported (CPU noise only adds)")
     args = p.parse_args(argv)

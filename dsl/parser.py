@@ -123,23 +123,20 @@ def _all_errors(source, path, start, chunker, first) -> DecompError:
 
 
 def _module_chunks(source: str):
-    return _chunks(source, lambda line: bool(_MODULE_CHUNK.match(line)))
+    """Top-level declarations: chunks start at lines that begin with a keyword."""
+    lines = source.split("\n")
+    return _chunks(lines, [i for i, line in enumerate(lines) if _MODULE_CHUNK.match(line)])
 
 
 def _blank_chunks(source: str):
-    return _chunks(source, lambda line, prev=[""]: _after_blank(line, prev))
-
-
-def _after_blank(line: str, prev: list) -> bool:
-    starts = bool(line.strip()) and not prev[0].strip()
-    prev[0] = line
-    return starts
-
-
-def _chunks(source: str, starts_chunk):
-    """(line offset, text) pieces of `source`, each starting where `starts_chunk` says."""
+    """Examples: chunks start at a non-blank line after a blank one."""
     lines = source.split("\n")
-    bounds = [i for i, line in enumerate(lines) if starts_chunk(line)]
+    starts = [i for i, line in enumerate(lines) if line.strip() and (i == 0 or not lines[i - 1].strip())]
+    return _chunks(lines, starts)
+
+
+def _chunks(lines: list[str], bounds: list[int]):
+    """(line offset, text) pieces of the text, one starting at each of `bounds`."""
     if not bounds or bounds[0] != 0:
         bounds.insert(0, 0)
     bounds.append(len(lines))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .evaluate import drop_answer_strings
+from .values import json_kind
 
 _DROP_SKIPPED = frozenset({"answer", "query_id", "validated_answers", "question"})
 _JSONL_SKIPPED = frozenset({"id", "answer"})
@@ -164,7 +165,7 @@ def _parse_line(number: int, raw: bytes) -> tuple[Any, str | None]:
     except json.JSONDecodeError as exc:
         return None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
     if not isinstance(record, dict):
-        return None, f"line {number}: expected a JSON object, got {_json_kind(record)}"
+        return None, f"line {number}: expected a JSON object, got {json_kind(record)}"
     return record, None
 
 
@@ -180,8 +181,3 @@ def _jsonl_id(number: int, record: dict, fallback_id: str,
     if row_id in seen:
         return None, f"line {number}: repeated id {row_id!r} (first on line {seen[row_id]})"
     return row_id, None
-
-
-def _json_kind(value: Any) -> str:
-    kinds = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return kinds.get(type(value), "a number")

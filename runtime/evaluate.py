@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from .values import json_kind
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _TOKEN_SPLIT = re.compile(" |-")
@@ -327,7 +329,7 @@ def _add_prediction(result: Predictions, number: int, line: str) -> None:
         result.warnings.append(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
         return
     if not isinstance(record, dict):
-        result.warnings.append(f"line {number}: expected a JSON object, got {_json_kind(record)}")
+        result.warnings.append(f"line {number}: expected a JSON object, got {json_kind(record)}")
         return
     if record.get("id") in (None, ""):
         result.warnings.append(f"line {number}: the line has no 'id'")
@@ -336,11 +338,6 @@ def _add_prediction(result: Predictions, number: int, line: str) -> None:
     if row_id in result:
         result.warnings.append(f"line {number}: repeated id {row_id!r}; the last answer is kept")
     result[row_id] = None if record.get("error") else record.get("answer")
-
-
-def _json_kind(value: Any) -> str:
-    kinds = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return kinds.get(type(value), "a number")
 
 
 def evaluate_files(gold_path: str | Path, pred_path: str | Path, metric: str) -> tuple[dict, list[str]]:

@@ -52,3 +52,9 @@ def substitute(query: str, refs: tuple[Ref, ...], replacements: Mapping[str, str
         cursor = end
     out.append(query[cursor:])
     return "".join(out)
+
+
+def json_kind(value: Any) -> str:
+    """What kind of JSON value this is, in words (for error messages)."""
+    kinds = {list: "a list", dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
