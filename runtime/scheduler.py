@@ -1,6 +1,11 @@
 """One scheduler for every model call: a concurrency limit per endpoint, optional requests- and
 tokens-per-minute limits, and retries with exponential backoff and jitter.
 
+A slot is held while a request is at the server. Backends that can see their requests leave
+and their replies arrive (the OpenAI backend, through its HTTP client's event hooks) take the
+slot just before sending and give it back as the reply comes in; for the others the slot spans
+the whole call.
+
 Waiting calls are served lowest priority number first (the row's index), so a run keeps every
 slot busy while early rows finish early; a row never waits for another row's steps, only for a
 free slot. A slot is held only while a request is in flight, not while backing off.
@@ -16,11 +21,13 @@ from collections import defaultdict
 from typing import Awaitable, Callable, TypeVar
 
 from ..handlers.models.base import (
+    CURRENT_SLOT,
     Completion,
     Model,
     ModelError,
     Request,
     Score,
+    Slot,
     TransientModelError,
 )
 
@@ -122,23 +129,35 @@ class Scheduler:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _once(self, model: Model, make_call, priority: int, tokens: float):
-        slot = self._slots.get(model.endpoint)
-        if slot is None:
-            slot = self._slots[model.endpoint] = PrioritySemaphore(self.concurrency)
-        if not slot.try_acquire():
-            await slot.acquire(priority)
+        slot = self._slot(model.endpoint, priority, tokens)
+        token = CURRENT_SLOT.set(slot)
         try:
-            if self.rpm or self.tpm:
-                await self._rate_limits(model.endpoint, tokens)
-            self.in_flight[model.endpoint] += 1
-            self.max_in_flight[model.endpoint] = max(self.max_in_flight[model.endpoint],
-                                                     self.in_flight[model.endpoint])
-            try:
-                return await make_call()
-            finally:
-                self.in_flight[model.endpoint] -= 1
+            if not model.defers_slot:
+                await slot.acquire()
+            return await make_call()
         finally:
             slot.release()
+            CURRENT_SLOT.reset(token)
+
+    def _slot(self, endpoint: str, priority: int, tokens: float) -> Slot:
+        """A slot of `endpoint`'s limit: taking it waits its turn and the rate limits."""
+        pool = self._slots.get(endpoint)
+        if pool is None:
+            pool = self._slots[endpoint] = PrioritySemaphore(self.concurrency)
+
+        async def take() -> None:
+            if not pool.try_acquire():
+                await pool.acquire(priority)
+            if self.rpm or self.tpm:
+                await self._rate_limits(endpoint, tokens)
+            self.in_flight[endpoint] += 1
+            self.max_in_flight[endpoint] = max(self.max_in_flight[endpoint], self.in_flight[endpoint])
+
+        def give_back() -> None:
+            self.in_flight[endpoint] -= 1
+            pool.release()
+
+        return Slot(take, give_back)
 
     async def _rate_limits(self, endpoint: str, tokens: float) -> None:
         if self.rpm:

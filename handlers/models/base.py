@@ -7,7 +7,9 @@ garbage replies) and `ModelError` for final ones (unknown model, bad key, contex
 """
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,37 @@ class Score:
     tokens: int
 
 
+class Slot:
+    """A scheduler slot held while a request is at the server.
+
+    A backend that can tell when its request leaves and when the reply comes back (an HTTP
+    client's event hooks) sets `defers_slot = True` and calls `acquire()` just before sending
+    and `release()` as soon as the reply's headers arrive: building the request and reading the
+    reply then happen outside the slot, and the limit counts exactly what the server is serving.
+    Both are idempotent; the scheduler releases a slot the backend never released.
+    """
+
+    def __init__(self, acquire: Callable[[], Awaitable[None]], release: Callable[[], None]):
+        self._acquire, self._release = acquire, release
+        self.held = False
+        self.done = False
+
+    async def acquire(self) -> None:
+        if not self.held and not self.done:
+            await self._acquire()
+            self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._release()
+        self.done = True
+
+
+#: The slot of the request being made in this task (set by the scheduler around each attempt).
+CURRENT_SLOT: contextvars.ContextVar[Slot | None] = contextvars.ContextVar("decomp_slot", default=None)
+
+
 class Model:
     """Base of model backends.
 
@@ -64,6 +97,8 @@ class Model:
 
     name: str = "model"
     endpoint: str = "model"
+    #: True when the backend takes and gives back its scheduler slot itself (see `Slot`).
+    defers_slot: bool = False
 
     async def complete(self, request: Request) -> Completion:  # pragma: no cover - interface
         raise NotImplementedError

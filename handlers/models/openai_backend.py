@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..registry import default_registry
 from .base import (
+    CURRENT_SLOT,
     Completion,
     Model,
     ModelError,
@@ -47,6 +48,10 @@ class _Secret:
 
     def reveal(self) -> str:
         return self._value
+
+    #: The HTTP client's event hooks take the scheduler slot as the request leaves and give it
+    #: back as the reply's headers arrive (see `Slot`).
+    defers_slot = True
 
     def __repr__(self) -> str:
         return "<secret>"
@@ -126,8 +131,10 @@ class OpenAIModel(Model):
         if self._client is None or self._loop is not loop:
             import openai
 
+            hooks = {"request": [_take_slot], "response": [_give_back_slot]}
+            http = openai.DefaultAsyncHttpxClient(timeout=self.timeout, event_hooks=hooks)
             self._client = openai.AsyncOpenAI(api_key=self._key.reveal(), base_url=self.base_url,
-                                              timeout=self.timeout, max_retries=0)
+                                              timeout=self.timeout, max_retries=0, http_client=http)
             self._loop = loop
         return self._client
 
@@ -264,3 +271,15 @@ def openai_model(name: str, settings: ModelSettings) -> OpenAIModel:
 
 
 default_registry.add_model_backend("openai", openai_model)
+
+
+async def _take_slot(request) -> None:
+    slot = CURRENT_SLOT.get()
+    if slot is not None:
+        await slot.acquire()
+
+
+async def _give_back_slot(response) -> None:
+    slot = CURRENT_SLOT.get()
+    if slot is not None:
+        slot.release()

@@ -549,3 +549,61 @@ def test_rate_limit_real_clock_small_numbers():
         return time.monotonic() - start
 
     assert run(main()) >= 0.009
+
+
+# ------------------------------------------------------------------ deferred slots
+class DeferringModel(Model):
+    """Takes its slot only around its 'network' part, like the OpenAI backend's HTTP hooks."""
+
+    name = endpoint = "deferring"
+    defers_slot = True
+
+    def __init__(self):
+        self.at_server = 0
+        self.most_at_server = 0
+        self.outside = 0
+        self.most_outside = 0
+
+    async def complete(self, request):
+        from decomp.handlers.models.base import CURRENT_SLOT
+
+        self.outside += 1
+        self.most_outside = max(self.most_outside, self.outside)
+        await asyncio.sleep(0.02)              # building the request: no slot held
+        self.outside -= 1
+        await CURRENT_SLOT.get().acquire()
+        self.at_server += 1
+        self.most_at_server = max(self.most_at_server, self.at_server)
+        await asyncio.sleep(0.05)              # at the server
+        self.at_server -= 1
+        CURRENT_SLOT.get().release()
+        await asyncio.sleep(0.02)              # reading the reply: slot already given back
+        return Completion(("ok",))
+
+
+def test_a_deferring_backend_holds_its_slot_only_while_at_the_server():
+    model = DeferringModel()
+    scheduler = Scheduler(3)
+
+    async def go():
+        return await asyncio.gather(*(scheduler.complete(model, Request("p")) for _ in range(12)))
+
+    assert [c.text for c in asyncio.run(go())] == ["ok"] * 12
+    assert model.most_at_server == 3 == scheduler.max_in_flight["deferring"]
+    assert model.most_outside > 3  # preparing requests overlapped the requests at the server
+    assert scheduler.in_flight["deferring"] == 0
+
+
+def test_a_slot_the_backend_never_gives_back_is_released_by_the_scheduler():
+    class Forgetful(DeferringModel):
+        async def complete(self, request):
+            from decomp.handlers.models.base import CURRENT_SLOT
+
+            await CURRENT_SLOT.get().acquire()
+            raise TransientModelError("dropped")
+
+    scheduler = Scheduler(1, retries=2, backoff=0.001)
+    with pytest.raises(ModelError, match="gave up after 3 attempts"):
+        asyncio.run(scheduler.complete(Forgetful(), Request("p")))
+    assert scheduler.in_flight["deferring"] == 0
+    assert asyncio.run(scheduler.complete(DeferringModel(), Request("p"))).text == "ok"
