@@ -186,14 +186,31 @@ def _run_batch(session, loaded, data: Path, output: Path | None) -> None:
     click.echo(json.dumps({**summary.to_dict(), "output": str(output)}))
 
 
-@main.command("eval")
-@click.option("--gold", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Gold data: JSONL rows {id, answer} or DecomP's DROP-style JSON.")
-@click.option("--pred", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Predictions: the JSONL written by `decomp run --input`.")
+_GOLD_HELP = "Gold data: JSONL rows {id, answer} or DecomP's DROP-style JSON."
+_PRED_HELP = "Predictions: the JSONL written by `decomp run --input`."
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@main.group("eval", invoke_without_command=True, subcommand_metavar="[steps|graph] [ARGS]...")
+@click.option("--gold", type=_FILE, help=_GOLD_HELP + " Required without a subcommand.")
+@click.option("--pred", type=_FILE, help=_PRED_HELP + " Required without a subcommand.")
 @click.option("--metric", type=click.Choice(["em", "set_em", "f1"]), default="em", show_default=True)
-def eval_command(gold: Path, pred: Path, metric: str) -> None:
-    """Score predictions against gold answers, normalised like the DROP evaluator."""
+@click.pass_context
+def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str) -> None:
+    """Score predictions against gold answers, normalised like the DROP evaluator.
+
+    \b
+    Answers:     decomp eval --gold GOLD --pred PRED [--metric em|set_em|f1]
+    Task steps:  decomp eval steps --gold G.jsonl --pred P.jsonl [--encoder use|exact]
+    Task graphs: decomp eval graph --gold G.jsonl --pred P.jsonl [--encoder use|exact]
+
+    The subcommands read rows {"id", "task", "assumptions", "steps": [...],
+    "edges": [[i, j], ...]} and print one JSON object of mean TaskLAMA metrics.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if gold is None or pred is None:
+        raise click.UsageError("decomp eval needs --gold and --pred (or a subcommand: steps, graph)")
     try:
         summary, warnings = evaluation.evaluate_files(gold, pred, metric)
     except (OSError, ValueError) as err:
@@ -201,6 +218,46 @@ def eval_command(gold: Path, pred: Path, metric: str) -> None:
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(json.dumps(summary))
+
+
+def _taskgraph_options(command):
+    options = [
+        click.option("--gold", required=True, type=_FILE, help="Gold task-graph rows (JSONL)."),
+        click.option("--pred", required=True, type=_FILE, help="Predicted task-graph rows (JSONL), matched by id."),
+        click.option("--encoder", type=click.Choice(["use", "exact"]), default="use", show_default=True,
+                     help="Step similarity: Universal Sentence Encoder cosine, or exact text match."),
+        click.option("--rouge", "rouge_type", type=click.Choice(["rouge1", "rouge2", "rougeL", "rougeLsum"]),
+                     default="rouge1", show_default=True, help="ROUGE variant for text overlap."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _taskgraph_eval(kind: str, gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
+    try:
+        from ..taskgraph import data, metrics, similarity
+
+        gold_rows, pred_rows = data.read_jsonl(gold), data.read_jsonl(pred)
+        evaluate = metrics.evaluate_steps if kind == "steps" else metrics.evaluate_graphs
+        summary = evaluate(gold_rows, pred_rows, similarity.get_similarity(encoder), rouge_type)
+    except (OSError, ValueError, RuntimeError) as err:
+        _fail(err)
+    click.echo(json.dumps(summary))
+
+
+@eval_command.command("steps")
+@_taskgraph_options
+def eval_steps(gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
+    """Step metrics: Hungarian, relaxed (one-to-two) and one-to-many P/R/F1/F2, ROUGE F1/F2."""
+    _taskgraph_eval("steps", gold, pred, encoder, rouge_type)
+
+
+@eval_command.command("graph")
+@_taskgraph_options
+def eval_graph(gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
+    """Graph metrics over Hungarian-matched steps: In-Degree, Out-Degree, Step Proximity."""
+    _taskgraph_eval("graph", gold, pred, encoder, rouge_type)
 
 
 @main.command()

@@ -1,0 +1,39 @@
+"""Write MSComplexTasks gold rows and the Linear / random-order baselines as JSONL, and
+print their graph metrics against the gold graphs.
+
+    python -m decomp.taskgraph.baselines ../shared/data/mscomplextasks/task_subtask_dataset.json --out /tmp/msct
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from . import data, metrics
+from .similarity import get_similarity
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Write gold.jsonl, linear.jsonl, random.jsonl under --out; print and return the metrics."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", help="task_subtask_dataset.json")
+    parser.add_argument("--out", default=None, help="folder for the JSONL files (optional)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--encoder", default="exact", choices=["exact", "use"])
+    args = parser.parse_args(argv)
+    gold = data.read_mscomplextasks(args.path)
+    runs = {"linear": [data.linear(r) for r in gold],
+            "random": [data.random_order(r, args.seed) for r in gold]}
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, rows in {"gold": gold, **runs}.items():
+            (out / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    similarity = get_similarity(args.encoder)
+    result = {name: metrics.evaluate_graphs(gold, rows, similarity) for name, rows in runs.items()}
+    print(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
