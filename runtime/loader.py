@@ -117,7 +117,8 @@ class _Loader:
                 self.errors += _model_option_errors(decl)
                 loaded.models[decl.name] = spec
                 loaded.model_decls[decl.name] = (spec, options)
-        loaded.default_model = loaded.models.get("default")
+        # the name, not the spec: the session resolves it with the declaration's options
+        loaded.default_model = "default" if "default" in loaded.models else None
 
     def _model_spec(self, decl: ast.ModelDecl, file: Path) -> str:
         scheme, _, rest = decl.spec.partition(":")

@@ -332,3 +332,19 @@ def test_concurrent_calls_share_the_connection_pool():
         stats = s.stats()
     assert [o.text for o in outs] == [f"q{i}" for i in range(8)]
     assert stats["max_in_flight"] == 8 and stats["requests"] == 8
+
+
+def test_a_declared_default_model_keeps_its_options():
+    """`model default = "openai:NAME" (base_url=...)`: handlers that name no model use it, with
+    the declaration's base_url (not the session's)."""
+    from decomp import Session
+    from decomp.handlers.models.mock_server import MockOpenAIServer
+
+    with MockOpenAIServer(responder=lambda prompt, body: '"pong"') as server:
+        src = (f'model default = "openai:m" (base_url="{server.base_url}", api="completions")\n'
+               'handler ask = prompt(text="Q: ping?\\nA: \\"pong\\"\\n")\n'
+               'program p(question) {\n    QS: [ask] #question\n}\nmain p\n')
+        session = Session(default_model=None)
+        result = session.run(session.load("m.decomp", text=src), {"question": "ping?"})
+        assert (result.answer, result.error) == ("pong", None)
+        assert server.stats()["requests"] == 1
