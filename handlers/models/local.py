@@ -61,6 +61,7 @@ class LocalModel(Model):
             from llama_cpp import Llama
         except ImportError as err:
             raise ModelError(INSTALL_HINT) from err
+        _quiet_llama_logs()
         return Llama(model_path=str(weights_path(self._model_name)), n_ctx=self._n_ctx, n_threads=self._threads,
                      logits_all=logits_all, seed=0, verbose=False)
 
@@ -121,6 +122,25 @@ class LocalModel(Model):
 
 
 _LOADED: dict[tuple, LocalModel] = {}
+_LOG_CALLBACK: Any = None
+
+
+def _quiet_llama_logs() -> None:
+    """Route llama.cpp's own log lines (which `verbose=False` does not all stop) to nowhere,
+    unless $DECOMP_LLAMA_LOG is set."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is not None or os.environ.get("DECOMP_LLAMA_LOG"):
+        return
+    import ctypes
+
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback
+    def ignore(level, text, user_data):
+        return None
+
+    _LOG_CALLBACK = ignore  # keep a reference: llama.cpp calls it for the life of the process
+    llama_cpp.llama_log_set(ignore, ctypes.c_void_p(0))
 
 
 def factory(name: str, settings: ModelSettings) -> LocalModel:
