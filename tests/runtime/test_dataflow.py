@@ -149,9 +149,7 @@ main p
 
 
 # ------------------------------------------------------------------ if
-def test_if_with_eoq_waits_for_earlier_steps_and_skips_later_ones():
-    rec = Recorder({"slow": 0.15}, {"check": "yes"})
-    src = '''
+EARLY_END = '''
 handler t = fn(fn="t")
 program p(question) {
     QS: [t] slow
@@ -164,6 +162,11 @@ program p(question) {
 }
 main p
 '''
+
+
+def test_if_with_eoq_waits_for_earlier_steps_and_skips_later_ones():
+    rec = Recorder({"slow": 0.15}, {"check": "yes"})
+    src = EARLY_END
     result = run(src, {"t": rec})
     assert result.ok, result.error
     assert rec.at("end", "slow") < rec.at("start", "inside")  # a barrier: everything before it first
@@ -173,19 +176,7 @@ main p
 
 def test_if_with_eoq_not_taken_lets_later_steps_run():
     rec = Recorder({"slow": 0.1}, {"check": "no"})
-    src = '''
-handler t = fn(fn="t")
-program p(question) {
-    QS: [t] slow
-    QS: [t] check
-    if #2 == "yes" {
-        QS: [t] inside
-        QS: [EOQ]
-    }
-    QS: [t] after
-}
-main p
-'''
+    src = EARLY_END
     result = run(src, {"t": rec})
     assert result.ok, result.error
     assert ("start", "inside") not in rec.events
