@@ -124,7 +124,7 @@ class Session:
         row = current_row()
         if self.cache is None:
             row.before_call()
-            done = await self.scheduler.complete(model, request, priority=row.priority)
+            done = await self.scheduler.complete(model, request, self._turn(row))
             row.charge(done.prompt_tokens, done.completion_tokens, 0)
             return done
         keys = [self._sample_key(model, request, i) for i in range(request.n)]
@@ -134,7 +134,7 @@ class Session:
             row.charge(0, 0, request.n)
             return Completion(tuple(f["text"] for f in found))
         row.before_call()
-        fresh = await self.scheduler.complete(model, dataclasses.replace(request, n=len(missing)), row.priority)
+        fresh = await self.scheduler.complete(model, dataclasses.replace(request, n=len(missing)), self._turn(row))
         for i, text in zip(missing, fresh.texts):
             found[i] = {"text": text}
             self.cache.put(keys[i], found[i])
@@ -150,10 +150,14 @@ class Session:
             row.charge(0, 0, 1)
             return Score(value["logprob"], value["tokens"])
         row.before_call()
-        score = await self.scheduler.score(model, prompt, continuation, priority=row.priority)
+        score = await self.scheduler.score(model, prompt, continuation, self._turn(row))
         self._store(key, {"logprob": score.logprob, "tokens": score.tokens})
         row.charge(score.tokens, 0, 0)
         return score
+
+    def _turn(self, row: RowContext) -> int:
+        """The scheduler priority of the call `row` has just counted."""
+        return self.scheduler.turn(row.priority, row.usage.calls - 1)
 
     @staticmethod
     def _sample_key(model: Model, request: Request, index: int) -> str:

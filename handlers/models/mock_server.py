@@ -171,6 +171,8 @@ class MockOpenAIServer:
 
     # ---- one API request: (status, headers, body bytes)
     def answer(self, path: str, body: bytes, key: str | None) -> tuple[int, dict, bytes]:
+        """The reply, made at once and handed back `latency` seconds after the call began."""
+        started = time.monotonic()
         try:
             req = json.loads(body or b"{}")
             if not isinstance(req, dict):
@@ -181,7 +183,12 @@ class MockOpenAIServer:
         if fault is not None:
             with self._lock:
                 self._fault_counts[fault] = self._fault_counts.get(fault, 0) + 1
-        self._stopping.wait(self.timeout_sleep if fault == "timeout" else self.latency)
+        reply = self._reply(path, req, key, fault)
+        delay = self.timeout_sleep if fault == "timeout" else self.latency
+        self._stopping.wait(max(0.0, started + delay - time.monotonic()))
+        return reply
+
+    def _reply(self, path: str, req: dict, key: str | None, fault: str | None) -> tuple[int, dict, bytes]:
         if fault not in (None, "timeout"):
             return self._fault_reply(fault, req, key)
         if self.require_key is not None and key != self.require_key:

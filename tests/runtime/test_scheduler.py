@@ -210,7 +210,7 @@ def test_scheduler_serves_waiting_calls_by_priority():
     assert model.max_active == 1
 
 
-def test_session_passes_the_row_index_as_priority():
+def test_session_passes_the_row_index_pushed_back_per_call_made_as_priority():
     seen: list[int] = []
 
     class Recording(Scheduler):
@@ -222,6 +222,9 @@ def test_session_passes_the_row_index_as_priority():
 handler ask = prompt(text="Q: x?\\nA: y\\n")
 program p(question) {
     QS: [ask] #question
+    QS: [ask] #1
+    QS: [ask] #2
+    QS: [ask] #3
 }
 main p
 '''
@@ -233,7 +236,16 @@ main p
 
     results = run(main())
     assert all(r.ok for r in results), [r.error for r in results]
-    assert seen == [7, 3]
+    # 8 places back per call made, at most 8 x concurrency (16) places
+    assert seen == [7, 15, 23, 23, 3, 11, 19, 19]
+
+
+def test_turn_lets_a_later_fresh_row_go_before_an_earlier_busy_one_within_the_window():
+    scheduler = Scheduler(4)
+    assert scheduler.turn(10, 0) == 10
+    assert scheduler.turn(10, 3) > scheduler.turn(20, 0)      # 34 > 20: the fresh row first
+    assert scheduler.turn(10, 100) < scheduler.turn(50, 0)    # capped at 32 places: 42 < 50
+    assert [scheduler.turn(0, c) for c in range(6)] == sorted(scheduler.turn(0, c) for c in range(6))
 
 
 # ------------------------------------------------------------------ cancellation
