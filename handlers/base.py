@@ -61,10 +61,15 @@ class LoadContext:
     default_model: str | None = None
     module: Any = None
     registry: Any = None
+    #: Every file resolved through `resolve` (shared by the contexts of one load): what a run
+    #: directory copies as "the exact program used".
+    files: set[Path] = field(default_factory=set)
 
     def resolve(self, path: str) -> Path:
         p = Path(path)
-        return p if p.is_absolute() else self.base_dir / p
+        found = p if p.is_absolute() else self.base_dir / p
+        self.files.add(found)
+        return found
 
 
 class Handler:

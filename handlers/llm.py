@@ -1,6 +1,8 @@
 """Shared by the model-backed kinds (prompt, decomposer): few-shot loading and one model call."""
 from __future__ import annotations
 
+import time
+
 from ..dsl import ast
 from ..dsl.errors import CheckError, DecompError, HandlerError
 from ..dsl.parser import parse_fewshot, read_fewshot
@@ -43,15 +45,20 @@ async def ask(handler: Handler, call: Call, prompt: str, *, stop: tuple[str, ...
     model = call.session.resolve_model(getattr(handler.options, "model", None), handler.ctx.default_model)
     node = call.trace.child("model", handler=handler.name, prompt=prompt) if call.trace else None
     request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n)
+    started = time.perf_counter()
     try:
         completion = await call.session.complete(model, request, handler.name)
     except ModelError as err:
         if node:
             node.error = str(err)
+            node.seconds = time.perf_counter() - started
         raise HandlerError(f"[{handler.name}] model {model.name!r}: {err}", call.span) from err
     texts = [_cut(t, stop) for t in completion.texts]
     if node:
         node.raw_output = texts[0] if len(texts) == 1 else "\n---\n".join(texts)
+        node.seconds = time.perf_counter() - started
+        node.prompt_tokens, node.completion_tokens = completion.prompt_tokens, completion.completion_tokens
+        node.cache_hit = completion.cache_hits == len(texts)
     return texts
 
 

@@ -9,6 +9,7 @@ an OpenAI-compatible completions endpoint that echoes prompt logprobs.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from jinja2 import TemplateError
@@ -36,10 +37,17 @@ class ScoreHandler(Handler):
     async def run(self, call: Call) -> Any:
         model = call.session.resolve_model(self.options.model, self.ctx.default_model)
         prefix = self._prefix(call)
+        node = call.trace.child("model", handler=self.name, prompt=prefix + call.query) if call.trace else None
+        started = time.perf_counter()
         try:
             result = await call.session.score(model, prefix, call.query, self.name)
         except ModelError as err:
+            if node:
+                node.error, node.seconds = str(err), time.perf_counter() - started
             raise HandlerError(f"[{self.name}] model {model.name!r}: {err}", call.span) from err
+        if node:
+            node.raw_output = f"logprob {result.logprob:.4f} over {result.tokens} tokens"
+            node.seconds, node.prompt_tokens = time.perf_counter() - started, result.tokens
         if self.options.per_token:
             return result.logprob / max(1, result.tokens)
         return result.logprob

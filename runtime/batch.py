@@ -1,9 +1,10 @@
-"""Batch runs: every dataset row through a module, one JSON line per row as soon as it ends.
+"""Batch runs: every dataset row through a module, each row handed on as soon as it ends.
 
 A bad row (malformed JSON, missing question) or a failing program records its error in that
-row's line; the other rows go on. Lines are written in input order: a row's line goes out (and
-is flushed) as soon as it and every row before it have ended. Model calls are served lowest row
-first, so rows end nearly in order and little waits. Each line also carries the row's `index`.
+row's record; the other rows go on. Each row's record and trace go to a sink when the row ends
+(a run directory appends them at once, in the order rows end); `InOrder` instead writes lines
+in input order, each as soon as it and every row before it have ended. Each record carries the
+row's `index`; with gold in the data, its `gold` and `score` (DROP exact match) too.
 """
 from __future__ import annotations
 
@@ -12,12 +13,17 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import IO, Any, Callable, Container, Iterable
 
 from .accounting import Usage
 from .datasets import Row, read_rows
+from .evaluate import as_alternatives, best_score
 from .loader import LoadedModule
 from .session import Session
+from .trace import TraceNode
+
+#: Receives each row's result record and its decomposition tree, as the row ends.
+Sink = Callable[[dict, TraceNode], None]
 
 
 @dataclass
@@ -33,27 +39,34 @@ class BatchSummary:
                 **self.usage.to_dict(), "max_in_flight": self.max_in_flight}
 
 
-async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], out: IO[str],
-                   window: int = 256) -> BatchSummary:
-    """Run `rows`, at most `window` at once, writing each result line when its row ends.
+async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], sink: IO[str] | Sink,
+                   window: int = 256, skip: Container[int] = ()) -> BatchSummary:
+    """Run `rows` (but those whose index is in `skip`), at most `window` at once.
 
-    The window only bounds memory: the number of model calls in flight is the scheduler's."""
+    `sink` gets each row's (record, trace) as the row ends; a text stream gets JSON lines in
+    input order instead (`InOrder`). The window only bounds memory: the number of model calls
+    in flight is the scheduler's."""
     summary = BatchSummary()
     started = time.perf_counter()
     gate = asyncio.Semaphore(max(1, window))
-    writer = _InOrder(out)
+    if hasattr(sink, "write"):
+        writer = InOrder(sink)
+        emit = lambda record, trace, position: writer.done(position, record)  # noqa: E731
+    else:
+        emit = lambda record, trace, position: sink(record, trace)  # noqa: E731
+    todo = (row for row in rows if row.index not in skip)
 
     async def one(position: int, row: Row) -> None:
         try:
-            record = await _run_row(session, module, row)
+            record, trace = await _run_row(session, module, row)
         finally:
             gate.release()
         summary.rows += 1
         summary.failed += "error" in record
-        writer.done(position, record)
+        emit(record, trace, position)
 
     tasks = []
-    for position, row in enumerate(rows):
+    for position, row in enumerate(todo):
         await gate.acquire()
         tasks.append(asyncio.ensure_future(one(position, row)))
     await asyncio.gather(*tasks)
@@ -64,21 +77,25 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     return summary
 
 
-async def _run_row(session: Session, module: LoadedModule, row: Row) -> dict[str, Any]:
+async def _run_row(session: Session, module: LoadedModule, row: Row) -> tuple[dict[str, Any], TraceNode]:
     if row.error is not None:
-        return {"id": row.id, "index": row.index, "answer": None, "error": row.error}
+        trace = TraceNode("row", label=str(row.id or ""), error=row.error)
+        return {"id": row.id, "index": row.index, "answer": None, "error": row.error}, trace
+    started = time.perf_counter()
     result = await session.arun(module, {"id": row.id, **row.fields}, index=row.index)
     record: dict[str, Any] = {"id": row.id, "index": row.index, "answer": result.answer}
     if result.error is not None:
         record["error"] = result.error
-    record["usage"] = {"calls": result.usage.calls, "cache_hits": result.usage.cache_hits,
-                       "prompt_tokens": result.usage.prompt_tokens,
-                       "completion_tokens": result.usage.completion_tokens}
-    return record
+    if row.gold is not None:
+        record["gold"] = row.gold
+        record["score"] = best_score(result.answer, as_alternatives(row.gold), "em") if result.error is None else 0.0
+    record["usage"] = result.usage.to_dict()
+    record["seconds"] = round(time.perf_counter() - started, 6)
+    return record, result.trace
 
 
-class _InOrder:
-    """Writes records in input order, each as soon as all records before it are written."""
+class InOrder:
+    """Writes records as JSON lines in input order, each as soon as all before it are written."""
 
     def __init__(self, out: IO[str]):
         self.out = out

@@ -1,9 +1,14 @@
 """The `decomp` command line. Each command parses its arguments and calls the library."""
 from __future__ import annotations
 
+import asyncio
+import datetime as _dt
 import json
+import os
 import sys
 from pathlib import Path
+
+from dataclasses import dataclass
 
 import click
 
@@ -14,10 +19,12 @@ from ..handlers.models.base import ModelSettings
 from ..handlers.models.fake import ReplayModel
 from . import evaluate as evaluation
 from .accounting import Budget
-from .batch import run_file
+from .batch import run_rows
 from .cache import MODES, StepCache, default_cache_dir
 from .datasets import read_rows
 from .inspect import describe
+from .progress import progress
+from .rundir import MANIFEST, RunDir, RunDirError, make_manifest, program_files
 from .scheduler import Scheduler
 from .session import Session
 
@@ -115,23 +122,33 @@ def make_session(opts: dict, model=None) -> Session:
 @click.option("--question", "-q", help="Run on this one question and print the answer.")
 @click.option("--input", "data", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Dataset: JSONL rows {id, question, ...} or DecomP's DROP-style JSON.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="With --input: the run directory (default: runs/PROGRAM-INPUT-TIME, under $DECOMP_RUNS_DIR if set).")
+@click.option("--resume", is_flag=True,
+              help="Finish the run in --run-dir (default: the latest run of this program on this input).")
+@click.option("--force", is_flag=True, help="Start over in --run-dir, deleting the run there.")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Where to write one JSON line per row (with --input).")
+              help="With --input: also write every row's line here, in input order, when the run ends.")
 @click.option("--field", "fields", multiple=True, metavar="NAME=VALUE", help="Another input field (repeatable).")
 @click.option("--trace", "show_trace", is_flag=True, help="With --question: print the decomposition tree as JSON.")
 @click.option("--dry-run", is_flag=True, help="Count the model calls per row on a stand-in model; call nothing.")
 @_session_options
-def run(file, question, data, output, fields, show_trace, dry_run, **opts) -> None:
-    """Run the program FILE on one --question or on every row of --input."""
+def run(file, question, data, run_dir, resume, force, output, fields, show_trace, dry_run, **opts) -> None:
+    """Run the program FILE on one --question or on every row of --input.
+
+    A dataset run writes a run directory (results.jsonl, traces, summary.json, the program and
+    options used) and prints its summary as one JSON line; see `decomp trace --help`.
+    """
     session = make_session(opts, ReplayModel() if dry_run else None)
+    program = resolve_program(file)
     try:
-        loaded = session.load(resolve_program(file))
+        loaded = session.load(program)
     except (DecompError, OSError) as err:
         _fail(err)
     if dry_run:
         _dry_run(session, loaded, data, question, fields)
     elif data is not None:
-        _run_batch(session, loaded, data, output)
+        _run_batch(session, loaded, program, data, RunPlace(run_dir, resume, force), output, opts)
     elif question is not None:
         _run_one(session, loaded, question, fields, show_trace)
     else:
@@ -176,14 +193,85 @@ def _field(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _run_batch(session, loaded, data: Path, output: Path | None) -> None:
-    if output is None:
-        raise click.UsageError("--input needs --output OUT.jsonl")
+@dataclass(frozen=True)
+class RunPlace:
+    """Where a dataset run goes: --run-dir, --resume, --force."""
+
+    run_dir: Path | None
+    resume: bool
+    force: bool
+
+
+def _run_batch(session, loaded, program: Path, data: Path, place: RunPlace, output: Path | None, opts: dict) -> None:
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.items()}
+    options["model"] = session.default_model_spec(loaded)
     try:
-        summary = run_file(session, loaded, data, output)
-    except (OSError, ValueError) as err:
+        manifest = make_manifest(program, loaded.main, loaded.files, data, options)
+        run = _open_run(program, data, place, manifest, loaded.files)
+        rows = list(read_rows(data))
+    except (DecompError, OSError, ValueError) as err:
         _fail(err)
-    click.echo(json.dumps({**summary.to_dict(), "output": str(output)}))
+    for note in run.notes:
+        click.echo(f"note: {note}", err=True)
+    todo = sum(row.index not in run.done for row in rows)
+    with progress(todo, session.usage) as tick:
+        def sink(record, trace):
+            run.add(record, trace)
+            tick(record)
+        summary = asyncio.run(run_rows(session, loaded, rows, sink, skip=run.done))
+    final = run.finish(summary.rows, summary.seconds)
+    if output is not None:
+        _write_lines(output, run.records())
+    click.echo(json.dumps({**final, "run_dir": str(run.path), **({"output": str(output)} if output else {})}))
+
+
+def _open_run(program: Path, data: Path, place: RunPlace, manifest: dict, files) -> RunDir:
+    if place.resume and not place.force:
+        found = place.run_dir or latest_run(runs_root(), manifest)
+        return RunDir.resume(found, manifest)
+    target = place.run_dir or default_run_dir(program, data)
+    return RunDir.create(target, manifest, program_files(program, files), force=place.force)
+
+
+def runs_root() -> Path:
+    """Where run directories go by default: $DECOMP_RUNS_DIR, else ./runs."""
+    return Path(os.environ.get("DECOMP_RUNS_DIR") or "runs")
+
+
+def default_run_dir(program: Path, data: Path) -> Path:
+    """runs/PROGRAM-INPUT-YYYYmmdd-HHMMSS (a suffix when that exists)."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = runs_root() / f"{program.stem}-{data.stem}-{stamp}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def latest_run(root: Path, manifest: dict) -> Path:
+    """The newest run directory under `root` of the same program file on the same input file."""
+    found = []
+    for candidate in root.glob(f"*/{MANIFEST}") if root.is_dir() else ():
+        try:
+            other = json.loads(candidate.read_text(encoding="utf-8"))
+            same = (other["program"]["path"], other["input"]["path"]) == \
+                   (manifest["program"]["path"], manifest["input"]["path"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if same:
+            found.append((other["sessions"][0]["started"] if other.get("sessions") else "", candidate.parent))
+    if not found:
+        raise RunDirError(f"no earlier run of {manifest['program']['path']} on {manifest['input']['path']} "
+                          f"under {root}/: give --run-dir")
+    return max(found)[1]
+
+
+def _write_lines(path: Path, records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
 
 
 _GOLD_HELP = "Gold data: JSONL rows {id, answer} or DecomP's DROP-style JSON."
@@ -258,6 +346,83 @@ def eval_steps(gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
 def eval_graph(gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
     """Graph metrics over Hungarian-matched steps: In-Degree, Out-Degree, Step Proximity."""
     _taskgraph_eval("graph", gold, pred, encoder, rouge_type)
+
+
+@main.group("trace")
+def trace_group() -> None:
+    """Look into run directories: one row's decomposition tree, an HTML page, two runs compared."""
+
+
+def _open_run_dir(path: Path) -> RunDir:
+    try:
+        return RunDir.open(path)
+    except RunDirError as err:
+        _fail(err)
+
+
+@trace_group.command("show")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--row", "row_id", metavar="ID", help="The row to show (its id, or its index); default: the rows' table.")
+def trace_show(run_dir: Path, row_id: str | None) -> None:
+    """Print RUN_DIR's rows as a table, or one row's decomposition tree (failures in red)."""
+    from rich.console import Console
+
+    from . import trace_view
+
+    run = _open_run_dir(run_dir)
+    console = Console()
+    try:
+        if row_id is None:
+            trace_view.show_rows(run, console)
+        else:
+            record = run.find(row_id)
+            trace_view.show_tree(record, run.trace(record["index"]), console)
+    except RunDirError as err:
+        _fail(err)
+
+
+@trace_group.command("html")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The page to write (one standalone HTML file).")
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+def trace_html(run_dir: Path, output: Path, force: bool) -> None:
+    """Write RUN_DIR as one standalone HTML page: the rows with their scores, each row's tree
+    with collapsible nodes, every prompt and raw model output. It needs no network."""
+    from .trace_html import render_html
+
+    run = _open_run_dir(run_dir)
+    if output.exists() and not force:
+        _fail(RunDirError(f"{output} exists: pass --force to overwrite it"))
+    try:
+        page = render_html(run)
+    except RunDirError as err:
+        _fail(err)
+    output.write_text(page, encoding="utf-8")
+    click.echo(str(output))
+
+
+@trace_group.command("diff")
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON lines.")
+def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
+    """Rows whose answers differ between two runs, and for each the first node where the two
+    decomposition trees part (a different sub-query, answer or handler)."""
+    from rich.console import Console
+
+    from . import trace_diff as diffing
+
+    a, b = _open_run_dir(run_a), _open_run_dir(run_b)
+    try:
+        differences = diffing.diff_runs(a, b)
+    except RunDirError as err:
+        _fail(err)
+    if as_json:
+        for difference in differences:
+            click.echo(json.dumps(difference, ensure_ascii=False, default=str))
+    else:
+        diffing.show_diff(differences, a, b, Console())
 
 
 @main.command()

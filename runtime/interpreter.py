@@ -52,7 +52,8 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
         node.error = str(err)
         raise
     finally:
-        current_row().timed(name, time.perf_counter() - started)
+        node.seconds = time.perf_counter() - started
+        current_row().timed(name, node.seconds)
     node.answer = answer
     return answer
 

@@ -30,6 +30,9 @@ class LoadedModule:
     default_model: str | None = None
     models: dict[str, str] = field(default_factory=dict)
     model_decls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    #: The files the module was built from: itself, its imports, and every file its handlers
+    #: named (prompt files, program files), whether or not they exist.
+    files: set[Path] = field(default_factory=set)
 
 
 def load(path: str | Path, registry: Registry, text: str | None = None) -> LoadedModule:
@@ -53,9 +56,11 @@ class _Loader:
             raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
         modules = self._with_imports(root, path)
         loaded = LoadedModule(str(path), root, main=root.main.target if root.main else None)
+        loaded.files.update(file for _, file in modules)
         self._models(loaded, modules)
         for module, file in modules:
-            self._declare(loaded, module, LoadContext(file.parent, loaded.default_model, loaded, self.registry))
+            self._declare(loaded, module, LoadContext(file.parent, loaded.default_model, loaded, self.registry,
+                                                      loaded.files))
         self._check(loaded, modules)
         if self.errors:
             self._attach_lines()

@@ -90,6 +90,12 @@ class Session:
         return module
 
     # ---- models
+    def default_model_spec(self, module: LoadedModule) -> str | None:
+        """The model spec a handler of `module` naming none would use (what a run records)."""
+        if isinstance(self._override, Model):
+            return self._override.name
+        return self._override or module.default_model or self.default_model
+
     def resolve_model(self, explicit: str | None, module_default: str | None) -> Model:
         """The model for a handler: its own `model=`, else the session's (--model), else the module's
         `model default`, else the session's default (the embedded local model)."""
@@ -132,14 +138,15 @@ class Session:
         missing = [i for i, value in enumerate(found) if value is None]
         if not missing:
             row.charge(0, 0, request.n)
-            return Completion(tuple(f["text"] for f in found))
+            return Completion(tuple(f["text"] for f in found), cache_hits=request.n)
         row.before_call()
         fresh = await self.scheduler.complete(model, dataclasses.replace(request, n=len(missing)), self._turn(row))
         for i, text in zip(missing, fresh.texts):
             found[i] = {"text": text}
             self.cache.put(keys[i], found[i])
         row.charge(fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
-        return Completion(tuple(f["text"] for f in found), fresh.prompt_tokens, fresh.completion_tokens)
+        return Completion(tuple(f["text"] for f in found), fresh.prompt_tokens, fresh.completion_tokens,
+                          request.n - len(missing))
 
     async def score(self, model: Model, prompt: str, continuation: str, handler: str = "") -> Score:
         """Log-likelihood of `continuation` after `prompt`, cached like completions."""

@@ -1,7 +1,7 @@
 """The decomposition tree of one run: a node per handler call, children for nested work."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -20,6 +20,9 @@ class TraceNode:
     answer: Any = None
     error: str | None = None
     cache_hit: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float | None = None   # wall time of the call (model node: of the request)
     children: list["TraceNode"] = field(default_factory=list)
 
     def child(self, kind: str, **fields) -> "TraceNode":
@@ -32,10 +35,30 @@ class TraceNode:
         return self.error is None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain JSON: every field, with `ok` added; children as dicts."""
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TraceNode":
+        """The node `to_dict` gave (unknown keys ignored)."""
+        fields = {k: v for k, v in data.items() if k in _FIELDS and k != "children"}
+        return cls(**fields, children=[cls.from_dict(c) for c in data.get("children") or ()])
 
     def walk(self):
         """This node and all below it, depth first."""
         yield self
         for c in self.children:
             yield from c.walk()
+
+
+_FIELDS = frozenset(f.name for f in fields(TraceNode))
+
+
+def _plain(node: TraceNode) -> dict:
+    out = {name: getattr(node, name) for name in _ORDER}
+    out["ok"] = node.error is None
+    out["children"] = [_plain(c) for c in node.children]
+    return out
+
+
+_ORDER = tuple(name for name in (f.name for f in fields(TraceNode)) if name != "children")

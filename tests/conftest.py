@@ -16,6 +16,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 def _private_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own step-cache folder: no test reads another's cached results."""
     monkeypatch.setenv("DECOMP_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("DECOMP_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
 
 
 @pytest.fixture

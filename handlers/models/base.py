@@ -43,6 +43,7 @@ class Completion:
     texts: tuple[str, ...]
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_hits: int = 0  # how many of `texts` came from the step cache (set by the session)
 
     @property
     def text(self) -> str:
