@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from .values import json_kind
 
@@ -177,6 +176,8 @@ def _align_bags(pred_bags: list[set[str]], gold_bags: list[set[str]]) -> np.ndar
         for p, pred_bag in enumerate(pred_bags):
             if _numbers_match(gold_bag, pred_bag):
                 scores[g, p] = _bag_f1(pred_bag, gold_bag)
+    from scipy.optimize import linear_sum_assignment  # scipy takes ~1 s to import: only when scoring f1
+
     rows, cols = linear_sum_assignment(-scores)
     best = np.zeros(max(len(gold_bags), len(pred_bags)))
     for row, col in zip(rows, cols):

@@ -230,8 +230,10 @@ class RunDir:
 
     def trace(self, index: int) -> TraceNode | None:
         """The stored tree of row `index`, or None when there is none."""
+        if self._traces is None and not (self.path / TRACES).exists():
+            return None
         try:
-            found = self._db(create=False).execute("SELECT tree FROM traces WHERE idx = ?", (index,)).fetchone()
+            found = self._db().execute("SELECT tree FROM traces WHERE idx = ?", (index,)).fetchone()
             return TraceNode.from_dict(json.loads(zlib.decompress(found[0]))) if found else None
         except (sqlite3.DatabaseError, zlib.error, ValueError, TypeError, KeyError) as err:
             raise RunDirError(f"{self.path / TRACES} is corrupt (row {index}: {err})") from None
@@ -243,11 +245,9 @@ class RunDir:
             if tree is not None:
                 yield index, tree
 
-    def _db(self, create: bool = True) -> sqlite3.Connection:
+    def _db(self) -> sqlite3.Connection:
         if self._traces is None:
             file = self.path / TRACES
-            if not create and not file.exists():
-                raise RunDirError(f"{self.path} has no {TRACES}")
             self._traces = sqlite3.connect(file)
             self._traces.execute("PRAGMA journal_mode=WAL")
             self._traces.execute("PRAGMA synchronous=NORMAL")
