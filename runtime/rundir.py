@@ -116,7 +116,7 @@ class RunDir:
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise RunDirError(f"{path} is a file, not a run directory")
-        if path.is_dir() and any(path.iterdir()):
+        if path.is_dir() and any(p.name != MANIFEST + ".tmp" for p in path.iterdir()):
             if not (path / MANIFEST).is_file():
                 raise RunDirError(f"{path} is not empty and holds no run: choose another --run-dir "
                                   "(nothing there is deleted, not even with --force)")
@@ -125,12 +125,12 @@ class RunDir:
                                   "over (its files are deleted), or another --run-dir")
             _clear(path)
         path.mkdir(parents=True, exist_ok=True)
+        run = cls(path, manifest)
+        run._start_session(resumed=False)  # run.json first: a kill from here on leaves a resumable run
         for name, source in (program_sources or {}).items():
             target = path / PROGRAM / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
-        run = cls(path, manifest)
-        run._start_session(resumed=False)
         return run
 
     @classmethod
@@ -139,6 +139,7 @@ class RunDir:
         `manifest`; `done` holds its complete rows, a half-written last line is cut off."""
         run = cls.open(path, repair=True)
         run._check_same(manifest)
+        run._check_traces()
         run._start_session(resumed=True)
         return run
 
@@ -159,9 +160,22 @@ class RunDir:
             raise RunDirError(f"{path} was written in run-directory format {found!r} (decomp "
                               f"{manifest.get('decomp_version', '?') if isinstance(manifest, dict) else '?'}); "
                               f"this decomp ({_version()}) reads format {FORMAT}")
+        missing = _manifest_problem(manifest)
+        if missing:
+            raise RunDirError(f"{path / MANIFEST} is not a run manifest (no {missing}); start over with --force")
         run = cls(path, manifest)
         run._read_results(repair)
         return run
+
+    def _check_traces(self) -> None:
+        if not (self.path / TRACES).exists():
+            return
+        try:
+            self._db().execute("SELECT count(*) FROM traces").fetchone()
+        except sqlite3.DatabaseError as err:
+            self.close()
+            raise RunDirError(f"{self.path / TRACES} is corrupt ({err}): use another --run-dir, or --force "
+                              "to start over") from None
 
     def _check_same(self, manifest: dict) -> None:
         mine, theirs = self.manifest, manifest
@@ -309,6 +323,22 @@ def summarize(records: list[dict], manifest: dict) -> dict:
         "sessions": len(sessions),
         "handlers": latency,
     }
+
+
+_MANIFEST_SHAPE = {"program": ("path", "sha256", "files"), "input": ("path", "sha256"), "options": ()}
+
+
+def _manifest_problem(manifest: dict) -> str:
+    """What a manifest of the right format lacks ('' when nothing)."""
+    for part, keys in _MANIFEST_SHAPE.items():
+        if not isinstance(manifest.get(part), dict):
+            return repr(part)
+        for key in keys:
+            if key not in manifest[part]:
+                return f"'{part}.{key}'"
+    if not isinstance(manifest.get("sessions"), list):
+        return "'sessions'"
+    return ""
 
 
 def _record(line: bytes) -> dict | None:

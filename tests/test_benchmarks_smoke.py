@@ -62,6 +62,16 @@ def test_cache(elsewhere):
     assert 1 <= r["max_in_flight"] <= r["concurrency"] and r["rerun_max_in_flight"] == 0
 
 
+def test_trace_html(elsewhere):
+    if not (Path("/usr/bin/chromium").exists() and Path("/usr/bin/chromedriver").exists()):
+        pytest.skip("Debian packages chromium and chromium-driver are not installed")
+    r = _run("trace_html", "--rows", "4", cwd=elsewhere)
+    assert r["rows"] == 4 and r["failed"] == 0 and r["target_open_s"] == 2.0
+    assert 0 < r["page_bytes"] < r["trees_json_bytes"]
+    assert r["open_s"] > 0 and r["load_event_ms"] > 0 and r["first_tree_ms"] > 0
+    assert r["first_tree_nodes"] > 1 and r["next_tree_ms"] is not None
+
+
 def test_oracle_answers_every_prompt_of_the_program():
     sys.path.insert(0, str(REPO))
     try:
