@@ -17,6 +17,7 @@ traces.sqlite, then its results line appended and flushed). Then reads the run b
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import sys
 import tempfile
@@ -27,6 +28,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.letter_cat_oracle import (  # noqa: E402
+    PROGRAM,
     arguments,
     dataset_rows,
     emit,
@@ -61,13 +63,14 @@ def main(argv: list[str] | None = None) -> dict:
     p = arguments(__doc__, argv, rows=10000, server=False)
     args = p.parse_args(argv)
 
-    from decomp.runtime.rundir import RESULTS, TRACES, RunDir
+    from decomp.runtime.rundir import RESULTS, TRACES, RunDir, make_manifest
 
     batch = dataset_rows(make_rows(args.rows, args.words, args.seed))
     null_wall = _run(batch, lambda record, trace: None)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "run"
-        run = RunDir.create(path, {"format": 1, "sessions": [], "options": {}})
+        path, data = Path(tmp) / "run", Path(tmp) / "rows.jsonl"
+        data.write_text("".join(json.dumps({"id": r.id, **r.fields}) + "\n" for r in batch))
+        run = RunDir.create(path, make_manifest(Path(PROGRAM), "letter_cat", [], data, {}))
         wall = _run(batch, run.add)
         run.finish(args.rows, wall)
         results_bytes = (path / RESULTS).stat().st_size

@@ -25,7 +25,7 @@ def progress(total: int, usage: Usage, enabled: bool | None = None) -> Iterator[
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     failed = 0
-    columns = (TextColumn("rows"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+    columns = (TextColumn("rows"), BarColumn(bar_width=16), MofNCompleteColumn(), TextColumn("{task.description}"),
                TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
         task = bar.add_task(_line(usage, failed), total=total)
@@ -39,5 +39,4 @@ def progress(total: int, usage: Usage, enabled: bool | None = None) -> Iterator[
 
 
 def _line(usage: Usage, failed: int) -> str:
-    return (f"failed {failed} · calls {usage.calls} · tokens {usage.tokens} · "
-            f"cache hits {usage.cache_hits}")
+    return f"failed {failed} · calls {usage.calls} · tokens {usage.tokens} · cache hits {usage.cache_hits}"
