@@ -120,6 +120,7 @@ def make_session(opts: dict, model=None) -> Session:
 @main.command()
 @click.argument("file")
 @click.option("--question", "-q", help="Run on this one question and print the answer.")
+@click.option("--main", "main_name", metavar="NAME", help="Run this program of FILE instead of its `main`.")
 @click.option("--input", "data", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Dataset: JSONL rows {id, question, ...} or DecomP's DROP-style JSON.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -133,7 +134,8 @@ def make_session(opts: dict, model=None) -> Session:
 @click.option("--trace", "show_trace", is_flag=True, help="With --question: print the decomposition tree as JSON.")
 @click.option("--dry-run", is_flag=True, help="Count the model calls per row on a stand-in model; call nothing.")
 @_session_options
-def run(file, question, data, run_dir, resume, force, output, fields, show_trace, dry_run, **opts) -> None:
+def run(file, question, main_name, data, run_dir, resume, force, output, fields, show_trace, dry_run,
+        **opts) -> None:
     """Run the program FILE on one --question or on every row of --input.
 
     A dataset run writes a run directory (results.jsonl, traces, summary.json, the program and
@@ -145,6 +147,11 @@ def run(file, question, data, run_dir, resume, force, output, fields, show_trace
         loaded = session.load(program)
     except (DecompError, OSError) as err:
         _fail(err)
+    if main_name is not None:
+        if main_name not in loaded.handlers:
+            _fail(DecompError(f"{program} has no program or handler named '{main_name}' "
+                              f"(it has: {', '.join(sorted(loaded.handlers))})"))
+        loaded.main = main_name
     if dry_run:
         _dry_run(session, loaded, data, question, fields)
     elif data is not None:
@@ -311,7 +318,9 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
 def _taskgraph_options(command):
     options = [
         click.option("--gold", required=True, type=_FILE, help="Gold task-graph rows (JSONL)."),
-        click.option("--pred", required=True, type=_FILE, help="Predicted task-graph rows (JSONL), matched by id."),
+        click.option("--pred", required=True, type=click.Path(exists=True, path_type=Path),
+                     help="Predicted task-graph rows (JSONL), or a `decomp run` run directory or results.jsonl "
+                          "(answers: steps, or {steps, edges}); matched by id."),
         click.option("--encoder", type=click.Choice(["use", "exact"]), default="use", show_default=True,
                      help="Step similarity: Universal Sentence Encoder cosine, or exact text match."),
         click.option("--rouge", "rouge_type", type=click.Choice(["rouge1", "rouge2", "rougeL", "rougeLsum"]),
@@ -326,7 +335,7 @@ def _taskgraph_eval(kind: str, gold: Path, pred: Path, encoder: str, rouge_type:
     try:
         from ..taskgraph import data, metrics, similarity
 
-        gold_rows, pred_rows = data.read_jsonl(gold), data.read_jsonl(pred)
+        gold_rows, pred_rows = data.read_jsonl(gold), data.read_predictions(pred)
         evaluate = metrics.evaluate_steps if kind == "steps" else metrics.evaluate_graphs
         summary = evaluate(gold_rows, pred_rows, similarity.get_similarity(encoder), rouge_type)
     except (OSError, ValueError, RuntimeError) as err:

@@ -2,7 +2,8 @@
 
 Two formats are recognised (see :func:`read_rows`):
 
-* JSONL: one JSON object per line with ``"id"``, ``"question"`` and any other fields;
+* JSONL: one JSON object per line with ``"id"`` and the inputs (``"question"``, or whatever
+  the program's parameters are named; a missing one is that row's error when it runs);
   the ``"answer"`` field, when present, is the row's gold.
 * DROP-style JSON (the DecomP datasets): one object
   ``{pid: {"passage": str, "qa_pairs": [{"question", "answer", "query_id", ...}]}}``.
@@ -146,8 +147,6 @@ def _jsonl_row(index: int, number: int, raw: bytes, seen: dict[str, int]) -> Row
     record, error = _parse_line(number, raw)
     if error is None:
         row_id, error = _jsonl_id(number, record, fallback_id, seen)
-    if error is None and "question" not in record:
-        error = f"line {number}: the row has no 'question' field"
     if error is not None:
         return Row(index, fallback_id, None, error)
     seen[row_id] = number

@@ -184,6 +184,10 @@ class RunDir:
             names = sorted({name for name, _ in changed})
             raise RunDirError(f"{self.path} holds a run of {mine['program']['path']} as it was then; the program "
                               f"differs now ({', '.join(names)}): use another --run-dir, or --force to start over")
+        if mine["program"].get("main") != theirs["program"].get("main"):
+            raise RunDirError(f"{self.path} ran the program's '{mine['program'].get('main')}', not "
+                              f"'{theirs['program'].get('main')}': pass --main {mine['program'].get('main')}, "
+                              "or use another --run-dir")
         if mine["input"]["sha256"] != theirs["input"]["sha256"]:
             raise RunDirError(f"{self.path} holds a run over {mine['input']['path']} as it was then; the input "
                               f"{theirs['input']['path']} differs: use another --run-dir, or --force to start over")

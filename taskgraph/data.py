@@ -136,3 +136,22 @@ def read_jsonl(path: str | Path) -> list[dict]:
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path}:{number}: not JSON: {err.msg}") from err
     return [r for r in rows if isinstance(r, dict)]
+
+
+def read_predictions(path: str | Path) -> list[dict]:
+    """Predicted rows for `decomp eval steps/graph`: task-graph rows as they are, or the results
+    of `decomp run` (a run directory or its results.jsonl), whose `answer` is a list of steps
+    (step programs) or a {"steps", "edges"} object (graph programs); a failed row (no answer)
+    counts as an empty prediction."""
+    path = Path(path)
+    rows = read_jsonl(path / "results.jsonl" if path.is_dir() else path)
+    return [_as_graph_row(row) for row in rows]
+
+
+def _as_graph_row(row: dict) -> dict:
+    if "steps" in row or "answer" not in row:
+        return row
+    answer = row["answer"]
+    if isinstance(answer, dict):
+        return {**row, "steps": answer.get("steps") or [], "edges": answer.get("edges") or []}
+    return {**row, "steps": answer if isinstance(answer, list) else [], "edges": []}

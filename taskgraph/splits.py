@@ -1,0 +1,51 @@
+"""Fixed, seeded splits of MSComplexTasks for the TaskLAMA programs.
+
+    python -m decomp.taskgraph.splits ../shared/data/mscomplextasks/task_subtask_dataset.json --out DIR
+
+writes DIR/train.jsonl (tasks for training the S&F scorer), DIR/test.jsonl (step generation:
+rows {"id", "task", "assumptions", "steps", "edges"}, the gold included) and
+DIR/graph_test.jsonl (graph construction: test tasks with at most `max_graph_steps` steps, as
+pairwise questions grow with the square of the steps). Disjoint; drawn by `seed` from the
+tasks with 3 or more steps. Prints the sizes as one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from .data import read_mscomplextasks
+
+
+def split(rows: list[dict], seed: int = 0, test: int = 20, train: int = 30,
+          max_graph_steps: int = 6) -> dict[str, list[dict]]:
+    """{"train", "test", "graph_test"}: disjoint random samples (graph_test within test)."""
+    pool = [r for r in rows if len(r["steps"]) >= 3]
+    random.Random(seed).shuffle(pool)
+    chosen_test, chosen_train = pool[:test], pool[test:test + train]
+    return {"train": chosen_train, "test": chosen_test,
+            "graph_test": [r for r in chosen_test if len(r["steps"]) <= max_graph_steps]}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m decomp.taskgraph.splits", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dataset", type=Path, help="task_subtask_dataset.json")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--test", type=int, default=20)
+    p.add_argument("--train", type=int, default=30)
+    p.add_argument("--max-graph-steps", type=int, default=6)
+    args = p.parse_args(argv)
+    parts = split(read_mscomplextasks(args.dataset), args.seed, args.test, args.train, args.max_graph_steps)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, rows in parts.items():
+        (args.out / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    sizes = {name: len(rows) for name, rows in parts.items()}
+    print(json.dumps({**sizes, "seed": args.seed, "out": str(args.out)}))
+    return sizes
+
+
+if __name__ == "__main__":
+    main()
