@@ -30,7 +30,7 @@ import numpy as np
 from .metrics import hungarian
 from .similarity import EncoderSimilarity, get_similarity
 
-PENALTIES = (0.1, 1.0, 10.0, 100.0, 1000.0)
+PENALTIES = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 
 
 def features(sim: EncoderSimilarity, task: str, steps: Sequence[str]) -> np.ndarray:

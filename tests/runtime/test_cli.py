@@ -164,3 +164,14 @@ def test_check_passes_on_every_official_prompt_file(shared_data):
     for path in files:
         result = invoke("check", str(path))
         assert result.exit_code == 0, f"{path}: {result.output}"
+
+
+def test_main_picks_another_program_and_an_unknown_one_is_a_clear_error(tmp_path):
+    src = tmp_path / "two.decomp"
+    src.write_text('handler up = python(function="string:capwords")\n'
+                   'program first(question) {\n    QS: [up] #question\n}\n'
+                   'program second(question) {\n    QS: [up] #question\n    QS: [up] #1 again\n}\nmain first\n')
+    assert invoke("run", str(src), "-q", "a b").output.strip() == "A B"
+    assert invoke("run", str(src), "--main", "second", "-q", "a b").output.strip() == '"a B" Again'  # capwords of '"A B" again'
+    result = invoke("run", str(src), "--main", "third", "-q", "a b")
+    assert result.exit_code == 1 and "has no program or handler named 'third' (it has: first, second, up)" in result.output

@@ -180,3 +180,9 @@ def test_progress_draws_only_on_a_terminal(capsys):
         tick({"index": 1, "error": "x"})
     err = capsys.readouterr().err
     assert "2/2" in err and "failed 1" in err and "calls 3" in err
+
+
+def test_resuming_with_another_main_is_refused(tmp_path, data):
+    assert run_cli("--input", data, "--run-dir", tmp_path / "run").exit_code == 0
+    result = run_cli("--input", data, "--run-dir", tmp_path / "run", "--resume", "--main", "letter_at")
+    assert result.exit_code == 1 and "ran the program's 'letter_cat', not 'letter_at'" in result.output

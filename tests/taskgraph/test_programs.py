@@ -223,3 +223,15 @@ def test_run_then_eval_from_the_command_line(tmp_path, exact):
     graph = json.loads(runner.invoke(main, ["eval", "graph", "--gold", str(gold), "--pred", str(tmp_path / "graph"),
                                             "--encoder", "exact"]).output)
     assert graph["count"] == 1 and graph["missing"] == 0 and 0 < graph["proximity"] < 1
+
+
+@pytest.mark.parametrize("main_name", ["linear", "pairwise", "pairwise_cot", "llm_scoring"])
+@pytest.mark.parametrize("steps", [[], ["only one"]])
+def test_graph_programs_on_empty_and_one_step_tasks(main_name, steps):
+    assert _run(GRAPHS, main_name, {"id": "g", "task": "t", "steps": steps}, FakeModel(default="yes")) == \
+        {"steps": steps, "edges": []}
+
+
+def test_a_model_that_writes_no_list_gives_no_steps(exact):
+    assert _run(STEPS, "icl", ROW, FakeModel(default="I cannot help with that.")) == []
+    assert _run(STEPS, "multseq", ROW, FakeModel(default="")) == []
