@@ -87,15 +87,16 @@ def fit_ridge(x: np.ndarray, y: np.ndarray, penalty: float) -> tuple[np.ndarray,
 
 
 def train(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int = 5, seed: int = 0) -> Scorer:
-    """Pick the penalty by grouped k-fold CV (no task in both train and held-out), then fit on all."""
+    """Pick the penalty by grouped k-fold CV (no task in both train and held-out; on a tie the
+    larger penalty), then fit on all."""
     from scipy.stats import spearmanr
 
     tasks = np.unique(groups)
     rng = np.random.default_rng(seed)
     fold_of = dict(zip(rng.permutation(tasks), np.arange(len(tasks)) % max(2, min(folds, len(tasks)))))
     assignment = np.array([fold_of[g] for g in groups])
-    best = (-np.inf, PENALTIES[0])
-    for penalty in PENALTIES:
+    best = (-np.inf, PENALTIES[-1])
+    for penalty in reversed(PENALTIES):  # strongest first: a tie keeps the simpler model
         predicted = np.zeros_like(y)
         for fold in np.unique(assignment):
             held = assignment == fold

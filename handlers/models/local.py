@@ -96,18 +96,32 @@ class LocalModel(Model):
         return await self._run(self._score, prompt, continuation)
 
     def _score(self, prompt: str, continuation: str) -> Score:
+        """Sum of the continuation's token log-probabilities, from one forward pass.
+
+        The logits of every position come from `eval` (a `logits_all` context); the log-softmax
+        is taken in numpy. (llama-cpp's own `echo=True, logprobs=1` path sorts the whole
+        vocabulary, 262,144 entries for Gemma 3, in Python for every token: about a minute per
+        200-token text here, against a fraction of a second this way.)"""
+        import numpy as np
+
         if self._scorer is None:
             self._scorer = self._load(logits_all=True)
         llm = self._scorer
+        head = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+        tokens = llm.tokenize((prompt + continuation).encode("utf-8"), add_bos=True, special=False)
+        if len(tokens) > llm.n_ctx():
+            raise ModelError(f"{self.name}: text too long to score ({len(tokens)} tokens, context {llm.n_ctx()})")
+        start = max(1, next((i for i, (a, b) in enumerate(zip(head, tokens)) if a != b), len(head)))
+        if start >= len(tokens):
+            return Score(0.0, 0)
         llm.reset()
-        try:
-            out = llm.create_completion(prompt + continuation, max_tokens=1, temperature=0.0, echo=True, logprobs=1)
-        except ValueError as err:
-            raise ModelError(f"{self.name}: text too long to score ({err})") from err
-        info = out["choices"][0]["logprobs"]
-        pairs = [(lp, off) for lp, off in zip(info["token_logprobs"], info["text_offset"])
-                 if lp is not None and len(prompt) <= off < len(prompt) + len(continuation)]
-        return Score(float(sum(lp for lp, _ in pairs)), len(pairs))
+        llm.eval(tokens)
+        logits = np.asarray(llm.scores[start - 1:len(tokens) - 1])  # float32 view; row i predicts token i+1
+        top = logits.max(axis=1, keepdims=True)
+        log_norm = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1, dtype=np.float64))
+        targets = np.asarray(tokens[start:])
+        logprobs = logits[np.arange(len(targets)), targets] - log_norm
+        return Score(float(logprobs.sum(dtype=np.float64)), len(targets))
 
     async def aclose(self) -> None:
         """Keep the weights loaded: a session closes models after each run, reloading is slow."""

@@ -235,3 +235,11 @@ def test_graph_programs_on_empty_and_one_step_tasks(main_name, steps):
 def test_a_model_that_writes_no_list_gives_no_steps(exact):
     assert _run(STEPS, "icl", ROW, FakeModel(default="I cannot help with that.")) == []
     assert _run(STEPS, "multseq", ROW, FakeModel(default="")) == []
+
+
+@pytest.mark.parametrize("main_name, ending", [("pairwise", "Step B: b\nMust A come before B?"),
+                                               ("pairwise_cot", "Step B: b\nMust A come before B? Reasoning:")])
+def test_pair_prompts_leave_the_answer_on_the_question_line(main_name, ending):
+    model = FakeModel(default="yes")
+    _run(GRAPHS, main_name, {"id": "g", "task": "t", "steps": ["a", "b"]}, model)
+    assert model.prompts[0].endswith(ending)  # a newline here makes a base model start a new step
