@@ -1,6 +1,6 @@
 """TaskLAMA task graphs: metrics (step matching, ROUGE, graph overlap), the
 MSComplexTasks reader and simple baselines. See taskgraph/README.md."""
-from .data import ReadReport, linear, random_order, read_jsonl, read_mscomplextasks
+from .data import ReadReport, linear, linear_closed, random_order, read_jsonl, read_mscomplextasks
 from .metrics import (
                       Scores,
                       evaluate_graphs,
@@ -28,6 +28,6 @@ from .similarity import (
 __all__ = [
     "EncoderSimilarity", "ExactSimilarity", "MatrixSimilarity", "ReadReport", "Scores", "Similarity",
     "evaluate_graphs", "evaluate_steps", "fbeta", "get_similarity", "graph_scores", "hungarian",
-    "in_degree", "linear", "match_nodes", "one_to_many", "out_degree", "proximity", "random_order",
+    "in_degree", "linear", "linear_closed", "match_nodes", "one_to_many", "out_degree", "proximity", "random_order",
     "read_jsonl", "read_mscomplextasks", "relaxed", "rouge_scores", "to_graph",
 ]

@@ -1,5 +1,5 @@
 """Write MSComplexTasks gold rows and the Linear / random-order baselines as JSONL, and
-print their graph metrics against the gold graphs.
+print their graph metrics (Linear also transitively closed) against the gold graphs.
 
     python -m decomp.taskgraph.baselines ../shared/data/mscomplextasks/task_subtask_dataset.json --out /tmp/msct
 """
@@ -14,7 +14,8 @@ from .similarity import get_similarity
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Write gold.jsonl, linear.jsonl, random.jsonl under --out; print and return the metrics."""
+    """Write gold.jsonl, linear.jsonl, linear_closed.jsonl, random.jsonl under --out; print and
+    return the metrics."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", help="task_subtask_dataset.json")
     parser.add_argument("--out", default=None, help="folder for the JSONL files (optional)")
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     gold = data.read_mscomplextasks(args.path)
     runs = {"linear": [data.linear(r) for r in gold],
+            "linear_closed": [data.linear_closed(r) for r in gold],
             "random": [data.random_order(r, args.seed) for r in gold]}
     if args.out:
         out = Path(args.out)

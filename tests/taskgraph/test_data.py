@@ -42,6 +42,7 @@ def test_baselines_are_chains():
     assert nx.is_directed_acyclic_graph(nx.DiGraph([tuple(e) for e in shuffled["edges"]]))
     assert shuffled == data.random_order(row, seed=1)
     assert data.linear({"id": 0, "steps": []})["edges"] == []
+    assert data.linear_closed({"id": 0, "steps": list("abc")})["edges"] == [[0, 1], [0, 2], [1, 2]]
 
 
 @pytest.fixture(scope="module")
