@@ -147,35 +147,44 @@ class Scheduler:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _once(self, model: Model, make_call, priority: int, tokens: float):
-        slot = self._slot(model.endpoint, priority, tokens)
+        endpoint = model.endpoint
+        if not model.defers_slot:  # the slot spans the whole call: no Slot object needed
+            await self._take(endpoint, priority, tokens)
+            try:
+                return await make_call()
+            finally:
+                self._give_back(endpoint)
+        slot = Slot(lambda: self._take(endpoint, priority, tokens), lambda: self._give_back(endpoint))
         token = CURRENT_SLOT.set(slot)
         try:
-            if not model.defers_slot:
-                await slot.acquire()
             return await make_call()
         finally:
             slot.release()
             CURRENT_SLOT.reset(token)
 
-    def _slot(self, endpoint: str, priority: int, tokens: float) -> Slot:
-        """A slot of `endpoint`'s limit: taking it waits its turn and the rate limits."""
+    def _pool(self, endpoint: str) -> PrioritySemaphore:
         pool = self._slots.get(endpoint)
         if pool is None:
             pool = self._slots[endpoint] = PrioritySemaphore(self.concurrency)
+        return pool
 
-        async def take() -> None:
-            if not pool.try_acquire():
-                await pool.acquire(priority)
-            if self.rpm or self.tpm:
+    async def _take(self, endpoint: str, priority: int, tokens: float) -> None:
+        """Take a slot of `endpoint`'s limit: wait its turn, then the rate limits."""
+        pool = self._pool(endpoint)
+        if not pool.try_acquire():
+            await pool.acquire(priority)
+        if self.rpm or self.tpm:
+            try:
                 await self._rate_limits(endpoint, tokens)
-            self.in_flight[endpoint] += 1
-            self.max_in_flight[endpoint] = max(self.max_in_flight[endpoint], self.in_flight[endpoint])
+            except BaseException:  # cancelled while waiting on a rate limit: the slot goes back
+                pool.release()
+                raise
+        self.in_flight[endpoint] += 1
+        self.max_in_flight[endpoint] = max(self.max_in_flight[endpoint], self.in_flight[endpoint])
 
-        def give_back() -> None:
-            self.in_flight[endpoint] -= 1
-            pool.release()
-
-        return Slot(take, give_back)
+    def _give_back(self, endpoint: str) -> None:
+        self.in_flight[endpoint] -= 1
+        self._slots[endpoint].release()
 
     async def _rate_limits(self, endpoint: str, tokens: float) -> None:
         if self.rpm:

@@ -619,3 +619,20 @@ def test_a_slot_the_backend_never_gives_back_is_released_by_the_scheduler():
         asyncio.run(scheduler.complete(Forgetful(), Request("p")))
     assert scheduler.in_flight["deferring"] == 0
     assert asyncio.run(scheduler.complete(DeferringModel(), Request("p"))).text == "ok"
+
+
+def test_a_call_cancelled_while_waiting_on_a_rate_limit_gives_its_slot_back():
+    async def main():
+        scheduler = Scheduler(1, rpm=1)  # a burst of one request, then one a minute
+        model = ProbeModel()
+        await scheduler.complete(model, Request("first"))
+        waiting = asyncio.ensure_future(scheduler.complete(model, Request("second")))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        pool = scheduler._slots[model.endpoint]
+        return pool.try_acquire(), scheduler.in_flight[model.endpoint], model.calls
+
+    free, in_flight, calls = run(main())
+    assert free and in_flight == 0 and calls == 1
