@@ -42,17 +42,23 @@ def _write_rows(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def _oracle():
-    """`benchmarks.letter_cat_oracle.respond` (the repository root put on sys.path to import it)."""
+def _benchmark(name: str):
+    """The module `benchmarks.NAME` (the repository root put on sys.path to import it)."""
+    import importlib
+
     added = str(REPO) not in sys.path
     if added:
         sys.path.insert(0, str(REPO))
     try:
-        from benchmarks.letter_cat_oracle import respond
+        return importlib.import_module(f"benchmarks.{name}")
     finally:
         if added:
             sys.path.remove(str(REPO))
-    return respond
+
+
+def _oracle():
+    """`benchmarks.letter_cat_oracle.respond`."""
+    return _benchmark("letter_cat_oracle").respond
 
 
 def _responder():
@@ -233,15 +239,8 @@ def test_cli_refuses_to_overwrite_without_force(model_run, tmp_path):
 
 # ---------------------------------------------------------------- the page in Chromium
 def chromium_options(user_data_dir: Path):
-    """Headless Chromium as the tests and benchmarks/trace_html.py start it (no network of its own)."""
-    from selenium.webdriver.chrome.options import Options
-
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run", "--disable-quic", f"--user-data-dir={user_data_dir}", "--window-size=1400,1000"):
-        options.add_argument(flag)
+    """Headless Chromium as benchmarks/trace_html.py starts it, with the browser's log kept."""
+    options = _benchmark("trace_html").chromium_options(user_data_dir)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return options
 
