@@ -94,14 +94,19 @@ def _has_cycle(edges, n: int) -> bool:
 
 
 def _break_cycles(edges: list[tuple[int, int]], report: ReadReport) -> list[tuple[int, int]]:
-    """Remove every edge lying on a cycle (an edge inside a strongly connected component)."""
-    graph = nx.DiGraph(edges)
+    kept = without_cycles(edges)
+    report.cycle_edges_removed += len(edges) - len(kept)
+    return kept
+
+
+def without_cycles(edges: list) -> list:
+    """`edges` (pairs) but those lying on a cycle (inside a strongly connected component)."""
+    graph = nx.DiGraph([tuple(e) for e in edges])
     on_cycle = set()
     for component in nx.strongly_connected_components(graph):
         if len(component) > 1:
-            on_cycle |= {e for e in graph.subgraph(component).edges}
-    report.cycle_edges_removed += len(on_cycle)
-    return [e for e in edges if e not in on_cycle]
+            on_cycle |= set(graph.subgraph(component).edges)
+    return [e for e in edges if tuple(e) not in on_cycle]
 
 
 def _chain(row: dict, order: list[int]) -> dict:

@@ -22,7 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import networkx as nx
+from .data import linear, without_cycles
+
 
 _NUMBERED = re.compile(r"^\s*(?:\d+\s*[.)]|[-*•])\s*(.*\S)\s*$")
 DEFAULT_SCORER = Path(__file__).resolve().parent.parent / "programs" / "tasklama" / "scorer.npz"
@@ -122,8 +123,7 @@ def _scorer(path: str):
 # ---------------------------------------------------------------- graphs
 def chain(values: Sequence[Any]) -> list[list[int]]:
     """Linear: each step before the next, in the listed order."""
-    steps = parse_steps(values[0]) if values else []
-    return [[i, i + 1] for i in range(len(steps) - 1)]
+    return linear({"steps": parse_steps(values[0]) if values else []})["edges"]
 
 
 def pairs(values: Sequence[Any]) -> list[str]:
@@ -190,13 +190,8 @@ def acyclic(values: Sequence[Any]) -> dict:
     strongly connected component is dropped), self-loops and bad indices removed."""
     steps, edges = parse_steps(values[0]), values[1] if len(values) > 1 else []
     n = len(steps)
-    clean = sorted({(int(a), int(b)) for a, b in _pairs_of(edges) if 0 <= int(a) < n and 0 <= int(b) < n and a != b})
-    graph = nx.DiGraph(clean)
-    on_cycle = set()
-    for component in nx.strongly_connected_components(graph):
-        if len(component) > 1:
-            on_cycle |= set(graph.subgraph(component).edges)
-    return {"steps": steps, "edges": [[a, b] for a, b in clean if (a, b) not in on_cycle]}
+    clean = sorted({(a, b) for a, b in _pairs_of(edges) if 0 <= a < n and 0 <= b < n and a != b})
+    return {"steps": steps, "edges": [[a, b] for a, b in without_cycles(clean)]}
 
 
 def _pairs_of(edges: Any) -> list[tuple[Any, Any]]:
