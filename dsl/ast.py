@@ -6,6 +6,7 @@ grammar.lark. Few-shot files and ADaPT plans have their own roots (`FewShot`, `P
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Union
 
 
@@ -37,7 +38,7 @@ class Ref:
     index: int | None = None
     name: str | None = None
 
-    @property
+    @cached_property
     def text(self) -> str:
         return f"#{self.index}" if self.index is not None else f"#{self.name}"
 
@@ -63,7 +64,7 @@ class Step:
     def index_refs(self) -> tuple[Ref, ...]:
         return tuple(r for r in self.refs if r.index is not None)
 
-    @property
+    @cached_property
     def text(self) -> str:
         """The line as DecomP writes it, without the `QS:` marker."""
         parts = [f"({self.operator})" if self.operator else "", f"[{self.handler}]" if self.handler else "", self.query]

@@ -14,6 +14,8 @@ from ..dsl import ast
 from ..dsl.checker import check_fewshot
 from ..dsl.errors import CheckError, DecompError, DecompRuntimeError
 from ..dsl.parser import parse_step_line
+from ..runtime.interpreter import Scope, run_step
+from ..runtime.trace import TraceNode
 from ..runtime.values import json_text
 from .base import Call, Handler, Options, step_calls
 from .llm import ask, check_file, fewshot_error, load_fewshot
@@ -92,9 +94,6 @@ class DecomposerHandler(Handler):
         return f"{prompt} {step.text}\nA: {json_text(answer)}\nQS:"
 
     async def run(self, call: Call) -> Any:
-        from ..runtime.interpreter import Scope, run_step
-        from ..runtime.trace import TraceNode
-
         scope = Scope(call.session, self.ctx.module, call.inputs, call.stack)
         answers: dict[int, Any] = {}
         prompt = self.render(call.query, [])

@@ -7,7 +7,6 @@ budget that runs out ends that row with a `BudgetExceeded` error naming the budg
 from __future__ import annotations
 
 import contextvars
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..dsl.errors import DecompRuntimeError
@@ -25,8 +24,8 @@ class Usage:
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    handler_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    handler_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    handler_calls: dict[str, int] = field(default_factory=dict)
+    handler_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -38,8 +37,12 @@ class Usage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         for name, count in other.handler_calls.items():
-            self.handler_calls[name] += count
-            self.handler_seconds[name] += other.handler_seconds[name]
+            self.count(name, count, other.handler_seconds[name])
+
+    def count(self, handler: str, calls: int, seconds: float) -> None:
+        """Add `calls` calls of `handler` that took `seconds` in all."""
+        self.handler_calls[handler] = self.handler_calls.get(handler, 0) + calls
+        self.handler_seconds[handler] = self.handler_seconds.get(handler, 0.0) + seconds
 
     def to_dict(self) -> dict:
         latency = {name: {"calls": count, "seconds": round(self.handler_seconds[name], 6),
@@ -89,9 +92,8 @@ class RowContext:
             usage.cache_hits += hits
 
     def timed(self, handler: str, seconds: float) -> None:
-        for usage in (self.usage, self.run):
-            usage.handler_calls[handler] += 1
-            usage.handler_seconds[handler] += seconds
+        self.usage.count(handler, 1, seconds)
+        self.run.count(handler, 1, seconds)
 
 
 def _check(what: str, used: int, limit: int | None) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from .evaluate import as_alternatives, best_score
 from .loader import LoadedModule
 from .session import Session
 from .trace import TraceNode
+from .values import json_text
 
 #: Receives each row's result record and its decomposition tree, as the row ends.
 Sink = Callable[[dict, TraceNode], None]
@@ -124,7 +124,7 @@ class InOrder:
     def done(self, position: int, record: dict) -> None:
         self.waiting[position] = record
         while self.next in self.waiting:
-            self.out.write(json.dumps(self.waiting.pop(self.next), ensure_ascii=False) + "\n")
+            self.out.write(json_text(self.waiting.pop(self.next)) + "\n")
             self.next += 1
         self.out.flush()
 

@@ -21,6 +21,7 @@ import json
 import numbers
 import re
 import string
+from functools import lru_cache
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
+@lru_cache(maxsize=1 << 16)  # answers repeat their tokens (letters, numbers, names)
 def _normalize_token(token: str) -> str:
     token = token.lower()
     if not _is_number(token):

@@ -47,7 +47,10 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
     call = Call(query, scope.session, values, scope.inputs, stack, span, node)
     started = time.perf_counter()
     try:
-        answer = await _cached_run(handler, call, node)
+        if scope.session.cache is None or not handler.cacheable:
+            answer = await handler.run(call)
+        else:
+            answer = await _cached_run(handler, call, node)
     except DecompError as err:
         node.error = str(err)
         raise
@@ -60,8 +63,6 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
 
 async def _cached_run(handler, call: Call, node: TraceNode) -> Any:
     cache = call.session.cache
-    if cache is None or not handler.cacheable:
-        return await handler.run(call)
     key = cache_key(handler.cache_parts(call))
     stored = cache.get(key, f"[{handler.name}] {call.query[:60]!r}")
     if cache.hit(stored):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 SYNONYMS = {
@@ -44,8 +45,9 @@ class OperatorError(ValueError):
     """An unknown operator name, or a value an operator cannot work on."""
 
 
+@lru_cache(maxsize=256)
 def parse_operator(name: str | None) -> Operator:
-    """`Operator` for a name as written in `(name)`; None means select."""
+    """`Operator` for a name as written in `(name)`; None means select (memoised: operators are few)."""
     written = name or "select"
     full = SYNONYMS.get(written, written)
     base, *subops = full.split("_")

@@ -126,19 +126,33 @@ class Scheduler:
         order, 1.004 with this rule; on 12-call chains at concurrency 64: 1.28 -> 1.09."""
         return row + min(self.SPREAD * calls_made, self.WINDOW * self.concurrency)
 
-    async def complete(self, model: Model, request: Request, priority: int = 0) -> Completion:
+    def complete(self, model: Model, request: Request, priority: int = 0) -> Awaitable[Completion]:
+        """`model.complete(request)` under the limits, retried (a coroutine to await)."""
         tokens = len(request.prompt) / 4 + request.max_tokens * request.n
-        return await self._attempts(model, lambda: model.complete(request), priority, tokens)
+        return self._attempts(model, model.complete, (request,), priority, tokens)
 
-    async def score(self, model: Model, prompt: str, continuation: str, priority: int = 0) -> Score:
+    def score(self, model: Model, prompt: str, continuation: str, priority: int = 0) -> Awaitable[Score]:
+        """`model.score(prompt, continuation)` under the limits, retried (a coroutine to await)."""
         tokens = (len(prompt) + len(continuation)) / 4
-        return await self._attempts(model, lambda: model.score(prompt, continuation), priority, tokens)
+        return self._attempts(model, model.score, (prompt, continuation), priority, tokens)
 
-    async def _attempts(self, model: Model, make_call: Callable[[], Awaitable[T]], priority: int,
+    async def _attempts(self, model: Model, method: Callable[..., Awaitable[T]], args: tuple, priority: int,
                         tokens: float) -> T:
+        """`method(*args)` under a slot of the model's endpoint, retried on transient errors.
+
+        The common case (a free slot, no rate limit, a model that does not defer its slot)
+        takes and gives back the slot without awaiting anything but the call itself."""
+        endpoint = model.endpoint
         for attempt in range(self.retries + 1):
             try:
-                return await self._once(model, make_call, priority, tokens)
+                if model.defers_slot:
+                    return await self._deferred(endpoint, method, args, priority, tokens)
+                if not self._take_now(endpoint):
+                    await self._take(endpoint, priority, tokens)
+                try:
+                    return await method(*args)
+                finally:
+                    self._give_back(endpoint)
             except TransientModelError as err:
                 if attempt == self.retries:
                     raise ModelError(f"{model.name}: gave up after {attempt + 1} attempts; last error: {err}") from err
@@ -146,18 +160,12 @@ class Scheduler:
                 await asyncio.sleep(self.delay(attempt, err.retry_after))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _once(self, model: Model, make_call, priority: int, tokens: float):
-        endpoint = model.endpoint
-        if not model.defers_slot:  # the slot spans the whole call: no Slot object needed
-            await self._take(endpoint, priority, tokens)
-            try:
-                return await make_call()
-            finally:
-                self._give_back(endpoint)
+    async def _deferred(self, endpoint: str, method, args: tuple, priority: int, tokens: float):
+        """One attempt of a model that takes its slot itself, through `CURRENT_SLOT`."""
         slot = Slot(lambda: self._take(endpoint, priority, tokens), lambda: self._give_back(endpoint))
         token = CURRENT_SLOT.set(slot)
         try:
-            return await make_call()
+            return await method(*args)
         finally:
             slot.release()
             CURRENT_SLOT.reset(token)
@@ -167,6 +175,13 @@ class Scheduler:
         if pool is None:
             pool = self._slots[endpoint] = PrioritySemaphore(self.concurrency)
         return pool
+
+    def _take_now(self, endpoint: str) -> bool:
+        """Take a slot at once if one is free, nobody waits for it and no rate limit applies."""
+        if self.rpm or self.tpm or not self._pool(endpoint).try_acquire():
+            return False
+        self._count_in(endpoint)
+        return True
 
     async def _take(self, endpoint: str, priority: int, tokens: float) -> None:
         """Take a slot of `endpoint`'s limit: wait its turn, then the rate limits."""
@@ -179,8 +194,12 @@ class Scheduler:
             except BaseException:  # cancelled while waiting on a rate limit: the slot goes back
                 pool.release()
                 raise
-        self.in_flight[endpoint] += 1
-        self.max_in_flight[endpoint] = max(self.max_in_flight[endpoint], self.in_flight[endpoint])
+        self._count_in(endpoint)
+
+    def _count_in(self, endpoint: str) -> None:
+        in_flight = self.in_flight[endpoint] = self.in_flight[endpoint] + 1
+        if in_flight > self.max_in_flight[endpoint]:
+            self.max_in_flight[endpoint] = in_flight
 
     def _give_back(self, endpoint: str) -> None:
         self.in_flight[endpoint] -= 1

@@ -19,7 +19,22 @@ def json_text(value: Any) -> str:
     Unlike the official code this keeps non-ASCII characters as they are (no \\u escapes):
     models read "Lougerière" better than "Lougeri\\u00e8re".
     """
-    return json.dumps(value, ensure_ascii=False)
+    return "".join(_ENCODE(value, 0))
+
+
+def _encoder():
+    """`json.dumps(value, ensure_ascii=False, check_circular=False)` as one reusable function:
+    `json.dumps` builds an encoder (and CPython's C encoder) on every call, most of its cost on
+    short values. Answers come from JSON, so they cannot be circular (a Python handler's
+    circular value fails with RecursionError, as with `check_circular=False`)."""
+    default = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pure-Python json (not CPython)
+        return lambda value, _level: (default.encode(value),)
+    return make(None, default.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+
+
+_ENCODE = _encoder()
 
 
 def item_text(item: Any) -> str:

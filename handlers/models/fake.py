@@ -47,10 +47,9 @@ class FakeModel(Model):
 
     async def complete(self, request: Request) -> Completion:
         self.history.append(request)
-        texts = tuple(self._answer(request) for _ in range(max(1, request.n)))
+        texts = tuple([self._answer(request) for _ in range(request.n)] if request.n > 1 else [self._answer(request)])
         self.replies.append(texts)
-        return Completion(texts, prompt_tokens=fake_tokens(request.prompt),
-                          completion_tokens=sum(fake_tokens(t) for t in texts))
+        return Completion(texts, fake_tokens(request.prompt), sum(map(fake_tokens, texts)))
 
     async def score(self, prompt: str, continuation: str) -> Score:
         """`scorer(prompt, continuation)`; by default -0.5 per whitespace-separated word."""
@@ -58,10 +57,13 @@ class FakeModel(Model):
         return Score(float(self.scorer(prompt, continuation)), max(1, len(continuation.split())))
 
     def _answer(self, request: Request) -> str:
-        for source in (self._scripted, self._mapped, self._queued):
-            found = source(request)
-            if found is not None:
-                return _apply(found, request)
+        found = self._scripted(request) if self.script else None
+        if found is None and self.mapping:
+            found = self._mapped(request)
+        if found is None and self.queue:
+            found = self.queue.popleft()
+        if found is not None:
+            return _apply(found, request)
         if self.default is not None:
             return _apply(self.default, request)
         raise ModelError(f"fake model has no answer for {last_question(request.prompt)!r}")
@@ -87,9 +89,6 @@ class FakeModel(Model):
             if key and key in question:
                 return self.mapping[key]
         return None
-
-    def _queued(self, request: Request) -> Answer | None:
-        return self.queue.popleft() if self.queue else None
 
     @classmethod
     def from_file(cls, path: str | Path) -> "FakeModel":

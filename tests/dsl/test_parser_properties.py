@@ -75,6 +75,29 @@ json_values = st.recursive(
 )
 
 
+# pieces that sit on the edges of the step-line terminals (marks, brackets, blanks, refs)
+_pieces = st.sampled_from(["QS:", "QS", "(", ")", "(foreach)", "(a_1)", "(1)", "[", "]", "[split]", "[ x ]",
+                           "[]", "#", "#1", "#q", " ", "\t", "  ", "a", "Q:", ":", "\u00a0", "\x0b", "é", "]["])
+step_like = st.lists(_pieces | st.text(_text_chars, max_size=4), max_size=10).map("".join)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(line=step_like)
+def test_step_line_fast_reader_agrees_with_lark(line):
+    """Lines without line breaks are read by a regular expression built from the grammar's
+    terminals; it must give exactly the Step (spans included) that Lark gives."""
+    from decomp.dsl.parser import _fast_step, _parse, _step_line
+
+    assume(line.strip())
+    fast = _fast_step(_step_line().fullmatch(line), "p")
+    try:
+        slow = _parse(line, "p", "step_line", None)
+    except DecompError:
+        assert fast is None
+        return
+    assert fast == slow
+
+
 @SETTINGS
 @given(value=json_values, ascii_only=st.booleans(), gap=st.sampled_from([" ", "  ", "\t", ""]))
 def test_json_answers_come_back_equal(value, ascii_only, gap):

@@ -296,13 +296,11 @@ main p
 
 def test_usage_add():
     a = Usage(calls=1, cache_hits=2, prompt_tokens=3, completion_tokens=4)
-    a.handler_calls["x"] += 1
-    a.handler_seconds["x"] += 0.5
+    a.count("x", 1, 0.5)
     b = Usage(calls=10, cache_hits=20, prompt_tokens=30, completion_tokens=40)
-    b.handler_calls["x"] += 2
-    b.handler_seconds["x"] += 1.0
-    b.handler_calls["y"] += 1
-    b.handler_seconds["y"] += 0.25
+    b.count("x", 1, 0.25)
+    b.count("x", 1, 0.75)
+    b.count("y", 1, 0.25)
     a.add(b)
     assert (a.calls, a.cache_hits, a.prompt_tokens, a.completion_tokens, a.tokens) == (11, 22, 33, 44, 77)
     assert dict(a.handler_calls) == {"x": 3, "y": 1}
