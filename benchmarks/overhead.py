@@ -47,7 +47,7 @@ MODEL_KINDS = frozenset({"prompt", "decomposer", "score"})  # kinds whose calls 
 def main(argv: list[str] | None = None) -> dict:
     p = arguments(__doc__, argv, rows=300, server=False)
     p.add_argument("--profile", type=int, default=0, metavar="N", help="print the N top functions (cProfile)")
-    p.add_argument("--repeat", type=int, default=5, help="timed runs; the fastest is reported (CPU noise only adds)")
+    p.add_argument("--repeat", type=int, default=15, help="timed runs; the fastest is reported (CPU noise only adds)")
     args = p.parse_args(argv)
 
     from decomp.handlers.models.fake import FakeModel

@@ -61,6 +61,11 @@ class Budget:
     run_calls: int | None = None
     run_tokens: int | None = None
 
+    @property
+    def unlimited(self) -> bool:
+        return (self.row_calls is None and self.row_tokens is None and self.run_calls is None
+                and self.run_tokens is None)
+
 
 @dataclass
 class RowContext:
@@ -77,19 +82,23 @@ class RowContext:
         The call is counted before it is made, so concurrent calls of a row (or of the run)
         cannot overshoot a call budget. Token budgets are checked against tokens already used:
         calls in flight at that moment may take a run past its token budget by their size."""
-        _check("model calls for this row", self.usage.calls, self.budget.row_calls)
-        _check("model calls for the run", self.run.calls, self.budget.run_calls)
-        _check("tokens for this row", self.usage.tokens, self.budget.row_tokens)
-        _check("tokens for the run", self.run.tokens, self.budget.run_tokens)
+        if not self.budget.unlimited:
+            _check("model calls for this row", self.usage.calls, self.budget.row_calls)
+            _check("model calls for the run", self.run.calls, self.budget.run_calls)
+            _check("tokens for this row", self.usage.tokens, self.budget.row_tokens)
+            _check("tokens for the run", self.run.tokens, self.budget.run_tokens)
         self.usage.calls += 1
         self.run.calls += 1
 
     def charge(self, prompt_tokens: int, completion_tokens: int, hits: int) -> None:
         """Add the tokens of a call made (counted by `before_call`) and cache hits."""
-        for usage in (self.usage, self.run):
-            usage.prompt_tokens += prompt_tokens
-            usage.completion_tokens += completion_tokens
-            usage.cache_hits += hits
+        row, run = self.usage, self.run
+        row.prompt_tokens += prompt_tokens
+        row.completion_tokens += completion_tokens
+        row.cache_hits += hits
+        run.prompt_tokens += prompt_tokens
+        run.completion_tokens += completion_tokens
+        run.cache_hits += hits
 
     def timed(self, handler: str, seconds: float) -> None:
         self.usage.count(handler, 1, seconds)

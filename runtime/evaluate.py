@@ -151,8 +151,8 @@ def _answer_to_bags(answer: Any) -> tuple[list[str], list[set[str]]]:
 def em(pred: Any, gold: Any) -> float:
     """Exact match: 1.0 when the normalised spans of ``pred`` and ``gold`` are the same set
     and there are as many of them; else 0.0. Each is a string or a list of strings."""
-    pred_spans, _ = _answer_to_bags(pred)
-    gold_spans, _ = _answer_to_bags(gold)
+    pred_spans = [normalize_answer(span) for span in _spans(pred)]
+    gold_spans = [normalize_answer(span) for span in _spans(gold)]
     same = set(pred_spans) == set(gold_spans) and len(pred_spans) == len(gold_spans)
     return 1.0 if same else 0.0
 
