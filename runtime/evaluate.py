@@ -21,8 +21,8 @@ import json
 import numbers
 import re
 import string
-from functools import lru_cache
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 

@@ -47,7 +47,7 @@ class FakeModel(Model):
 
     async def complete(self, request: Request) -> Completion:
         self.history.append(request)
-        texts = tuple([self._answer(request) for _ in range(request.n)] if request.n > 1 else [self._answer(request)])
+        texts = tuple(self._answer(request) for _ in range(request.n)) if request.n > 1 else (self._answer(request),)
         self.replies.append(texts)
         return Completion(texts, fake_tokens(request.prompt), sum(map(fake_tokens, texts)))
 
