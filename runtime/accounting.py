@@ -46,10 +46,18 @@ class Usage:
 
     def to_dict(self) -> dict:
         latency = {name: {"calls": count, "seconds": round(self.handler_seconds[name], 6),
-                          "mean_ms": round(1000 * self.handler_seconds[name] / count, 3)}
+                          "mean_ms": round(1000 * self.handler_seconds[name] / count, 3) if count else 0.0}
                    for name, count in sorted(self.handler_calls.items())}
         return {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "handlers": latency}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Usage":
+        """The usage `to_dict` gave (missing counts are 0; per-handler means are recomputed)."""
+        usage = cls(*(data.get(key, 0) for key in ("calls", "cache_hits", "prompt_tokens", "completion_tokens")))
+        for name, handler in (data.get("handlers") or {}).items():
+            usage.count(name, handler.get("calls", 0), handler.get("seconds", 0.0))
+        return usage
 
 
 @dataclass(frozen=True)

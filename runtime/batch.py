@@ -20,9 +20,9 @@ from .accounting import Usage
 from .datasets import Row, read_rows
 from .evaluate import as_alternatives, best_score
 from .loader import LoadedModule
+from .rundir import record_line
 from .session import Session
 from .trace import TraceNode
-from .values import json_text
 
 #: Receives each row's result record and its decomposition tree, as the row ends.
 Sink = Callable[[dict, TraceNode], None]
@@ -124,7 +124,7 @@ class InOrder:
     def done(self, position: int, record: dict) -> None:
         self.waiting[position] = record
         while self.next in self.waiting:
-            self.out.write(json_text(self.waiting.pop(self.next)) + "\n")
+            self.out.write(record_line(self.waiting.pop(self.next)))
             self.next += 1
         self.out.flush()
 

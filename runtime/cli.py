@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -24,7 +22,16 @@ from .cache import MODES, StepCache, default_cache_dir
 from .datasets import read_rows
 from .inspect import describe
 from .progress import progress
-from .rundir import MANIFEST, RunDir, RunDirError, make_manifest, program_files
+from .rundir import (
+    RunDir,
+    RunDirError,
+    default_run_dir,
+    latest_run,
+    make_manifest,
+    program_files,
+    record_line,
+    runs_root,
+)
 from .scheduler import Scheduler
 from .session import Session
 
@@ -240,45 +247,11 @@ def _open_run(program: Path, data: Path, place: RunPlace, manifest: dict, files)
     return RunDir.create(target, manifest, program_files(program, files), force=place.force)
 
 
-def runs_root() -> Path:
-    """Where run directories go by default: $DECOMP_RUNS_DIR, else ./runs."""
-    return Path(os.environ.get("DECOMP_RUNS_DIR") or "runs")
-
-
-def default_run_dir(program: Path, data: Path) -> Path:
-    """runs/PROGRAM-INPUT-YYYYmmdd-HHMMSS (a suffix when that exists)."""
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = runs_root() / f"{program.stem}-{data.stem}-{stamp}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
-
-
-def latest_run(root: Path, manifest: dict) -> Path:
-    """The newest run directory under `root` of the same program file on the same input file."""
-    found = []
-    for candidate in root.glob(f"*/{MANIFEST}") if root.is_dir() else ():
-        try:
-            other = json.loads(candidate.read_text(encoding="utf-8"))
-            same = (other["program"]["path"], other["input"]["path"]) == \
-                   (manifest["program"]["path"], manifest["input"]["path"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if same:
-            found.append((other["sessions"][0]["started"] if other.get("sessions") else "", candidate.parent))
-    if not found:
-        raise RunDirError(f"no earlier run of {manifest['program']['path']} on {manifest['input']['path']} "
-                          f"under {root}/: give --run-dir")
-    return max(found)[1]
-
-
 def _write_lines(path: Path, records: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
         for record in records:
-            out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            out.write(record_line(record))
 
 
 _GOLD_HELP = "Gold data: JSONL rows {id, answer} or DecomP's DROP-style JSON."
@@ -338,7 +311,7 @@ def _taskgraph_eval(kind: str, gold: Path, pred: Path, encoder: str, rouge_type:
         gold_rows, pred_rows = data.read_jsonl(gold), data.read_predictions(pred)
         evaluate = metrics.evaluate_steps if kind == "steps" else metrics.evaluate_graphs
         summary = evaluate(gold_rows, pred_rows, similarity.get_similarity(encoder), rouge_type)
-    except (OSError, ValueError, RuntimeError) as err:
+    except (OSError, ValueError, RuntimeError, RunDirError) as err:
         _fail(err)
     click.echo(json.dumps(summary))
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..dsl.errors import DecompError
+from .accounting import Usage
 from .trace import TraceNode
 
 FORMAT = 1
@@ -93,6 +94,61 @@ def make_manifest(program: Path, main: str | None, files: Iterable[Path], data: 
     }
 
 
+def read_manifest(path: Path) -> dict:
+    """The checked `run.json` of the run directory `path` (a `RunDirError` says what is wrong)."""
+    if not (path / MANIFEST).is_file():
+        what = "does not exist" if not path.exists() else f"has no {MANIFEST}: not a decomp run directory"
+        raise RunDirError(f"{path} {what}")
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise RunDirError(f"{path / MANIFEST} is corrupt ({err}); start over with --force") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise RunDirError(f"{path} was written in run-directory format {found!r} (decomp "
+                          f"{manifest.get('decomp_version', '?') if isinstance(manifest, dict) else '?'}); "
+                          f"this decomp ({_version()}) reads format {FORMAT}")
+    missing = _manifest_problem(manifest)
+    if missing:
+        raise RunDirError(f"{path / MANIFEST} is not a run manifest (no {missing}); start over with --force")
+    return manifest
+
+
+def runs_root() -> Path:
+    """Where run directories go by default: $DECOMP_RUNS_DIR, else ./runs."""
+    return Path(os.environ.get("DECOMP_RUNS_DIR") or "runs")
+
+
+def default_run_dir(program: Path, data: Path) -> Path:
+    """runs/PROGRAM-INPUT-YYYYmmdd-HHMMSS (a suffix when that exists)."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = runs_root() / f"{program.stem}-{data.stem}-{stamp}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def latest_run(root: Path, manifest: dict) -> Path:
+    """The newest run directory under `root` of the same program file on the same input file
+    (runs this decomp cannot read are passed over)."""
+    found = []
+    for candidate in root.glob(f"*/{MANIFEST}") if root.is_dir() else ():
+        try:
+            other = read_manifest(candidate.parent)
+        except (RunDirError, OSError):
+            continue
+        if (other["program"]["path"], other["input"]["path"]) == (manifest["program"]["path"],
+                                                                  manifest["input"]["path"]):
+            found.append((other["sessions"][0].get("started", "") if other.get("sessions") else "",
+                          candidate.parent))
+    if not found:
+        raise RunDirError(f"no earlier run of {manifest['program']['path']} on {manifest['input']['path']} "
+                          f"under {root}/: give --run-dir")
+    return max(found)[1]
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -148,21 +204,7 @@ class RunDir:
         """Read the run in `path` (manifest and results). With `repair`, a half-written last
         results line is cut off the file; without, it is only skipped."""
         path = Path(path)
-        if not (path / MANIFEST).is_file():
-            what = "does not exist" if not path.exists() else f"has no {MANIFEST}: not a decomp run directory"
-            raise RunDirError(f"{path} {what}")
-        try:
-            manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as err:
-            raise RunDirError(f"{path / MANIFEST} is corrupt ({err}); start over with --force") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            found = manifest.get("format") if isinstance(manifest, dict) else None
-            raise RunDirError(f"{path} was written in run-directory format {found!r} (decomp "
-                              f"{manifest.get('decomp_version', '?') if isinstance(manifest, dict) else '?'}); "
-                              f"this decomp ({_version()}) reads format {FORMAT}")
-        missing = _manifest_problem(manifest)
-        if missing:
-            raise RunDirError(f"{path / MANIFEST} is not a run manifest (no {missing}); start over with --force")
+        manifest = read_manifest(path)
         run = cls(path, manifest)
         run._read_results(repair)
         return run
@@ -242,7 +284,7 @@ class RunDir:
                        (record["index"], record.get("id"), "error" not in record, tree))
         if self._results is None:
             self._results = (self.path / RESULTS).open("a", encoding="utf-8")
-        self._results.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._results.write(record_line(record))
         self._results.flush()
         self.done[record["index"]] = record
 
@@ -303,30 +345,27 @@ class RunDir:
 def summarize(records: list[dict], manifest: dict) -> dict:
     """The run's totals over its complete rows (all sessions)."""
     scored = [r["score"] for r in records if "score" in r]
-    handlers: dict[str, dict[str, float]] = {}
-    totals = dict.fromkeys(("calls", "cache_hits", "prompt_tokens", "completion_tokens"), 0)
+    total = Usage()
     for record in records:
-        usage = record.get("usage") or {}
-        for key in totals:
-            totals[key] += usage.get(key, 0)
-        for name, h in (usage.get("handlers") or {}).items():
-            into = handlers.setdefault(name, {"calls": 0, "seconds": 0.0})
-            into["calls"] += h.get("calls", 0)
-            into["seconds"] += h.get("seconds", 0.0)
-    latency = {name: {"calls": h["calls"], "seconds": round(h["seconds"], 6),
-                      "mean_ms": round(1000 * h["seconds"] / h["calls"], 3) if h["calls"] else 0.0}
-               for name, h in sorted(handlers.items())}
+        total.add(Usage.from_dict(record.get("usage") or {}))
+    usage = total.to_dict()
+    handlers = usage.pop("handlers")
     sessions = manifest.get("sessions", [])
     return {
         "rows": len(records),
         "failed": sum("error" in r for r in records),
         "score": round(sum(scored) / len(scored), 6) if scored else None,
         "scored_rows": len(scored),
-        **totals,
+        **usage,
         "wall_s": round(sum(s.get("seconds") or 0.0 for s in sessions), 3),
         "sessions": len(sessions),
-        "handlers": latency,
+        "handlers": handlers,
     }
+
+
+def record_line(record: dict) -> str:
+    """A results line: the row's record as one line of JSON (what JSON cannot hold, as text)."""
+    return json.dumps(record, ensure_ascii=False, default=str) + "\n"
 
 
 _MANIFEST_SHAPE = {"program": ("path", "sha256", "files"), "input": ("path", "sha256"), "options": ()}

@@ -94,18 +94,22 @@ class Session:
         """The model spec a handler of `module` naming none would use (what a run records)."""
         if isinstance(self._override, Model):
             return self._override.name
-        return self._override or module.default_model or self.default_model
+        return self._spec(None, module.default_model)
 
     def resolve_model(self, explicit: str | None, module_default: str | None) -> Model:
         """The model for a handler: its own `model=`, else the session's (--model), else the module's
         `model default`, else the session's default (the embedded local model)."""
         if explicit is None and isinstance(self._override, Model):
             return self._override
-        spec = (explicit or (self._override if isinstance(self._override, str) else None) or module_default
-                or self.default_model)
+        spec = self._spec(explicit, module_default)
         if spec is None:
             raise ModelError("no model is configured: pass --model or declare `model default = \"...\"`")
         return self.model(spec)
+
+    def _spec(self, explicit: str | None, module_default: str | None) -> str | None:
+        """The spec `resolve_model` uses when the session's override is not a `Model` instance."""
+        override = self._override if isinstance(self._override, str) else None
+        return explicit or override or module_default or self.default_model
 
     def model(self, spec: str) -> Model:
         """A model instance for a spec or a declared model name (one instance per spec)."""

@@ -55,7 +55,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from .rundir import TRACES, RunDir
+from .rundir import RunDir
 from .trace import TraceNode
 from .trace_view import short_paths, shorten, show_value, where
 
@@ -121,20 +121,13 @@ def _one_side(row: dict, side: str) -> dict:
 
 def _row_difference(a: RunDir, b: RunDir, row_a: dict, row_b: dict) -> dict:
     out = _base(row_a, row_b)
-    tree_a, tree_b = _tree(a, row_a), _tree(b, row_b)
+    tree_a, tree_b = a.trace(row_a["index"]), b.trace(row_b["index"])
     missing = [name for name, tree in (("A", tree_a), ("B", tree_b)) if tree is None]
     if missing:
         out["note"] = f"no stored trace for this row in run {' and '.join(missing)}"
     else:
         out["diverges_at"] = first_divergence(tree_a, tree_b)
     return out
-
-
-def _tree(run: RunDir, record: dict) -> TraceNode | None:
-    """The row's tree; None when the run has no traces file at all (a corrupt one is an error)."""
-    if not (Path(run.path) / TRACES).exists():
-        return None
-    return run.trace(record["index"])
 
 
 # ---- the first divergence of two trees

@@ -27,10 +27,8 @@ def main(argv: list[str] | None = None) -> dict:
             "linear_closed": [data.linear_closed(r) for r in gold],
             "random": [data.random_order(r, args.seed) for r in gold]}
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         for name, rows in {"gold": gold, **runs}.items():
-            (out / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+            data.write_jsonl(Path(args.out) / f"{name}.jsonl", rows)
     similarity = get_similarity(args.encoder)
     result = {name: metrics.evaluate_graphs(gold, rows, similarity) for name, rows in runs.items()}
     print(json.dumps(result, indent=1))

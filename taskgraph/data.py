@@ -61,10 +61,12 @@ def _row(task: dict, report: ReadReport, break_cycles: bool) -> dict:
     deps = task.get("subtask_dependencies")
     report.no_dependencies += deps is None
     edges = _clean_edges(deps or [], index, report)
-    if _has_cycle(edges, len(steps)):
+    kept = without_cycles(edges)
+    if len(kept) < len(edges):  # self-loops are gone already: only cycles lose edges
         report.cyclic.append(task.get("id"))
         if break_cycles:
-            edges = _break_cycles(edges, report)
+            report.cycle_edges_removed += len(edges) - len(kept)
+            edges = kept
     report.edges_kept += len(edges)
     return {"id": task.get("id"), "task": task.get("task", ""), "assumptions": "",
             "steps": steps, "edges": [list(e) for e in edges]}
@@ -87,26 +89,15 @@ def _clean_edges(deps: list, index: dict, report: ReadReport) -> list[tuple[int,
     return edges
 
 
-def _has_cycle(edges, n: int) -> bool:
-    graph = nx.DiGraph(edges)
-    graph.add_nodes_from(range(n))
-    return not nx.is_directed_acyclic_graph(graph)
-
-
-def _break_cycles(edges: list[tuple[int, int]], report: ReadReport) -> list[tuple[int, int]]:
-    kept = without_cycles(edges)
-    report.cycle_edges_removed += len(edges) - len(kept)
-    return kept
-
-
 def without_cycles(edges: list) -> list:
-    """`edges` (pairs) but those lying on a cycle (inside a strongly connected component)."""
+    """`edges` (pairs) but those lying on a cycle: self-loops and edges inside a strongly
+    connected component."""
     graph = nx.DiGraph([tuple(e) for e in edges])
     on_cycle = set()
     for component in nx.strongly_connected_components(graph):
         if len(component) > 1:
             on_cycle |= set(graph.subgraph(component).edges)
-    return [e for e in edges if tuple(e) not in on_cycle]
+    return [e for e in edges if e[0] != e[1] and tuple(e) not in on_cycle]
 
 
 def _chain(row: dict, order: list[int]) -> dict:
@@ -151,14 +142,30 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return [r for r in rows if isinstance(r, dict)]
 
 
+def write_jsonl(path: str | Path, rows: list[dict]) -> None:
+    """`rows` as a JSONL file (its folder made if needed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def read_results(path: str | Path) -> list[dict]:
+    """Rows of a JSONL file, or the complete results lines of a `decomp run` directory (read as
+    `RunDir` reads them: a half-written last line of a killed run is skipped)."""
+    path = Path(path)
+    if path.is_dir():
+        from ..runtime.rundir import RunDir
+
+        return RunDir.open(path).records()
+    return read_jsonl(path)
+
+
 def read_predictions(path: str | Path) -> list[dict]:
     """Predicted rows for `decomp eval steps/graph`: task-graph rows as they are, or the results
     of `decomp run` (a run directory or its results.jsonl), whose `answer` is a list of steps
     (step programs) or a {"steps", "edges"} object (graph programs); a failed row (no answer)
     counts as an empty prediction."""
-    path = Path(path)
-    rows = read_jsonl(path / "results.jsonl" if path.is_dir() else path)
-    return [_as_graph_row(row) for row in rows]
+    return [_as_graph_row(row) for row in read_results(path)]
 
 
 def _as_graph_row(row: dict) -> dict:

@@ -147,12 +147,13 @@ def to_graph(steps: Sequence[str], edges: Iterable = ()) -> nx.DiGraph:
     graph = nx.DiGraph()
     graph.add_nodes_from((i, {"text": str(s)}) for i, s in enumerate(steps))
     for edge in edges or ():
-        if _valid_edge(edge, len(steps)):
+        if valid_edge(edge, len(steps)):
             graph.add_edge(int(edge[0]), int(edge[1]))
     return graph
 
 
-def _valid_edge(edge, n: int) -> bool:
+def valid_edge(edge, n: int) -> bool:
+    """An edge [i, j] of two different step indices below `n` (ints, not bools)."""
     if not isinstance(edge, (list, tuple)) or len(edge) != 2:
         return False
     i, j = edge

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .data import linear, without_cycles
+from .metrics import valid_edge
 
 
 _NUMBERED = re.compile(r"^\s*(?:\d+\s*[.)]|[-*•])\s*(.*\S)\s*$")
@@ -129,20 +130,19 @@ def chain(values: Sequence[Any]) -> list[list[int]]:
 def pairs(values: Sequence[Any]) -> list[str]:
     """One question per ordered pair of different steps (i, j): "must i come before j?"."""
     task, steps = values[0], parse_steps(values[1])
-    return [f"Task: {task}\nStep A: {a}\nStep B: {b}" for a, b in _ordered_pairs(steps)]
+    return [f"Task: {task}\nStep A: {steps[i]}\nStep B: {steps[j]}" for i, j in _ordered_pairs(len(steps))]
 
 
-def _ordered_pairs(steps: list[str]):
-    return [(steps[i], steps[j]) for i in range(len(steps)) for j in range(len(steps)) if i != j]
+def _ordered_pairs(n: int) -> list[tuple[int, int]]:
+    """The ordered pairs (i, j) of different steps, in the order `pairs` asks about them."""
+    return [(i, j) for i in range(n) for j in range(n) if i != j]
 
 
 def pair_edges(values: Sequence[Any]) -> list[list[int]]:
     """Edges i -> j for the pairs answered yes (a chain-of-thought reply counts by its last
     "yes"/"no"); answers are in `pairs` order."""
     steps, answers = parse_steps(values[0]), values[1] if len(values) > 1 else []
-    n = len(steps)
-    index = [(i, j) for i in range(n) for j in range(n) if i != j]
-    return [[i, j] for (i, j), answer in zip(index, answers or []) if _says_yes(answer)]
+    return [[i, j] for (i, j), answer in zip(_ordered_pairs(len(steps)), answers or []) if _says_yes(answer)]
 
 
 def _says_yes(answer: Any) -> bool:
@@ -189,11 +189,5 @@ def acyclic(values: Sequence[Any]) -> dict:
     """The graph row: the steps and the edges that lie on no cycle (every edge inside a
     strongly connected component is dropped), self-loops and bad indices removed."""
     steps, edges = parse_steps(values[0]), values[1] if len(values) > 1 else []
-    n = len(steps)
-    clean = sorted({(a, b) for a, b in _pairs_of(edges) if 0 <= a < n and 0 <= b < n and a != b})
+    clean = sorted({(e[0], e[1]) for e in edges or [] if valid_edge(e, len(steps))})
     return {"steps": steps, "edges": [[a, b] for a, b in without_cycles(clean)]}
-
-
-def _pairs_of(edges: Any) -> list[tuple[Any, Any]]:
-    return [tuple(e) for e in (edges or []) if isinstance(e, (list, tuple)) and len(e) == 2
-            and all(isinstance(x, int) and not isinstance(x, bool) for x in e)]

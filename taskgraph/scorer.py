@@ -129,12 +129,6 @@ def triples(gold_rows: list[dict], sample_rows: list[dict], sim: EncoderSimilari
     return np.array(xs), np.array(ys), np.array(groups)
 
 
-def _results(path: Path) -> list[dict]:
-    from .data import read_jsonl
-
-    return read_jsonl(path / "results.jsonl" if path.is_dir() else path)
-
-
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(prog="python -m decomp.taskgraph.scorer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,10 +139,10 @@ def main(argv: list[str] | None = None) -> dict:
                    help="a run directory (or its results.jsonl) whose answers are lists of step lists")
     t.add_argument("--out", type=Path, required=True, help="where to save the scorer (.npz)")
     args = p.parse_args(argv)
-    from .data import read_jsonl
+    from .data import read_jsonl, read_results
 
     sim = get_similarity("use")
-    x, y, groups = triples(read_jsonl(args.gold), _results(args.samples), sim)
+    x, y, groups = triples(read_jsonl(args.gold), read_results(args.samples), sim)
     if len(y) < 4:
         sys.exit(f"only {len(y)} scored sequences: need at least 4 to train")
     scorer = train(x, y, groups)

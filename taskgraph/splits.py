@@ -15,7 +15,7 @@ import json
 import random
 from pathlib import Path
 
-from .data import read_mscomplextasks
+from .data import read_mscomplextasks, write_jsonl
 
 
 def split(rows: list[dict], seed: int = 0, test: int = 20, train: int = 30,
@@ -39,9 +39,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-graph-steps", type=int, default=6)
     args = p.parse_args(argv)
     parts = split(read_mscomplextasks(args.dataset), args.seed, args.test, args.train, args.max_graph_steps)
-    args.out.mkdir(parents=True, exist_ok=True)
     for name, rows in parts.items():
-        (args.out / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        write_jsonl(args.out / f"{name}.jsonl", rows)
     sizes = {name: len(rows) for name, rows in parts.items()}
     print(json.dumps({**sizes, "seed": args.seed, "out": str(args.out)}))
     return sizes
