@@ -4,15 +4,17 @@ Public entry points: `Session` (load and run .decomp programs), `FakeModel` (tes
 `handler_kind` / `python_handler` (extend the language), `parse_module`, `parse_fewshot`,
 `parse_plan` (the grammar's entry points).
 """
-from .dsl.errors import DecompError
-from .dsl.parser import parse_fewshot, parse_module, parse_plan, parse_step_line
-from .handlers.base import Call, Handler, Options
-from .handlers.models.fake import FakeModel
-from .handlers.registry import handler_kind, python_handler
-from .runtime.session import RunResult, Session
+from decomp.dsl.errors import Abort, DecompError, Failure, HandlerError
+from decomp.dsl.parser import parse_fewshot, parse_module, parse_plan, parse_step_line
+from decomp.handlers.base import Call, Handler, Options
+from decomp.handlers.registry import handler_kind, python_handler
+from decomp.handlers.service import Service
+from decomp.runtime.engine.session import RunResult, Session
+from decomp.runtime.testing.fake import FakeModel
 
 __all__ = [
-    "Call", "DecompError", "FakeModel", "Handler", "Options", "RunResult", "Session", "handler_kind",
-    "parse_fewshot", "parse_module", "parse_plan", "parse_step_line", "python_handler",
+    "Abort", "Call", "DecompError", "Failure", "FakeModel", "Handler", "HandlerError", "Options", "RunResult",
+    "Service", "Session", "handler_kind", "parse_fewshot", "parse_module", "parse_plan", "parse_step_line",
+    "python_handler",
 ]
 __version__ = "0.1.0"

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = arguments(__doc__, argv, rows=1000)
     args = p.parse_args(argv)
 
-    from decomp.runtime.cache import StepCache
+    from decomp.runtime.engine.cache import StepCache
 
     rows = make_rows(args.rows, args.words, args.seed)
     batch = dataset_rows(rows)

@@ -103,7 +103,7 @@ def expected(text: str) -> str:
 
 def dataset_rows(rows: list[dict]) -> list:
     """`make_rows` output as the `Row`s `run_rows` takes."""
-    from decomp.runtime.datasets import Row
+    from decomp.runtime.runs.datasets import Row
 
     return [Row(i, r["id"], {"question": r["question"]}, None, r["answer"]) for i, r in enumerate(rows)]
 
@@ -189,7 +189,7 @@ class Server:
 @contextmanager
 def mock_server(latency: float) -> Iterator[Server]:
     """The mock OpenAI server in a child process answering with `respond`."""
-    from decomp.handlers.models.mock_server import start_subprocess, stop_subprocess
+    from decomp.runtime.testing.mock_server import start_subprocess, stop_subprocess
 
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), saved) if p)
@@ -215,7 +215,7 @@ def run_batch(session, module, rows: list) -> tuple[Any, list[dict]]:
     """`run_rows` into memory: (BatchSummary, the result records in row order)."""
     import asyncio
 
-    from decomp.runtime.batch import run_rows
+    from decomp.runtime.runs.batch import run_rows
 
     out = io.StringIO()
     summary = asyncio.run(run_rows(session, module, rows, out))
@@ -225,9 +225,9 @@ def run_batch(session, module, rows: list) -> tuple[Any, list[dict]]:
 
 def openai_session(base_url: str, concurrency: int = 16, cache=None, session_class=None):
     """A session whose model is the mock server (`openai:oracle` at `base_url`)."""
-    from decomp.handlers.models.base import ModelSettings
-    from decomp.runtime.scheduler import Scheduler
-    from decomp.runtime.session import Session
+    from decomp.runtime.models.base import ModelSettings
+    from decomp.runtime.engine.scheduler import Scheduler
+    from decomp.runtime.engine.session import Session
 
     return (session_class or Session)(model="openai:oracle", settings=ModelSettings(base_url=base_url),
                                       scheduler=Scheduler(concurrency), cache=cache)
@@ -263,7 +263,7 @@ def dependent_calls(node) -> int:
 
 def tracing_session_class():
     """A `Session` that keeps every row's trace (run_rows itself writes only the answers)."""
-    from decomp.runtime.session import Session
+    from decomp.runtime.engine.session import Session
 
     class TracingSession(Session):
         def __init__(self, **kw):

@@ -50,11 +50,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--repeat", type=int, default=15, help="timed runs; the fastest is reported (CPU noise only adds)")
     args = p.parse_args(argv)
 
-    from decomp.handlers.models.fake import FakeModel
-    from decomp.runtime import interpreter  # noqa: F401  (imported before timing, as a run would)
-    from decomp.runtime.batch import run_rows
-    from decomp.runtime.scheduler import Scheduler
-    from decomp.runtime.session import Session
+    from decomp.runtime.testing.fake import FakeModel
+    from decomp.runtime.engine import interpreter  # noqa: F401  (imported before timing, as a run would)
+    from decomp.runtime.runs.batch import run_rows
+    from decomp.runtime.engine.scheduler import Scheduler
+    from decomp.runtime.engine.session import Session
 
     rows = make_rows(args.rows, args.words, args.seed)
     batch = dataset_rows(rows)

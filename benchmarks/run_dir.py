@@ -39,10 +39,10 @@ from benchmarks.letter_cat_oracle import (  # noqa: E402
 
 
 def _run(batch, sink) -> float:
-    from decomp.handlers.models.fake import FakeModel
-    from decomp.runtime.batch import run_rows
-    from decomp.runtime.scheduler import Scheduler
-    from decomp.runtime.session import Session
+    from decomp.runtime.testing.fake import FakeModel
+    from decomp.runtime.runs.batch import run_rows
+    from decomp.runtime.engine.scheduler import Scheduler
+    from decomp.runtime.engine.session import Session
 
     model = FakeModel(default=lambda request: respond(request.prompt), name="oracle")
     model.history = _Forgetful()  # the fake keeps every request otherwise: 110,000 prompts
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = arguments(__doc__, argv, rows=10000, server=False)
     args = p.parse_args(argv)
 
-    from decomp.runtime.rundir import RESULTS, TRACES, RunDir, make_manifest
+    from decomp.runtime.runs.rundir import RESULTS, TRACES, RunDir, make_manifest
 
     batch = dataset_rows(make_rows(args.rows, args.words, args.seed))
     null_wall = _run(batch, lambda record, trace: None)

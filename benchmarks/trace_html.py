@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> dict:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         sys.exit("benchmarks/trace_html.py: Debian packages chromium and chromium-driver are not installed")
 
-    from decomp.runtime.rundir import RunDir
-    from decomp.runtime.trace_html import render_html
+    from decomp.runtime.runs.rundir import RunDir
+    from decomp.runtime.views.page import render_html
 
     with tempfile.TemporaryDirectory(prefix="decomp-trace-html-") as tmp:
         folder = Path(tmp)

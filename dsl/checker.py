@@ -10,8 +10,8 @@ from typing import Iterable, Mapping, Protocol
 
 import networkx as nx
 
-from . import ast
-from .errors import CheckError
+from decomp.dsl import nodes
+from decomp.dsl.errors import CheckError
 
 FAN_OUT_HINT = "exactly one #n naming the list to iterate over"
 
@@ -20,12 +20,12 @@ class Checkable(Protocol):
     name: str
     nests: bool
     max_depth: int | None
-    decl: ast.HandlerDecl | None
+    decl: nodes.HandlerDecl | None
 
-    def calls(self) -> Mapping[str, list[ast.Span]]: ...
+    def calls(self) -> Mapping[str, list[nodes.Span]]: ...
 
 
-def check_program(program: ast.Program, handlers: Iterable[str]) -> list[CheckError]:
+def check_program(program: nodes.Program, handlers: Iterable[str]) -> list[CheckError]:
     """Problems of one program's body (handler names, references, operators)."""
     known = set(handlers)
     params = {p.name for p in program.params}
@@ -34,7 +34,7 @@ def check_program(program: ast.Program, handlers: Iterable[str]) -> list[CheckEr
     return walker.errors + _duplicate_params(program)
 
 
-def check_fewshot(fewshot: ast.FewShot, handlers: Iterable[str] | None = None) -> list[CheckError]:
+def check_fewshot(fewshot: nodes.FewShot, handlers: Iterable[str] | None = None) -> list[CheckError]:
     """Problems inside decomposition examples: `#n` beyond the steps so far, fan-out references,
     unknown operators and, when `handlers` is given, handler names that do not exist."""
     known = None if handlers is None else set(handlers) | {"EOQ"}
@@ -79,7 +79,7 @@ class _BodyChecker:
 
     def block(self, body: tuple, available: frozenset) -> None:
         for stmt in body:
-            if isinstance(stmt, ast.If):
+            if isinstance(stmt, nodes.If):
                 self.condition(stmt.condition, available)
                 self.block(stmt.then, available)
                 self.block(stmt.otherwise, available)
@@ -90,12 +90,12 @@ class _BodyChecker:
                     available = available | {self.number}
 
     def condition(self, expr, available) -> None:
-        for ref in ast.condition_refs(expr):
+        for ref in nodes.condition_refs(expr):
             self.errors += _ref_problems(ref, available, self.params)
 
 
-def _step_problems(step: ast.Step, available, params, known) -> list[CheckError]:
-    from ..runtime.operators import KNOWN, OperatorError, parse_operator
+def _step_problems(step: nodes.Step, available, params, known) -> list[CheckError]:
+    from decomp.dsl.operators import KNOWN, OperatorError, parse_operator
 
     errors: list[CheckError] = []
     if step.handler is None and known is not None:
@@ -115,7 +115,7 @@ def _step_problems(step: ast.Step, available, params, known) -> list[CheckError]
     return errors
 
 
-def _ref_problems(ref: ast.Ref, available, params) -> list[CheckError]:
+def _ref_problems(ref: nodes.Ref, available, params) -> list[CheckError]:
     if ref.index is not None and ref.index not in available:
         have = ", ".join(f"#{n}" for n in sorted(available)) or "none yet"
         return [CheckError(f"{ref.text} refers to a step that has not run at this point", ref.span,
@@ -126,7 +126,7 @@ def _ref_problems(ref: ast.Ref, available, params) -> list[CheckError]:
     return []
 
 
-def _duplicate_params(program: ast.Program) -> list[CheckError]:
+def _duplicate_params(program: nodes.Program) -> list[CheckError]:
     seen, errors = set(), []
     for p in program.params:
         if p.name in seen:

@@ -5,7 +5,7 @@ offending text and, when known, what was expected.
 """
 from __future__ import annotations
 
-from .ast import Span
+from decomp.dsl.nodes import Span
 
 
 class DecompError(Exception):
@@ -49,20 +49,101 @@ class CheckError(DecompError):
     kind = "check error"
 
 
-class DecompRuntimeError(DecompError):
-    """A failure while running a program (bad reference, depth exceeded, ...)."""
+class RunError(DecompError):
+    """Something that went wrong while a program ran: a `Failure` or an `Abort`.
+
+    The engine names the handler it happened in (`locate`), once, at the innermost call, so every
+    message starts the same way: ``[name] kind, file:line:col: message``.
+    """
 
     kind = "runtime error"
 
+    def __init__(self, message: str, span: Span | None = None, *, expected: str | None = None,
+                 line_text: str | None = None, handler: str | None = None, handler_kind: str | None = None):
+        super().__init__(message, span, expected=expected, line_text=line_text)
+        self.handler = handler
+        self.handler_kind = handler_kind
 
-class HandlerError(DecompRuntimeError):
-    """A handler failed on its input (bad option at run time, regex timeout, ...)."""
+    def locate(self, handler: str, handler_kind: str, span: Span | None) -> "RunError":
+        """Name the handler call this happened in, unless an inner call already did."""
+        if self.handler is None:
+            self.handler, self.handler_kind = handler, handler_kind
+            if self.span is None:
+                self.span = span
+        return self
+
+    def __str__(self) -> str:
+        head = f"[{self.handler}] {self.handler_kind}" if self.handler else ""
+        where = ", ".join(part for part in (head, str(self.span) if self.span else "") if part)
+        return f"{where}: {self.message}" if where else self.message
+
+
+class Failure(RunError):
+    """A handler could not answer this sub-query: a model's last retry failed, a regex found
+    nothing, a Python function raised, a step named an answer that does not exist.
+
+    A failure is a value a program may inspect and recover from."""
+
+    kind = "failure"
+
+
+class HandlerError(Failure):
+    """A handler's own failure on its input (no match, bad arithmetic, a function that raised)."""
 
     kind = "handler error"
 
 
-class DepthExceeded(DecompRuntimeError):
+class ServiceError(Failure):
+    """An outbound service (a model endpoint, a search engine, an HTTP tool) could not answer."""
+
+    kind = "service error"
+
+
+class TransientServiceError(ServiceError):
+    """A service failure worth retrying (429, 5xx, timeouts, garbled replies); `retry_after` is
+    the server's hint in seconds, if it gave one. The scheduler retries these; only the last one
+    reaches a program, as the service's final error."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ModelError(ServiceError):
+    """A model could not answer (unknown spec, unreachable endpoint, no scripted answer, ...)."""
+
+    kind = "model error"
+
+
+class TransientModelError(ModelError, TransientServiceError):
+    """A model failure worth retrying."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        TransientServiceError.__init__(self, message, retry_after)
+
+
+class Abort(RunError):
+    """Ends the row; no language construct can catch it: a spent budget, a replay-cache miss,
+    a depth bound exceeded, a bug in the interpreter. (Cancellation is asyncio's
+    `CancelledError`, which is no `Exception` at all, so nothing catches it either.)"""
+
+    kind = "abort"
+
+
+class BudgetExceeded(Abort):
+    """A row (or the run) used up one of its budgets."""
+
+
+class CacheMiss(Abort):
+    """Replay mode found no stored result for a call."""
+
+
+class DepthExceeded(Abort):
     """A recursive program or decomposer went deeper than its declared bound."""
+
+
+class InternalError(Abort):
+    """A bug: a handler or the interpreter raised something that is not a `DecompError`."""
 
 
 class Diagnostics(DecompError):

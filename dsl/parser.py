@@ -20,31 +20,31 @@ from lark.exceptions import (
     VisitError,
 )
 
-from . import ast
-from .errors import DecompError, DecompSyntaxError, Diagnostics
-from .grammar import describe_expected, describe_terminal, parser
+from decomp.dsl import nodes
+from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
+from decomp.dsl.grammar import describe_expected, describe_terminal, parser
 
 REF_RE = re.compile(r"#(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*))")
 _MODULE_CHUNK = re.compile(r"^(import|model|handler|program|main)\b")
 
 
-def parse_module(text: str, path: str = "<string>") -> ast.Module:
+def parse_module(text: str, path: str = "<string>") -> nodes.Module:
     """Parse a .decomp module."""
     return _parse(text, path, "module", _module_chunks)
 
 
-def parse_fewshot(text: str, path: str = "<string>") -> ast.FewShot:
+def parse_fewshot(text: str, path: str = "<string>") -> nodes.FewShot:
     """Parse a DecomP few-shot file (QC/QS/A programs, Q/A pairs, context paragraphs)."""
     return _parse(text, path, "fewshot", _blank_chunks)
 
 
-def parse_plan(text: str, path: str = "<plan>") -> ast.Plan:
+def parse_plan(text: str, path: str = "<plan>") -> nodes.Plan:
     """Parse ADaPT planner output into steps and an AND/OR execution order."""
     return _parse(text, path, "plan", None)
 
 
 @lru_cache(maxsize=4096)
-def parse_step_line(text: str, path: str = "<model output>") -> ast.Step:
+def parse_step_line(text: str, path: str = "<model output>") -> nodes.Step:
     """Parse one `QS: (op) [handler] text` line (the `QS:` marker may be omitted).
 
     Memoised: decomposers emit the same lines again and again, and the AST is immutable. A
@@ -74,15 +74,15 @@ def _step_line() -> re.Pattern:
                       f"(?P<handler>{term('HANDLER_REF')})?{ws}(?P<rest>{term('REST')})?{ws}")
 
 
-def _fast_step(match: re.Match | None, path: str) -> ast.Step | None:
+def _fast_step(match: re.Match | None, path: str) -> nodes.Step | None:
     """The `Step` of a `_step_line()` match (None when there is none, or it holds no token)."""
     groups = [g for g in ("mark", "op", "handler", "rest") if match and match.start(g) >= 0]
     if not groups:
         return None
     first, last = match.start(groups[0]), match.end(groups[-1])
 
-    def span(start: int, end: int) -> ast.Span:
-        return ast.Span(path, 1, start + 1, 1, end + 1)
+    def span(start: int, end: int) -> nodes.Span:
+        return nodes.Span(path, 1, start + 1, 1, end + 1)
 
     def part(name: str):
         return (match.group(name), span(match.start(name), match.end(name))) if match.start(name) >= 0 else None
@@ -99,14 +99,14 @@ def read_text(path: str | Path) -> str:
         line = data[: err.start].count(b"\n") + 1
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
         raise DecompSyntaxError(f"the file is not UTF-8 text (byte {data[err.start]:#04x})",
-                                ast.Span(str(path), line, column, line, column + 1), line_text="") from None
+                                nodes.Span(str(path), line, column, line, column + 1), line_text="") from None
 
 
-def read_module(path: str | Path) -> ast.Module:
+def read_module(path: str | Path) -> nodes.Module:
     return parse_module(read_text(path), str(path))
 
 
-def read_fewshot(path: str | Path) -> ast.FewShot:
+def read_fewshot(path: str | Path) -> nodes.FewShot:
     return parse_fewshot(read_text(path), str(path))
 
 
@@ -121,7 +121,7 @@ def _parse(text: str, path: str, start: str, chunker):
         first = _syntax_error(exc, path, lines)
         raise _all_errors(source, path, start, chunker, first) from None
     except RecursionError:
-        raise DecompSyntaxError("the text is nested too deeply to read", ast.Span(path, 1, 1, 1, 2)) from None
+        raise DecompSyntaxError("the text is nested too deeply to read", nodes.Span(path, 1, 1, 1, 2)) from None
     try:
         return _Builder(path, source).transform(tree)
     except VisitError as exc:
@@ -131,14 +131,14 @@ def _parse(text: str, path: str, start: str, chunker):
         raise DecompSyntaxError(f"cannot read this: {exc.orig_exc}", span,
                                 line_text=lines[span.line - 1] if span.line <= len(lines) else None) from None
     except RecursionError:
-        raise DecompSyntaxError("the text is nested too deeply to read", ast.Span(path, 1, 1, 1, 2)) from None
+        raise DecompSyntaxError("the text is nested too deeply to read", nodes.Span(path, 1, 1, 1, 2)) from None
 
 
-def _visit_span(exc: VisitError, path: str) -> ast.Span:
+def _visit_span(exc: VisitError, path: str) -> nodes.Span:
     meta = getattr(exc.obj, "meta", None)
     if meta is not None and not getattr(meta, "empty", True):
-        return ast.Span(path, meta.line, meta.column, meta.end_line, meta.end_column)
-    return ast.Span(path, 1, 1, 1, 2)
+        return nodes.Span(path, meta.line, meta.column, meta.end_line, meta.end_column)
+    return nodes.Span(path, 1, 1, 1, 2)
 
 
 def _all_errors(source, path, start, chunker, first) -> DecompError:
@@ -198,7 +198,7 @@ def _syntax_error(exc: UnexpectedInput, path: str, lines: list[str]) -> DecompSy
     else:
         message = "unexpected end of the file"
         expected = describe_expected(getattr(exc, "expected", ()) or ())
-    span = ast.Span(path, line, column, line, column + width)
+    span = nodes.Span(path, line, column, line, column + width)
     return DecompSyntaxError(message, span, expected=expected or None, line_text=line_text)
 
 
@@ -259,32 +259,32 @@ def parse_answer_text(text: str) -> tuple[Any, bool]:
         return stripped, False
 
 
-def find_refs(text: str, span: ast.Span) -> tuple[ast.Ref, ...]:
+def find_refs(text: str, span: nodes.Span) -> tuple[nodes.Ref, ...]:
     """The `#n` and `#name` references in a query text that starts at `span`."""
     refs = []
     for m in REF_RE.finditer(text):
         sub = span.at(m.start(), m.end() - m.start())
         if m.group(1) is not None:
-            refs.append(ast.Ref(sub, index=int(m.group(1))))
+            refs.append(nodes.Ref(sub, index=int(m.group(1))))
         else:
-            refs.append(ast.Ref(sub, name=m.group(2)))
+            refs.append(nodes.Ref(sub, name=m.group(2)))
     return tuple(refs)
 
 
 class _Builder(Transformer):
-    """Turns Lark's parse tree into the frozen dataclasses of `ast`."""
+    """Turns Lark's parse tree into the frozen dataclasses of `nodes`."""
 
     def __init__(self, path: str, source: str):
         super().__init__(visit_tokens=False)  # no terminal has a callback: skip a call per token
         self.path = path
         self.source = source
 
-    def _span(self, item) -> ast.Span:
+    def _span(self, item) -> nodes.Span:
         if isinstance(item, Token):
-            return ast.Span(self.path, item.line, item.column, item.end_line, item.end_column)
+            return nodes.Span(self.path, item.line, item.column, item.end_line, item.end_column)
         if getattr(item, "empty", True):
-            return ast.Span(self.path, 1, 1, 1, 1)
-        return ast.Span(self.path, item.line, item.column, item.end_line, item.end_column)
+            return nodes.Span(self.path, 1, 1, 1, 1)
+        return nodes.Span(self.path, item.line, item.column, item.end_line, item.end_column)
 
     # ---------------- module
     @v_args(meta=True)
@@ -292,40 +292,40 @@ class _Builder(Transformer):
         groups: dict[type, list] = {}
         for item in items:
             groups.setdefault(type(item), []).append(item)
-        mains = tuple(groups.get(ast.Main, ()))
-        return ast.Module(
+        mains = tuple(groups.get(nodes.Main, ()))
+        return nodes.Module(
             self._span(meta), self.path,
-            imports=tuple(groups.get(ast.Import, ())),
-            models=tuple(groups.get(ast.ModelDecl, ())),
-            handlers=tuple(groups.get(ast.HandlerDecl, ())),
-            programs=tuple(groups.get(ast.Program, ())),
+            imports=tuple(groups.get(nodes.Import, ())),
+            models=tuple(groups.get(nodes.ModelDecl, ())),
+            handlers=tuple(groups.get(nodes.HandlerDecl, ())),
+            programs=tuple(groups.get(nodes.Program, ())),
             main=mains[-1] if mains else None,
             mains=mains,
         )
 
     @v_args(meta=True)
     def import_stmt(self, meta, items):
-        return ast.Import(self._span(meta), decode_string(items[0]))
+        return nodes.Import(self._span(meta), decode_string(items[0]))
 
     @v_args(meta=True)
     def model_stmt(self, meta, items):
         name, spec, *rest = items
-        return ast.ModelDecl(self._span(meta), str(name), decode_string(spec), rest[0] if rest else ())
+        return nodes.ModelDecl(self._span(meta), str(name), decode_string(spec), rest[0] if rest else ())
 
     @v_args(meta=True)
     def handler_stmt(self, meta, items):
         name, kind, *rest = items
-        return ast.HandlerDecl(self._span(meta), str(name), str(kind), rest[0] if rest else (),
+        return nodes.HandlerDecl(self._span(meta), str(name), str(kind), rest[0] if rest else (),
                                name_span=self._span(name), kind_span=self._span(kind))
 
     @v_args(meta=True)
     def program_stmt(self, meta, items):
         name, params, *rest = items
         options = rest[0] if len(rest) == 2 else ()
-        return ast.Program(self._span(meta), str(name), params, rest[-1], options, name_span=self._span(name))
+        return nodes.Program(self._span(meta), str(name), params, rest[-1], options, name_span=self._span(name))
 
     def params(self, items):
-        return tuple(ast.Param(self._span(t), str(t)) for t in items)
+        return tuple(nodes.Param(self._span(t), str(t)) for t in items)
 
     def program_options(self, items):
         return tuple(items)
@@ -335,39 +335,39 @@ class _Builder(Transformer):
 
     @v_args(meta=True)
     def main_stmt(self, meta, items):
-        return ast.Main(self._span(meta), str(items[0]))
+        return nodes.Main(self._span(meta), str(items[0]))
 
     @v_args(meta=True)
     def option(self, meta, items):
-        return ast.Option(self._span(meta), str(items[0]), self._value(items[1]))
+        return nodes.Option(self._span(meta), str(items[0]), self._value(items[1]))
 
-    def _value(self, item) -> ast.Value:
-        if isinstance(item, ast.Value):
+    def _value(self, item) -> nodes.Value:
+        if isinstance(item, nodes.Value):
             return item
         span = self._span(item)
         if item.type in ("STRING", "LONG_STRING"):
-            return ast.Value(span, decode_string(str(item)), "string")
-        return ast.Value(span, _number(str(item)), "number")
+            return nodes.Value(span, decode_string(str(item)), "string")
+        return nodes.Value(span, _number(str(item)), "number")
 
     @v_args(meta=True)
     def true(self, meta, _):
-        return ast.Value(self._span(meta), True, "bool")
+        return nodes.Value(self._span(meta), True, "bool")
 
     @v_args(meta=True)
     def false(self, meta, _):
-        return ast.Value(self._span(meta), False, "bool")
+        return nodes.Value(self._span(meta), False, "bool")
 
     @v_args(meta=True)
     def null(self, meta, _):
-        return ast.Value(self._span(meta), None, "null")
+        return nodes.Value(self._span(meta), None, "null")
 
     @v_args(meta=True)
     def ident(self, meta, items):
-        return ast.Value(self._span(meta), str(items[0]), "ident")
+        return nodes.Value(self._span(meta), str(items[0]), "ident")
 
     @v_args(meta=True)
     def list(self, meta, items):
-        return ast.Value(self._span(meta), tuple(self._value(i) for i in items), "list")
+        return nodes.Value(self._span(meta), tuple(self._value(i) for i in items), "list")
 
     def block(self, items):
         return tuple(items)
@@ -375,42 +375,42 @@ class _Builder(Transformer):
     @v_args(meta=True)
     def if_stmt(self, meta, items):
         condition, then, *rest = items
-        return ast.If(self._span(meta), self._expr(condition), then, rest[0] if rest else ())
+        return nodes.If(self._span(meta), self._expr(condition), then, rest[0] if rest else ())
 
     # ---------------- conditions
     def _expr(self, item):
-        if isinstance(item, ast.Value):
-            return ast.Literal(item.span, item.value)
+        if isinstance(item, nodes.Value):
+            return nodes.Literal(item.span, item.value)
         return item
 
     @v_args(meta=True)
     def or_cond(self, meta, items):
-        return ast.BoolOp(self._span(meta), "or", tuple(self._expr(i) for i in items))
+        return nodes.BoolOp(self._span(meta), "or", tuple(self._expr(i) for i in items))
 
     @v_args(meta=True)
     def and_cond(self, meta, items):
-        return ast.BoolOp(self._span(meta), "and", tuple(self._expr(i) for i in items))
+        return nodes.BoolOp(self._span(meta), "and", tuple(self._expr(i) for i in items))
 
     @v_args(meta=True)
     def not_cond(self, meta, items):
-        return ast.Not(self._span(meta), self._expr(items[0]))
+        return nodes.Not(self._span(meta), self._expr(items[0]))
 
     @v_args(meta=True)
     def comparison(self, meta, items):
         left, op, right = items
-        return ast.Compare(self._span(meta), str(op), self._expr(left), self._expr(right))
+        return nodes.Compare(self._span(meta), str(op), self._expr(left), self._expr(right))
 
     def ref_operand(self, items):
-        return ast.RefOperand(self._span(items[0]), self._ref(items[0]))
+        return nodes.RefOperand(self._span(items[0]), self._ref(items[0]))
 
     def literal(self, items):
-        return ast.Literal(self._span(items[0]), self._value(items[0]).value)
+        return nodes.Literal(self._span(items[0]), self._value(items[0]).value)
 
     @v_args(meta=True)
     def len_operand(self, meta, items):
-        return ast.Len(self._span(meta), self._ref(items[0]))
+        return nodes.Len(self._span(meta), self._ref(items[0]))
 
-    def _ref(self, token: Token) -> ast.Ref:
+    def _ref(self, token: Token) -> nodes.Ref:
         return find_refs(str(token), self._span(token))[0]
 
     # ---------------- DecomP lines
@@ -444,7 +444,7 @@ class _Builder(Transformer):
         text = str(rest[0]).rstrip() if rest else ""
         value, ok = parse_answer_text(text)
         span = self._span(rest[0]) if rest else self._span(mark)
-        return ast.Answer(span, text, value, ok)
+        return nodes.Answer(span, text, value, ok)
 
     def _tagged(self, tag, items):
         mark, *rest = items
@@ -457,44 +457,44 @@ class _Builder(Transformer):
     @v_args(meta=True)
     def fewshot(self, meta, items):
         examples = tuple(e for group in items for e in group)
-        return ast.FewShot(self._span(meta), self.path, examples, self.source)
+        return nodes.FewShot(self._span(meta), self.path, examples, self.source)
 
     # ---------------- plans
     @v_args(meta=True)
     def plan(self, meta, items):
-        steps = tuple(i for i in items if isinstance(i, ast.PlanStep))
-        orders = [i for i in items if not isinstance(i, (ast.PlanStep, tuple))]
+        steps = tuple(i for i in items if isinstance(i, nodes.PlanStep))
+        orders = [i for i in items if not isinstance(i, (nodes.PlanStep, tuple))]
         text = tuple(i[1] for i in items if isinstance(i, tuple))
-        return ast.Plan(self._span(meta), steps, orders[-1] if orders else None, text)
+        return nodes.Plan(self._span(meta), steps, orders[-1] if orders else None, text)
 
     def plan_step(self, items):
         mark, *rest = items
         number = int(re.search(r"\d+", str(mark)).group())
-        return ast.PlanStep(self._span(mark), number, str(rest[0]).strip() if rest else "")
+        return nodes.PlanStep(self._span(mark), number, str(rest[0]).strip() if rest else "")
 
     def plan_order(self, items):
         return next(i for i in items if not isinstance(i, Token))
 
     def plan_ref(self, items):
-        return ast.PlanRef(self._span(items[0]), int(re.search(r"\d+", str(items[0])).group()))
+        return nodes.PlanRef(self._span(items[0]), int(re.search(r"\d+", str(items[0])).group()))
 
     @v_args(meta=True)
     def plan_and(self, meta, items):
-        return ast.PlanAnd(self._span(meta), tuple(items))
+        return nodes.PlanAnd(self._span(meta), tuple(items))
 
     @v_args(meta=True)
     def plan_or(self, meta, items):
-        return ast.PlanOr(self._span(meta), tuple(items))
+        return nodes.PlanOr(self._span(meta), tuple(items))
 
 
-Part = tuple[str, ast.Span]  # a token's text and where it is
+Part = tuple[str, nodes.Span]  # a token's text and where it is
 
 
-def _step_node(span: ast.Span, op: Part | None, handler: Part | None, rest: Part | None) -> ast.Step:
+def _step_node(span: nodes.Span, op: Part | None, handler: Part | None, rest: Part | None) -> nodes.Step:
     """The `Step` of a line from its tokens (operator, handler reference, the rest)."""
     query = rest[0].rstrip() if rest else ""
     query_span = rest[1] if rest else None
-    return ast.Step(
+    return nodes.Step(
         span,
         operator=op[0][1:-1] if op else None,
         handler=handler[0][1:-1].strip() if handler else None,
@@ -518,27 +518,27 @@ class _ExampleReader:
     several `Q:`/`A:` pairs in one block (one example each, sharing the context).
     """
 
-    def __init__(self, span: ast.Span, source: str):
+    def __init__(self, span: nodes.Span, source: str):
         self.span = span
         self.lines = source.split("\n")[span.line - 1: span.end_line]
-        self.examples: list[ast.Example] = []
+        self.examples: list[nodes.Example] = []
         self._reset([])
 
     def _reset(self, context):
         self.context, self.question, self.kind = context, None, "none"
         self.steps, self.pending, self.answer, self.metadata = [], None, None, []
 
-    def read(self, items) -> list[ast.Example]:
+    def read(self, items) -> list[nodes.Example]:
         for item in items:
             self._take(item)
         self._flush()
         return self.examples
 
     def _take(self, item):
-        if isinstance(item, ast.Step):
+        if isinstance(item, nodes.Step):
             self._close_pending()
             self.pending = item
-        elif isinstance(item, ast.Answer):
+        elif isinstance(item, nodes.Answer):
             self._answer(item)
         elif item[0] == "text":
             self.context.append(item[1])
@@ -556,14 +556,14 @@ class _ExampleReader:
 
     def _answer(self, answer):
         if self.pending is not None:
-            self.steps.append(ast.ExampleStep(self.pending, answer))
+            self.steps.append(nodes.ExampleStep(self.pending, answer))
             self.pending = None
         else:
             self.answer = answer
 
     def _close_pending(self):
         if self.pending is not None:
-            self.steps.append(ast.ExampleStep(self.pending, None))
+            self.steps.append(nodes.ExampleStep(self.pending, None))
             self.pending = None
 
     def _flush(self):
@@ -574,7 +574,7 @@ class _ExampleReader:
         if answer is None and self.steps:
             answered = [s.answer for s in self.steps if s.answer is not None]
             answer = answered[-1] if answered else None
-        self.examples.append(ast.Example(
+        self.examples.append(nodes.Example(
             self.span, self.question, self.kind, "\n".join(self.context), tuple(self.steps), answer,
             tuple(self.metadata), tuple(self.lines),
         ))

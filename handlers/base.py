@@ -2,22 +2,22 @@
 
 A kind is a subclass of `Handler` with a `kind` name, an `Options` model (pydantic, unknown
 keys rejected) and an async `run(call)`. One instance exists per `handler NAME = KIND(...)`
-declaration; `run` gets a `Call` with the rendered sub-query and returns a JSON-able answer.
+declaration; `run` gets a `Call` (the engine interface, see `decomp.handlers.call`) with the
+rendered sub-query and returns a JSON-able answer.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from ..dsl.ast import HandlerDecl, Span
-from ..dsl.errors import CheckError
+from decomp.dsl.errors import CheckError
+from decomp.dsl.nodes import HandlerDecl, Span
+from decomp.handlers.call import Call
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..runtime.session import Session
-    from ..runtime.trace import TraceNode
+__all__ = ["Call", "Handler", "LoadContext", "NoOptions", "Options", "step_calls"]
 
 
 class Options(BaseModel):
@@ -28,25 +28,6 @@ class Options(BaseModel):
 
 class NoOptions(Options):
     pass
-
-
-@dataclass
-class Call:
-    """One invocation of a handler.
-
-    query:  the sub-query after substitution of `#n` / `#name` references
-    values: the values those references stood for, in order of appearance
-    inputs: named inputs in scope (dataset row fields, program parameters)
-    stack:  names of the programs and decomposers active above this call (recursion depth)
-    """
-
-    query: str
-    session: "Session"
-    values: tuple[Any, ...] = ()
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-    stack: tuple[str, ...] = ()
-    span: Span | None = None
-    trace: "TraceNode | None" = None
 
 
 @dataclass
@@ -83,6 +64,9 @@ class Handler:
     #: Whether the step cache stores this kind's answers. Model-backed kinds say False: their
     #: model samples are cached instead (by rendered prompt), and so are nesting kinds' steps.
     cacheable: ClassVar[bool] = True
+    #: Whether answers depend on the named inputs (`call.inputs`) beyond the query: such a
+    #: kind's cache key holds them.
+    reads_inputs: ClassVar[bool] = False
 
     def __init__(self, name: str, options: Options, decl: HandlerDecl | None, ctx: LoadContext):
         self.name = name
@@ -92,8 +76,11 @@ class Handler:
 
     def cache_parts(self, call: Call) -> dict[str, Any]:
         """Everything that decides this call's answer, for its cache key."""
-        return {"kind": self.kind, "version": self.version, "options": self.options.model_dump(mode="json"),
-                "query": call.query, "values": list(call.values)}
+        parts = {"kind": self.kind, "version": self.version, "options": self.options.model_dump(mode="json"),
+                 "query": call.query, "values": list(call.values)}
+        if self.reads_inputs:
+            parts["inputs"] = dict(call.inputs)
+        return parts
 
     def check(self) -> list[CheckError]:
         """Static problems of this declaration (missing files, ...), found before any call."""
@@ -114,6 +101,10 @@ class Handler:
 
     async def run(self, call: Call) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release what the handler holds (connections, indexes); the session calls it when a
+        run ends."""
 
     def error_span(self, option: str | None = None) -> Span | None:
         if self.decl is None:

@@ -17,10 +17,10 @@ import regex as rx
 from lark import Lark, Token, Transformer_NonRecursive, Tree
 from lark.exceptions import LarkError, VisitError
 
-from ..dsl.errors import CheckError, HandlerError
-from .base import Call, Handler
-from .base import Options as BaseOptions
-from .registry import handler_kind
+from decomp.dsl.errors import CheckError, HandlerError
+from decomp.handlers.base import Call, Handler
+from decomp.handlers.base import Options as BaseOptions
+from decomp.handlers.registry import handler_kind
 
 #: A number: digits with optional comma thousands separators in groups of exactly three
 #: (1,234,567), an optional fraction (.5 needs a digit after the point) and exponent (1e3).
@@ -110,9 +110,9 @@ class CalculatorHandler(Handler):
         return errors
 
     async def run(self, call: Call) -> Any:
-        return self.evaluate(call.query, call)
+        return self.calculate(call.query, call)
 
-    def evaluate(self, text: str, call: Call | None = None) -> int | float:
+    def calculate(self, text: str, call: Call | None = None) -> int | float:
         """The value of the expression in `text`, as the handler answers it."""
         span = call.span if call else None
         tree = self._parse(text, span)
@@ -126,16 +126,16 @@ class CalculatorHandler(Handler):
         if self.options.extract:
             name_use = _NAME_USE.search(text)
             if name_use:
-                raise HandlerError(f"calculator '{self.name}': names and calls are not arithmetic: "
+                raise HandlerError(f"names and calls are not arithmetic: "
                                    f"{name_use.group()!r} in {text!r}", span)
             tree = find_expression(text)
             if tree is None:
-                raise HandlerError(f"calculator '{self.name}': no arithmetic expression in {text!r}", span)
+                raise HandlerError(f"no arithmetic expression in {text!r}", span)
             return tree
         try:
             return _PARSER.parse(text.strip())
         except LarkError as err:
-            raise HandlerError(f"calculator '{self.name}': not an arithmetic expression: {text!r}", span) from err
+            raise HandlerError(f"not an arithmetic expression: {text!r}", span) from err
 
     def _answer(self, value: Number, span) -> int | float:
         if isinstance(value, Fraction) and value.denominator == 1:
@@ -143,11 +143,11 @@ class CalculatorHandler(Handler):
         try:
             number = float(value)
         except OverflowError as err:
-            raise HandlerError(f"calculator '{self.name}': result too large for a float", span) from err
+            raise HandlerError(f"result too large for a float", span) from err
         return float(f"{number:.{self.options.digits}g}")
 
     def fail(self, message: str, span) -> HandlerError:
-        return HandlerError(f"calculator '{self.name}': {message}", span)
+        return HandlerError(message, span)
 
 
 class _Evaluator(Transformer_NonRecursive):

@@ -10,16 +10,14 @@ from typing import Any
 
 from pydantic import Field
 
-from ..dsl import ast
-from ..dsl.checker import check_fewshot
-from ..dsl.errors import CheckError, DecompError, DecompRuntimeError
-from ..dsl.parser import parse_step_line
-from ..runtime.interpreter import Scope, run_step
-from ..runtime.trace import TraceNode
-from ..runtime.values import json_text
-from .base import Call, Handler, Options, step_calls
-from .llm import ask, check_file, fewshot_error, load_fewshot
-from .registry import handler_kind
+from decomp.dsl import nodes
+from decomp.dsl.checker import check_fewshot
+from decomp.dsl.errors import CheckError, DecompError, HandlerError
+from decomp.dsl.parser import parse_step_line
+from decomp.dsl.values import json_text
+from decomp.handlers.base import Call, Handler, Options, step_calls
+from decomp.handlers.fewshot import check_file, fewshot_error, load_fewshot
+from decomp.handlers.registry import handler_kind
 
 
 class DecomposerOptions(Options):
@@ -42,11 +40,11 @@ class DecomposerHandler(Handler):
 
     def __init__(self, *args):
         super().__init__(*args)
-        self._fewshot: ast.FewShot | None = None
+        self._fewshot: nodes.FewShot | None = None
         self._head: str | None = None
 
     @property
-    def fewshot(self) -> ast.FewShot:
+    def fewshot(self) -> nodes.FewShot:
         if self._fewshot is None:
             self._fewshot = load_fewshot(self)
         return self._fewshot
@@ -65,7 +63,7 @@ class DecomposerHandler(Handler):
             return [CheckError(f"the examples of [{self.name}] have no QC:/QS: programs", self.error_span("file"))]
         return []
 
-    def _examples_or_none(self) -> ast.FewShot | None:
+    def _examples_or_none(self) -> nodes.FewShot | None:
         """The examples, or None when they cannot be read (check() says why)."""
         try:
             return self.fewshot
@@ -76,11 +74,11 @@ class DecomposerHandler(Handler):
         examples = self._examples_or_none()
         return [] if examples is None else check_fewshot(examples, handlers)
 
-    def calls(self) -> dict[str, list[ast.Span]]:
+    def calls(self) -> dict[str, list[nodes.Span]]:
         examples = self._examples_or_none()
         return {} if examples is None else step_calls(s.step for e in examples.examples for s in e.steps)
 
-    def render(self, question: str, history: list[tuple[ast.Step, Any]]) -> str:
+    def render(self, question: str, history: list[tuple[nodes.Step, Any]]) -> str:
         """The prompt asking for the next `QS:` line."""
         if self._head is None:
             self._head = self.fewshot.text.strip("\n") + "\n\n"
@@ -89,33 +87,32 @@ class DecomposerHandler(Handler):
             lines += [f"QS: {step.text}", f"A: {json_text(answer)}"]
         return self._head + "\n".join(lines) + "\nQS:"
 
-    def _render_next(self, prompt: str, step: ast.Step, answer: Any) -> str:
+    def _render_next(self, prompt: str, step: nodes.Step, answer: Any) -> str:
         """`prompt` extended by one answered step (the same text `render` would give)."""
         return f"{prompt} {step.text}\nA: {json_text(answer)}\nQS:"
 
     async def run(self, call: Call) -> Any:
-        scope = Scope(call.session, self.ctx.module, call.inputs, call.stack)
         answers: dict[int, Any] = {}
         prompt = self.render(call.query, [])
-        limit = min(self.options.max_steps, call.session.max_steps or self.options.max_steps)
+        limit = min(self.options.max_steps, call.max_steps or self.options.max_steps)
         for number in range(1, limit + 1):
             step = await self._next_step(call, prompt, number)
             if step.is_end:
                 return answers[number - 1] if answers else None
-            answers[number] = await run_step(step, answers, scope, call.trace or TraceNode("call"))
+            answers[number] = await call.run_step(step, answers)
             prompt = self._render_next(prompt, step, answers[number])
-        raise DecompRuntimeError(f"[{self.name}] took {limit} steps without [EOQ] (raise max_steps?)", call.span)
+        raise HandlerError(f"took {limit} steps without [EOQ] (raise max_steps?)", call.span)
 
-    async def _next_step(self, call: Call, prompt: str, number: int) -> ast.Step:
-        texts = await ask(self, call, prompt, stop=("\n",), max_tokens=self.options.max_tokens,
-                          temperature=self.options.temperature)
+    async def _next_step(self, call: Call, prompt: str, number: int) -> nodes.Step:
+        opts = self.options
+        texts = await call.complete(prompt, model=opts.model, stop=("\n",), max_tokens=opts.max_tokens,
+                                    temperature=opts.temperature)
         line = texts[0].strip()
         try:
             step = parse_step_line(line, f"<[{self.name}] step {number}>")
         except DecompError as err:
-            raise DecompRuntimeError(f"[{self.name}] step {number}: the model's line does not parse "
-                                     f"({err.message}): {line!r}", call.span) from err
+            raise HandlerError(f"step {number}: the model's line does not parse ({err.message}): {line!r}",
+                               call.span) from err
         if step.handler is None:
-            raise DecompRuntimeError(f"[{self.name}] step {number}: the model's line names no handler: {line!r}",
-                                     call.span)
+            raise HandlerError(f"step {number}: the model's line names no handler: {line!r}", call.span)
         return step

@@ -14,12 +14,12 @@ from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import Field
 
-from ..dsl.errors import CheckError, DecompError, HandlerError
-from ..dsl.parser import read_text
-from ..runtime.values import parse_output
-from .base import Call, Handler, Options
-from .llm import ask, check_file, fewshot_error, load_fewshot
-from .registry import handler_kind
+from decomp.dsl.errors import CheckError, DecompError, HandlerError
+from decomp.dsl.parser import read_text
+from decomp.dsl.values import parse_output
+from decomp.handlers.base import Call, Handler, Options
+from decomp.handlers.fewshot import check_file, fewshot_error, load_fewshot
+from decomp.handlers.registry import handler_kind
 
 _JINJA = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
@@ -94,7 +94,7 @@ class PromptHandler(Handler):
             try:
                 return self._template.render(**variables)
             except Exception as err:  # a template can fail in any way (1 // 0, bad filters, ...)
-                raise HandlerError(f"[{self.name}] template: {type(err).__name__}: {err}", call.span) from err
+                raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
         return self._render_fewshot(call)
 
     def _render_fewshot(self, call: Call) -> str:
@@ -104,8 +104,8 @@ class PromptHandler(Handler):
 
     async def run(self, call: Call) -> Any:
         opts = self.options
-        texts = await ask(self, call, self.render(call), stop=tuple(opts.stop), max_tokens=opts.max_tokens,
-                          temperature=opts.temperature, n=opts.n)
+        texts = await call.complete(self.render(call), model=opts.model, stop=tuple(opts.stop),
+                                    max_tokens=opts.max_tokens, temperature=opts.temperature, n=opts.n)
         answers = [self._extract(t, call) for t in texts]
         return answers[0] if opts.n == 1 else answers
 
@@ -115,8 +115,8 @@ class PromptHandler(Handler):
         try:
             match = regex.search(self.options.answer_regex, text, timeout=1.0)
         except TimeoutError:
-            raise HandlerError(f"[{self.name}] answer_regex took over 1 s on the model's output", call.span) from None
+            raise HandlerError("answer_regex took over 1 s on the model's output", call.span) from None
         if match is None:
-            raise HandlerError(f"[{self.name}] answer_regex {self.options.answer_regex!r} found nothing in "
+            raise HandlerError(f"answer_regex {self.options.answer_regex!r} found nothing in "
                                f"{text.strip()[:80]!r}", call.span)
         return parse_output(match.group(1) if match.groups() else match.group(0))

@@ -14,10 +14,10 @@ import inspect
 import math
 from typing import Any, Callable
 
-from ..dsl.errors import CheckError, HandlerError
-from .base import Call, Handler
-from .base import Options as BaseOptions
-from .registry import Registry, default_registry, handler_kind
+from decomp.dsl.errors import CheckError, HandlerError
+from decomp.handlers.base import Call, Handler
+from decomp.handlers.base import Options as BaseOptions
+from decomp.handlers.registry import Registry, default_registry, handler_kind
 
 #: What a function may ask for by naming a parameter.
 ARGUMENTS = ("query", "values", "inputs")
@@ -35,7 +35,7 @@ class PythonHandler(Handler):
     those, by keyword; a `**kwargs` parameter gets all three. A function that names none of
     them but has exactly one required positional parameter (`def f(text)`, `len`) gets the
     query. Async functions are awaited; sync ones run directly, so they should be fast.
-    The function is looked up in `call.session.registry` when the session has one, else in the
+    The function is looked up in `call.registry` (the run's registry), else in the
     default registry (at construction and check time: the load context's `registry`, if any).
     The answer must be JSON-serialisable (tuples become lists; NaN and infinities are refused).
     """
@@ -80,23 +80,23 @@ class PythonHandler(Handler):
         try:
             plan = _plan(fn)
         except TypeError as err:
-            raise HandlerError(f"python handler '{self.name}': {err}", call.span) from err
+            raise HandlerError(str(err), call.span) from err
         args, kwargs = _arguments(plan, call)
         try:
             result = fn(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
         except Exception as err:
-            raise HandlerError(f"python handler '{self.name}' (function {self.options.function}) raised "
+            raise HandlerError(f"function {self.options.function} raised "
                                f"{type(err).__name__}: {err}", call.span) from err
         try:
             return to_json(result)
         except TypeError as err:
-            raise HandlerError(f"python handler '{self.name}' (function {self.options.function}) returned "
+            raise HandlerError(f"function {self.options.function} returned "
                                f"a value that is not JSON-serialisable: {err}", call.span) from err
 
     def _resolve(self, call: Call) -> Callable[..., Any]:
-        registry = getattr(call.session, "registry", None)
+        registry = call.registry
         fn = self._fn if registry is None or registry is self._registry else registry.function(self.options.function)
         if fn is None:
             raise HandlerError(self._unknown_message(registry or self._registry), call.span)

@@ -15,11 +15,11 @@ from typing import Any
 import regex as rx
 from pydantic import Field
 
-from ..dsl.ast import Span
-from ..dsl.errors import CheckError, HandlerError, _read_line
-from .base import Call, Handler
-from .base import Options as BaseOptions
-from .registry import handler_kind
+from decomp.dsl.nodes import Span
+from decomp.dsl.errors import CheckError, HandlerError, _read_line
+from decomp.handlers.base import Call, Handler
+from decomp.handlers.base import Options as BaseOptions
+from decomp.handlers.registry import handler_kind
 
 _NO_MATCH = object()
 _FLAGS = {"i": rx.IGNORECASE, "m": rx.MULTILINE, "s": rx.DOTALL, "x": rx.VERBOSE}
@@ -131,7 +131,7 @@ class RegexHandler(Handler):
                 match = pattern.search(call.query, timeout=limit)
                 found = _NO_MATCH if match is None else self._value(match, group)
         except TimeoutError as err:
-            raise HandlerError(f"regex handler '{self.name}' timed out after {self.options.timeout} s "
+            raise HandlerError(f"timed out after {self.options.timeout} s "
                                f"(limit set by the timeout option)", call.span) from err
         if found is _NO_MATCH or (self.options.all and not found):
             return self._no_match(call)
@@ -141,11 +141,11 @@ class RegexHandler(Handler):
         try:
             pattern = self._pattern()
         except (rx.error, KeyError) as err:
-            raise HandlerError(f"regex handler '{self.name}' has an invalid pattern or flags: {err}",
+            raise HandlerError(f"invalid pattern or flags: {err}",
                                call.span) from err
         problem = self._group_problem(pattern)
         if problem:
-            raise HandlerError(f"regex handler '{self.name}': {problem}", call.span)
+            raise HandlerError(problem, call.span)
         return pattern
 
     def _value(self, match: rx.Match, group: int | str) -> Any:
@@ -160,7 +160,7 @@ class RegexHandler(Handler):
     def _no_match(self, call: Call) -> Any:
         if "default" in self.options.model_fields_set:
             return self.options.default
-        raise HandlerError(f"regex handler '{self.name}': pattern {self.options.pattern!r} did not match "
+        raise HandlerError(f"pattern {self.options.pattern!r} did not match "
                            f"{_shorten(call.query)!r}", call.span)
 
 

@@ -11,7 +11,7 @@ import inspect
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
-from .base import Handler
+from decomp.handlers.base import Handler
 
 ENTRY_POINT_GROUP = "decomp.handlers"
 
@@ -27,8 +27,10 @@ class Registry:
 
     @classmethod
     def with_builtins(cls) -> "Registry":
-        """A new registry holding the built-in kinds, for adding kinds of one's own in isolation."""
-        from . import builtins  # noqa: F401  (registers the built-in kinds)
+        """A new registry holding the built-in kinds and model backends (those registered in the
+        default registry so far: importing `decomp` registers them all), for adding kinds of
+        one's own in isolation."""
+        from decomp.handlers import kinds  # noqa: F401  (registers this package's kinds)
 
         reg = cls()
         reg.kinds.update(default_registry.kinds)

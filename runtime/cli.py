@@ -10,19 +10,19 @@ from dataclasses import dataclass
 
 import click
 
-from ..dsl.checker import check_fewshot
-from ..dsl.errors import DecompError, Diagnostics
-from ..dsl.parser import read_fewshot
-from ..handlers.models.base import ModelSettings
-from ..handlers.models.fake import ReplayModel
-from . import evaluate as evaluation
-from .accounting import Budget
-from .batch import run_rows
-from .cache import MODES, StepCache, default_cache_dir
-from .datasets import read_rows
-from .inspect import describe
-from .progress import progress
-from .rundir import (
+from decomp.dsl.checker import check_fewshot
+from decomp.dsl.errors import DecompError, Diagnostics
+from decomp.dsl.parser import read_fewshot
+from decomp.runtime.models.base import ModelSettings
+from decomp.runtime.testing.fake import ReplayModel
+from decomp.runtime.runs import scoring as evaluation
+from decomp.runtime.engine.budgets import Budget
+from decomp.runtime.runs.batch import run_rows
+from decomp.runtime.engine.cache import MODES, StepCache, default_cache_dir
+from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.views.describe import describe
+from decomp.runtime.runs.progress import progress
+from decomp.runtime.runs.rundir import (
     RunDir,
     RunDirError,
     default_run_dir,
@@ -32,8 +32,8 @@ from .rundir import (
     record_line,
     runs_root,
 )
-from .scheduler import Scheduler
-from .session import Session
+from decomp.runtime.engine.scheduler import Scheduler
+from decomp.runtime.engine.session import Session
 
 PROGRAMS_DIR = Path(__file__).resolve().parent.parent / "programs"
 
@@ -306,11 +306,11 @@ def _taskgraph_options(command):
 
 def _taskgraph_eval(kind: str, gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
     try:
-        from ..taskgraph import data, metrics, similarity
+        from decomp.taskgraph import data, metrics, similarity
 
         gold_rows, pred_rows = data.read_jsonl(gold), data.read_predictions(pred)
-        evaluate = metrics.evaluate_steps if kind == "steps" else metrics.evaluate_graphs
-        summary = evaluate(gold_rows, pred_rows, similarity.get_similarity(encoder), rouge_type)
+        score = metrics.evaluate_steps if kind == "steps" else metrics.evaluate_graphs
+        summary = score(gold_rows, pred_rows, similarity.get_similarity(encoder), rouge_type)
     except (OSError, ValueError, RuntimeError, RunDirError) as err:
         _fail(err)
     click.echo(json.dumps(summary))
@@ -349,7 +349,7 @@ def trace_show(run_dir: Path, row_id: str | None) -> None:
     """Print RUN_DIR's rows as a table, or one row's decomposition tree (failures in red)."""
     from rich.console import Console
 
-    from . import trace_view
+    from decomp.runtime.views import tree as trace_view
 
     run = _open_run_dir(run_dir)
     console = Console()
@@ -371,7 +371,7 @@ def trace_show(run_dir: Path, row_id: str | None) -> None:
 def trace_html(run_dir: Path, output: Path, force: bool) -> None:
     """Write RUN_DIR as one standalone HTML page: the rows with their scores, each row's tree
     with collapsible nodes, every prompt and raw model output. It needs no network."""
-    from .trace_html import render_html
+    from decomp.runtime.views.page import render_html
 
     run = _open_run_dir(run_dir)
     if output.exists() and not force:
@@ -393,7 +393,7 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
     decomposition trees part (a different sub-query, answer or handler)."""
     from rich.console import Console
 
-    from . import trace_diff as diffing
+    from decomp.runtime.views import diff as diffing
 
     a, b = _open_run_dir(run_a), _open_run_dir(run_b)
     try:

@@ -1,7 +1,7 @@
 """TaskLAMA task graphs: metrics (step matching, ROUGE, graph overlap), the
 MSComplexTasks reader and simple baselines. See taskgraph/README.md."""
-from .data import ReadReport, linear, linear_closed, random_order, read_jsonl, read_mscomplextasks
-from .metrics import (
+from decomp.taskgraph.data import ReadReport, linear, linear_closed, random_order, read_jsonl, read_mscomplextasks
+from decomp.taskgraph.metrics import (
                       Scores,
                       evaluate_graphs,
                       evaluate_steps,
@@ -17,7 +17,7 @@ from .metrics import (
                       rouge_scores,
                       to_graph,
 )
-from .similarity import (
+from decomp.taskgraph.similarity import (
                       EncoderSimilarity,
                       ExactSimilarity,
                       MatrixSimilarity,

@@ -9,8 +9,8 @@ import argparse
 import json
 from pathlib import Path
 
-from . import data, metrics
-from .similarity import get_similarity
+from decomp.taskgraph import data, metrics
+from decomp.taskgraph.similarity import get_similarity
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -154,7 +154,7 @@ def read_results(path: str | Path) -> list[dict]:
     `RunDir` reads them: a half-written last line of a killed run is skipped)."""
     path = Path(path)
     if path.is_dir():
-        from ..runtime.rundir import RunDir
+        from decomp.runtime.runs.rundir import RunDir
 
         return RunDir.open(path).records()
     return read_jsonl(path)

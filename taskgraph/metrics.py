@@ -29,7 +29,7 @@ import networkx as nx
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from .similarity import Similarity, clean_matrix
+from decomp.taskgraph.similarity import Similarity, clean_matrix
 
 Pair = tuple[int | None, int | None]  # (gold node, predicted node); None is the dummy node
 

@@ -27,8 +27,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .metrics import hungarian
-from .similarity import EncoderSimilarity, get_similarity
+from decomp.taskgraph.metrics import hungarian
+from decomp.taskgraph.similarity import EncoderSimilarity, get_similarity
 
 PENALTIES = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
                    help="a run directory (or its results.jsonl) whose answers are lists of step lists")
     t.add_argument("--out", type=Path, required=True, help="where to save the scorer (.npz)")
     args = p.parse_args(argv)
-    from .data import read_jsonl, read_results
+    from decomp.taskgraph.data import read_jsonl, read_results
 
     sim = get_similarity("use")
     x, y, groups = triples(read_jsonl(args.gold), read_results(args.samples), sim)

@@ -9,7 +9,7 @@ import pytest
 
 from decomp.dsl.errors import CheckError, DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.parser import parse_module
-from decomp.runtime.session import Session
+from decomp.runtime.engine.session import Session
 
 # Lark's own vocabulary that must never reach a user
 INTERNALS = ("Token(", "_EOL", "_BLANKS", "LPAR", "RPAR", "LSQB", "RSQB", "LBRACE", "RBRACE", "EQUAL",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from decomp.dsl import ast
+from decomp.dsl import nodes
 from decomp.dsl.parser import parse_fewshot, read_fewshot
 
 # shared/data lies beside the repository root (tests/dsl/ -> tests/ -> repo root -> its parent)
@@ -46,7 +46,7 @@ EXPECTED_EXAMPLES = {
 }
 
 
-def _read(rel: str) -> ast.FewShot:
+def _read(rel: str) -> nodes.FewShot:
     return read_fewshot(PROMPTS / rel)
 
 
@@ -54,13 +54,13 @@ def _source_lines(rel: str) -> list[str]:
     return (PROMPTS / rel).read_text(encoding="utf-8").split("\n")
 
 
-def _cut(lines: list[str], span: ast.Span) -> str:
+def _cut(lines: list[str], span: nodes.Span) -> str:
     """The source text a one-line span covers."""
     assert span.line == span.end_line, span
     return lines[span.line - 1][span.column - 1: span.end_column - 1]
 
 
-def _all_steps(fs: ast.FewShot) -> list[ast.ExampleStep]:
+def _all_steps(fs: nodes.FewShot) -> list[nodes.ExampleStep]:
     return [s for e in fs.examples for s in e.steps]
 
 
@@ -74,7 +74,7 @@ def test_prompt_folder_holds_the_known_files():
 @pytest.mark.parametrize("rel", PROMPT_FILES or ["<none>"])
 def test_every_prompt_file_parses(rel):
     fs = _read(rel)
-    assert isinstance(fs, ast.FewShot)
+    assert isinstance(fs, nodes.FewShot)
     assert fs.path == str(PROMPTS / rel)
     assert fs.examples, f"{rel}: no examples"
     if rel in EXPECTED_EXAMPLES:
@@ -182,18 +182,18 @@ def test_letter_cat_refs_have_exact_positions():
     first = fs.examples[0]
     s2 = first.steps[1].step
     assert s2.query == 'What is the last letter in "#1"?'
-    assert s2.refs == (ast.Ref(ast.Span(path, 4, 65, 4, 67), index=1),)
-    assert s2.operator_span == ast.Span(path, 4, 5, 4, 21)
-    assert s2.handler_span == ast.Span(path, 4, 22, 4, 36)
-    assert s2.query_span == ast.Span(path, 4, 37, 4, 69)
+    assert s2.refs == (nodes.Ref(nodes.Span(path, 4, 65, 4, 67), index=1),)
+    assert s2.operator_span == nodes.Span(path, 4, 5, 4, 21)
+    assert s2.handler_span == nodes.Span(path, 4, 22, 4, 36)
+    assert s2.query_span == nodes.Span(path, 4, 37, 4, 69)
     assert s2.span.line == 4 and s2.span.column == 1
     s3 = first.steps[2].step
-    assert s3.refs == (ast.Ref(ast.Span(path, 6, 25, 6, 27), index=2),)
+    assert s3.refs == (nodes.Ref(nodes.Span(path, 6, 25, 6, 27), index=2),)
     assert s3.index_refs == s3.refs
     # the same references in the later examples, further down the file
-    assert fs.examples[1].steps[1].step.refs[0].span == ast.Span(path, 13, 74, 13, 76)
-    assert fs.examples[2].steps[1].step.refs[0].span == ast.Span(path, 22, 74, 22, 76)
-    assert fs.examples[2].steps[2].step.refs[0].span == ast.Span(path, 24, 25, 24, 27)
+    assert fs.examples[1].steps[1].step.refs[0].span == nodes.Span(path, 13, 74, 13, 76)
+    assert fs.examples[2].steps[1].step.refs[0].span == nodes.Span(path, 22, 74, 22, 76)
+    assert fs.examples[2].steps[2].step.refs[0].span == nodes.Span(path, 24, 25, 24, 27)
     assert fs.examples[1].span.line == 10
     assert fs.examples[2].span.line == 19
 
@@ -273,12 +273,12 @@ def test_reverse_decomp_join_refs():
     assert join.handler == "join"
     assert join.query == "#6 #5"
     assert [r.index for r in join.refs] == [6, 5]
-    assert [r.span for r in join.refs] == [ast.Span(path, 14, 12, 14, 14), ast.Span(path, 14, 15, 14, 17)]
+    assert [r.span for r in join.refs] == [nodes.Span(path, 14, 12, 14, 14), nodes.Span(path, 14, 15, 14, 17)]
     assert fs.examples[0].steps[6].answer.value == "shoe, identity card, packet, button, driving license"
     # a trailing space after the query is not part of it
     assert fs.examples[0].steps[4].step.query == "Reverse the sequence #3."
     assert [s.step.handler for s in fs.examples[1].steps] == ["extract", "cot", "EOQ"]
-    assert fs.examples[2].steps[6].step.refs[0].span == ast.Span(path, 38, 12, 38, 14)
+    assert fs.examples[2].steps[6].step.refs[0].span == nodes.Span(path, 38, 12, 38, 14)
 
 
 @needs_prompts
@@ -311,15 +311,15 @@ def test_multi_digit_ref():
     fs = parse_fewshot('QC: q?\nQS: [a] x\nA: 1\nQS: [b] take #12 and #3, not # 4\nA: 2\n', "t.txt")
     step = fs.examples[0].steps[1].step
     assert [(r.index, r.name) for r in step.refs] == [(12, None), (3, None)]
-    assert step.refs[0].span == ast.Span("t.txt", 4, 14, 4, 17)
-    assert step.refs[1].span == ast.Span("t.txt", 4, 22, 4, 24)
+    assert step.refs[0].span == nodes.Span("t.txt", 4, 14, 4, 17)
+    assert step.refs[1].span == nodes.Span("t.txt", 4, 22, 4, 24)
 
 
 def test_named_ref():
     fs = parse_fewshot("QC: q\nQS: [a] the #question_2 now\n", "t.txt")
     (ref,) = fs.examples[0].steps[0].step.refs
     assert (ref.index, ref.name, ref.text) == (None, "question_2", "#question_2")
-    assert ref.span == ast.Span("t.txt", 2, 13, 2, 24)
+    assert ref.span == nodes.Span("t.txt", 2, 13, 2, 24)
 
 
 def test_metadata_lines():
@@ -372,7 +372,7 @@ def test_file_without_trailing_newline(tmp_path):
     assert example.answer.value == "y"
     qa = parse_fewshot('Q: a?\nA: "b"', "t.txt")
     assert qa.examples[0].answer.value == "b"
-    assert qa.examples[0].answer.span == ast.Span("t.txt", 2, 4, 2, 7)
+    assert qa.examples[0].answer.span == nodes.Span("t.txt", 2, 4, 2, 7)
 
 
 def test_blank_lines_separate_examples_and_extra_blanks_are_ignored():

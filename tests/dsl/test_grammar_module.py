@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from decomp.dsl import ast
+from decomp.dsl import nodes
 from decomp.dsl.errors import DecompError
 from decomp.dsl.parser import decode_string, parse_module, read_module
 
@@ -54,10 +54,10 @@ handler emptyopts = prompt()
 
 
 def S(line, column, end_line, end_column, file="m.decomp"):
-    return ast.Span(file, line, column, end_line, end_column)
+    return nodes.Span(file, line, column, end_line, end_column)
 
 
-def _program(body: str, header: str = "program p(x) {") -> ast.Program:
+def _program(body: str, header: str = "program p(x) {") -> nodes.Program:
     return parse_module(f"{header}\n{body}}}\n", "m.decomp").programs[0]
 
 
@@ -72,19 +72,19 @@ def test_example_module_structure():
     assert {o.name: o.value.plain() for o in split.options} == {
         "file": "prompts/split.txt", "max_tokens": 64, "stop": ["\n"]}
     assert m.handlers[1].option("pattern").value.value == "\\S+"
-    assert m.handlers[1].option("all").value == ast.Value(S(4, 43, 4, 47, "x.decomp"), True, "bool")
+    assert m.handlers[1].option("all").value == nodes.Value(S(4, 43, 4, 47, "x.decomp"), True, "bool")
     (program,) = m.programs
     assert program.name == "reverse"
     assert [p.name for p in program.params] == ["seq"]
     assert program.option("max_depth").value.value == 8
-    assert m.main == ast.Main(S(13, 1, 13, 13, "x.decomp"), "reverse")
+    assert m.main == nodes.Main(S(13, 1, 13, 13, "x.decomp"), "reverse")
     first, cond, last = program.body
     assert (first.handler, first.query, first.refs[0].name) == ("items", "#seq", "seq")
-    assert isinstance(cond, ast.If)
-    assert cond.condition == ast.Compare(
+    assert isinstance(cond, nodes.If)
+    assert cond.condition == nodes.Compare(
         S(7, 8, 7, 19, "x.decomp"), "<",
-        ast.Len(S(7, 8, 7, 15, "x.decomp"), ast.Ref(S(7, 12, 7, 14, "x.decomp"), index=1)),
-        ast.Literal(S(7, 18, 7, 19, "x.decomp"), 4))
+        nodes.Len(S(7, 8, 7, 15, "x.decomp"), nodes.Ref(S(7, 12, 7, 14, "x.decomp"), index=1)),
+        nodes.Literal(S(7, 18, 7, 19, "x.decomp"), 4))
     assert [s.handler for s in cond.then] == ["reverse_short", "EOQ"]
     assert cond.then[1].is_end
     assert cond.otherwise == ()
@@ -113,7 +113,7 @@ def test_example_module_spans_are_exact():
     assert items.handler_span == S(6, 9, 6, 16, "x.decomp")  # `[items]`, brackets included
     inner = program.body[1].then[0]
     assert inner.handler_span == S(8, 13, 8, 28, "x.decomp")
-    assert inner.refs == (ast.Ref(S(8, 29, 8, 31, "x.decomp"), index=1),)
+    assert inner.refs == (nodes.Ref(S(8, 29, 8, 31, "x.decomp"), index=1),)
     foreach = program.body[2]
     assert foreach.operator_span == S(11, 9, 11, 18, "x.decomp")
     assert foreach.handler_span == S(11, 19, 11, 27, "x.decomp")
@@ -137,11 +137,11 @@ def test_spans_cut_the_source_text():
 
 # ------------------------------------------------------------------ option values
 @pytest.fixture(scope="module")
-def values_module() -> ast.Module:
+def values_module() -> nodes.Module:
     return parse_module(VALUES, "m.decomp")
 
 
-def _opt(module, name) -> ast.Value:
+def _opt(module, name) -> nodes.Value:
     return module.handlers[0].option(name).value
 
 
@@ -245,8 +245,8 @@ def test_if_else_branches():
     program = _program("    QS: [a] #x\n    if #1 {\n        QS: [a] #1\n    } else {\n        QS: [b] #1\n"
                        "        QS: [EOQ]\n    }\n    QS: [c] #1\n")
     step, cond, after = program.body
-    assert isinstance(cond, ast.If)
-    assert cond.condition == ast.RefOperand(S(3, 8, 3, 10), ast.Ref(S(3, 8, 3, 10), index=1))
+    assert isinstance(cond, nodes.If)
+    assert cond.condition == nodes.RefOperand(S(3, 8, 3, 10), nodes.Ref(S(3, 8, 3, 10), index=1))
     assert [s.handler for s in cond.then] == ["a"]
     assert [s.handler for s in cond.otherwise] == ["b", "EOQ"]
     assert after.handler == "c"
@@ -257,7 +257,7 @@ def test_nested_if():
                        "        }\n    }\n")
     outer = program.body[1]
     inner = outer.then[0]
-    assert isinstance(inner, ast.If)
+    assert isinstance(inner, nodes.If)
     assert inner.then[0].handler == "b"
     assert inner.then[0].span == S(5, 13, 5, 23)
 
@@ -266,16 +266,16 @@ def test_condition_and_binds_tighter_than_or_and_not_wraps_comparison():
     program = _program('    QS: [a] #x\n    if #1 != "no" or not #1 in #x and len(#1) >= 2 {\n        QS: [a] #1\n'
                        "    }\n")
     c = program.body[1].condition
-    assert isinstance(c, ast.BoolOp) and c.op == "or"
+    assert isinstance(c, nodes.BoolOp) and c.op == "or"
     left, right = c.operands
-    assert left == ast.Compare(S(3, 8, 3, 18), "!=", ast.RefOperand(S(3, 8, 3, 10), ast.Ref(S(3, 8, 3, 10), 1)),
-                               ast.Literal(S(3, 14, 3, 18), "no"))
-    assert isinstance(right, ast.BoolOp) and right.op == "and"
+    assert left == nodes.Compare(S(3, 8, 3, 18), "!=", nodes.RefOperand(S(3, 8, 3, 10), nodes.Ref(S(3, 8, 3, 10), 1)),
+                               nodes.Literal(S(3, 14, 3, 18), "no"))
+    assert isinstance(right, nodes.BoolOp) and right.op == "and"
     negated, length = right.operands
-    assert isinstance(negated, ast.Not)
+    assert isinstance(negated, nodes.Not)
     assert negated.operand.op == "in"
     assert negated.operand.right.ref.name == "x"
-    assert length.op == ">=" and isinstance(length.left, ast.Len) and length.right.value == 2
+    assert length.op == ">=" and isinstance(length.left, nodes.Len) and length.right.value == 2
 
 
 def test_condition_literals_and_parentheses():
@@ -287,10 +287,10 @@ def test_condition_literals_and_parentheses():
     first = c.operands[0]
     assert first.op == "and"
     inner = first.operands[0].operand
-    assert isinstance(inner, ast.BoolOp) and inner.op == "or"
+    assert isinstance(inner, nodes.BoolOp) and inner.op == "or"
     assert [o.right.value for o in inner.operands] == [True, None]
     assert first.operands[1].right.value == -1.5
-    assert c.operands[1].left == ast.Literal(S(3, 57, 3, 60), "a")
+    assert c.operands[1].left == nodes.Literal(S(3, 57, 3, 60), "a")
     assert c.operands[2].right.value is False
 
 

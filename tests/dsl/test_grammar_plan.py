@@ -3,18 +3,18 @@ from __future__ import annotations
 
 import pytest
 
-from decomp.dsl import ast
+from decomp.dsl import nodes
 from decomp.dsl.errors import DecompError, DecompSyntaxError
 from decomp.dsl.parser import parse_plan, parse_step_line
 
 
 def shape(node):
     """An AND/OR tree without spans: ("and", [...]), ("or", [...]) or a step number."""
-    if isinstance(node, ast.PlanRef):
+    if isinstance(node, nodes.PlanRef):
         return node.number
-    if isinstance(node, ast.PlanAnd):
+    if isinstance(node, nodes.PlanAnd):
         return ("and", [shape(i) for i in node.items])
-    if isinstance(node, ast.PlanOr):
+    if isinstance(node, nodes.PlanOr):
         return ("or", [shape(i) for i in node.items])
     raise AssertionError(f"not a plan node: {node!r}")
 
@@ -28,7 +28,7 @@ def test_plan_steps():
     plan = parse_plan(PLAN)
     assert [(s.number, s.text) for s in plan.steps] == [
         (1, "Go to the kitchen."), (2, "Find the mug."), (3, "Take it.")]
-    assert plan.steps[1].span == ast.Span("<plan>", 2, 1, 2, 8)
+    assert plan.steps[1].span == nodes.Span("<plan>", 2, 1, 2, 8)
     assert plan.step(3).text == "Take it."
     assert plan.step(4) is None
     assert plan.text == ()
@@ -36,12 +36,12 @@ def test_plan_steps():
 
 def test_execution_order_tree_is_exact():
     plan = parse_plan(PLAN, "p.txt")
-    assert plan.order == ast.PlanOr(
-        ast.Span("p.txt", 4, 19, 4, 48),
-        (ast.PlanAnd(ast.Span("p.txt", 4, 20, 4, 37),
-                     (ast.PlanRef(ast.Span("p.txt", 4, 20, 4, 26), 1),
-                      ast.PlanRef(ast.Span("p.txt", 4, 31, 4, 37), 2))),
-         ast.PlanRef(ast.Span("p.txt", 4, 42, 4, 48), 3)))
+    assert plan.order == nodes.PlanOr(
+        nodes.Span("p.txt", 4, 19, 4, 48),
+        (nodes.PlanAnd(nodes.Span("p.txt", 4, 20, 4, 37),
+                     (nodes.PlanRef(nodes.Span("p.txt", 4, 20, 4, 26), 1),
+                      nodes.PlanRef(nodes.Span("p.txt", 4, 31, 4, 37), 2))),
+         nodes.PlanRef(nodes.Span("p.txt", 4, 42, 4, 48), 3)))
 
 
 @pytest.mark.parametrize("order, tree", [
@@ -83,7 +83,7 @@ def test_lines_that_only_start_like_keywords_are_text():
 def test_plan_without_execution_order():
     plan = parse_plan("Step 1: a\nStep 2: b\nStep 3: c\n")
     assert [s.number for s in plan.steps] == [1, 2, 3]
-    # ast.Plan: "Without an `Execution Order:` line the order is the AND of all steps, in order."
+    # nodes.Plan: "Without an `Execution Order:` line the order is the AND of all steps, in order."
     assert plan.order is None or shape(plan.order) == ("and", [1, 2, 3])
 
 
@@ -95,8 +95,8 @@ def test_last_execution_order_wins():
 def test_multi_digit_step_numbers_and_empty_step_text():
     plan = parse_plan("Step 10: ten\nStep 2:\nExecution Order: Step 10 AND Step 2\n")
     assert [(s.number, s.text) for s in plan.steps] == [(10, "ten"), (2, "")]
-    assert plan.steps[0].span == ast.Span("<plan>", 1, 1, 1, 9)
-    assert plan.order.items[0].span == ast.Span("<plan>", 3, 18, 3, 25)
+    assert plan.steps[0].span == nodes.Span("<plan>", 1, 1, 1, 9)
+    assert plan.order.items[0].span == nodes.Span("<plan>", 3, 18, 3, 25)
 
 
 def test_plan_blank_lines_crlf_and_no_trailing_newline():
@@ -148,9 +148,9 @@ def test_step_line_with_prefix():
     assert (step.operator, step.handler, step.query) == (
         "project_values", "str_position", 'What is the last letter in "#1"?')
     assert [r.index for r in step.refs] == [1]
-    assert step.operator_span == ast.Span("<model output>", 1, 5, 1, 21)
-    assert step.handler_span == ast.Span("<model output>", 1, 22, 1, 36)
-    assert step.refs[0].span == ast.Span("<model output>", 1, 65, 1, 67)
+    assert step.operator_span == nodes.Span("<model output>", 1, 5, 1, 21)
+    assert step.handler_span == nodes.Span("<model output>", 1, 22, 1, 36)
+    assert step.refs[0].span == nodes.Span("<model output>", 1, 65, 1, 67)
 
 
 def test_step_line_without_prefix():
@@ -163,9 +163,9 @@ def test_step_line_without_prefix():
 def test_step_line_without_prefix_spans_point_into_the_given_text():
     line = "(foreach) [letter] #1"
     step = parse_step_line(line, "out")
-    assert step.operator_span == ast.Span("out", 1, 1, 1, 10)
-    assert step.handler_span == ast.Span("out", 1, 11, 1, 19)
-    assert step.refs[0].span == ast.Span("out", 1, 20, 1, 22)
+    assert step.operator_span == nodes.Span("out", 1, 1, 1, 10)
+    assert step.handler_span == nodes.Span("out", 1, 11, 1, 19)
+    assert step.refs[0].span == nodes.Span("out", 1, 20, 1, 22)
     assert line[step.refs[0].span.column - 1: step.refs[0].span.end_column - 1] == "#1"
 
 

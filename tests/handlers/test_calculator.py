@@ -6,7 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from decomp.dsl.errors import HandlerError
-from decomp.handlers.base import Call, LoadContext
+from decomp import Session
+from decomp.handlers.base import LoadContext
 from decomp.handlers.calculator import CalculatorHandler
 from decomp.handlers.registry import default_registry
 
@@ -16,7 +17,7 @@ def make(**options):
 
 
 def calc(query, **options):
-    return asyncio.run(make(**options).run(Call(query=query, session=None)))
+    return Session().run_handler(make(**options), query)
 
 
 def test_registered_as_calculator():

@@ -6,9 +6,10 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
-from decomp.dsl.ast import HandlerDecl, Option, Span, Value
+from decomp.dsl.nodes import HandlerDecl, Option, Span, Value
 from decomp.dsl.errors import HandlerError
-from decomp.handlers.base import Call, LoadContext
+from decomp import Session
+from decomp.handlers.base import LoadContext
 from decomp.handlers.python import PythonHandler, to_json
 from decomp.handlers.registry import Registry, default_registry, python_handler
 
@@ -54,7 +55,7 @@ def make(function, decl=None):
 
 
 def run(handler, query="q", values=(), inputs=None, session=None):
-    return asyncio.run(handler.run(Call(query=query, session=session, values=values, inputs=inputs or {})))
+    return (session or Session()).run_handler(handler, query, values, inputs)
 
 
 def test_registered_as_python():
@@ -98,7 +99,7 @@ def test_async_function_is_awaited():
 def test_exception_is_wrapped_with_cause():
     with pytest.raises(HandlerError) as info:
         run(make("test_py_fails"), "x")
-    assert str(info.value) == ("python handler 'py' (function test_py_fails) raised "
+    assert str(info.value) == ("[py] python: function test_py_fails raised "
                                "ValueError: bad input 'x'")
     assert isinstance(info.value.__cause__, ValueError)
 
@@ -122,7 +123,7 @@ def test_function_needing_other_parameters_is_a_check_error():
 def test_session_registry_is_used():
     registry = Registry()
     registry.add_function(lambda query: "from session", "test_py_reverse")
-    assert run(make("test_py_reverse"), "a b", session=SimpleNamespace(registry=registry)) == "from session"
+    assert run(make("test_py_reverse"), "a b", session=Session(registry=registry)) == "from session"
 
 
 def test_return_value_must_be_json():

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from decomp.dsl.ast import HandlerDecl, Option, Span, Value
+from decomp.dsl.nodes import HandlerDecl, Option, Span, Value
 from decomp.dsl.errors import HandlerError
-from decomp.handlers.base import Call, LoadContext
+from decomp import Session
+from decomp.handlers.base import LoadContext
 from decomp.handlers.registry import default_registry
 from decomp.handlers.regex import RegexHandler
 
@@ -18,7 +19,7 @@ def make(decl=None, **options):
 
 
 def run(handler, query):
-    return asyncio.run(handler.run(Call(query=query, session=None)))
+    return Session().run_handler(handler, query)
 
 
 def test_registered_as_regex():
@@ -72,7 +73,7 @@ def test_catastrophic_pattern_times_out_quickly():
     # `(a+)+$` is optimised by the regex package; `(a|aa)+$` still backtracks exponentially.
     h = make(pattern=r"(a|aa)+$", timeout=0.5)
     start = time.monotonic()
-    with pytest.raises(HandlerError, match=r"'rx' timed out after 0.5 s"):
+    with pytest.raises(HandlerError, match=r"^\[rx\] regex: timed out after 0.5 s"):
         run(h, "a" * 40 + "b")
     assert time.monotonic() - start < 3
 

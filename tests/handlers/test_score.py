@@ -2,7 +2,7 @@
 import pytest
 
 from decomp import FakeModel, Session
-from decomp.runtime.cache import StepCache
+from decomp.runtime.engine.cache import StepCache
 
 SRC = '''handler ll = score(prefix="Steps for {{{{ task }}}}:\\n", per_token={per_token})
 program p(question, task) {{
@@ -34,7 +34,7 @@ def test_scores_are_cached(tmp_path):
 
 
 def test_a_model_without_scores_is_a_clean_row_error():
-    from decomp.handlers.models.base import Completion, Model
+    from decomp.runtime.models.base import Completion, Model
 
     class NoScores(Model):
         name = endpoint = "plain"

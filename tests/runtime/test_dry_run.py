@@ -9,8 +9,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from decomp.handlers.models.base import Request
-from decomp.handlers.models.fake import ReplayModel
+from decomp.runtime.models.base import Request
+from decomp.runtime.testing.fake import ReplayModel
 from decomp.runtime.cli import dry_run_estimate, main
 
 PROMPTS = Path(__file__).resolve().parents[2] / "programs" / "decomp" / "prompts"

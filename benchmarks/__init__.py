@@ -1,1 +1,0 @@
-"""Benchmarks of the interpreter (not timed tests); run each as `python benchmarks/NAME.py`."""

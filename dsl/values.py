@@ -1,0 +1,75 @@
+"""Answers as DecomP treats them: JSON values, substituted into sub-queries as JSON text."""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from decomp.dsl.nodes import Ref
+from decomp.dsl.parser import parse_answer_text
+
+
+def parse_output(text: str) -> Any:
+    """A handler's raw text as a JSON value; text that is not JSON stays a (stripped) string."""
+    return parse_answer_text(text)[0]
+
+
+def json_text(value: Any) -> str:
+    """How an answer appears inside a sub-query (select): its JSON text, quotes included.
+
+    Unlike the official code this keeps non-ASCII characters as they are (no \\u escapes):
+    models read "Lougerière" better than "Lougeri\\u00e8re".
+    """
+    return "".join(_ENCODE(value, 0))
+
+
+def _encoder():
+    """`json.dumps(value, ensure_ascii=False, check_circular=False)` as one reusable function:
+    `json.dumps` builds an encoder (and CPython's C encoder) on every call, most of its cost on
+    short values. Answers come from JSON, so they cannot be circular (a Python handler's
+    circular value fails with RecursionError, as with `check_circular=False`)."""
+    default = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pure-Python json (not CPython)
+        return lambda value, _level: (default.encode(value),)
+    return make(None, default.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+
+
+_ENCODE = _encoder()
+
+
+def item_text(item: Any) -> str:
+    """How one list item appears in a per-item query: raw for strings and numbers, else JSON."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, (int, float)) and not isinstance(item, bool):
+        return str(item)
+    return json_text(item)
+
+
+def named_text(value: Any) -> str:
+    """How a named input (`#question`) appears: a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json_text(value)
+
+
+def substitute(query: str, refs: tuple[Ref, ...], replacements: Mapping[str, str], offset: int) -> str:
+    """Replace each reference in `query` by its text; `offset` is the query's start column.
+
+    Works from positions, so `#1` never touches `#12` (the official code only knew one digit).
+    """
+    out, cursor = [], 0
+    for ref in refs:
+        start = ref.span.column - offset
+        end = start + len(ref.text)
+        if ref.text not in replacements:
+            continue
+        out.append(query[cursor:start])
+        out.append(replacements[ref.text])
+        cursor = end
+    out.append(query[cursor:])
+    return "".join(out)
+
+
+def json_kind(value: Any) -> str:
+    """What kind of JSON value this is, in words (for error messages)."""
+    kinds = {list: "a list", dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")

@@ -1,0 +1,87 @@
+"""The one interface between handler kinds and the engine: the `Call` a handler receives.
+
+Everything a kind may do goes through it: read the sub-query, the referenced values and the
+named inputs; ask a model or score text; reach any other outbound service; run another
+handler, one `QS:` step or a program body; open a trace child. The engine implements it
+(`decomp.runtime.engine.call.EngineCall`); kinds never import the interpreter, the session,
+the scheduler or the cache.
+
+Errors: whatever the engine raises from these methods is a `Failure` (the program may recover)
+or an `Abort` (the row ends); a kind lets them pass and raises `HandlerError` for its own
+failures. The engine adds the handler's name, kind and program line to the message.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    from decomp.dsl.nodes import Span, Step
+    from decomp.handlers.registry import Registry
+    from decomp.handlers.service import Service
+
+
+class Call:
+    """One invocation of a handler.
+
+    query:  the sub-query after substitution of `#n` / `#name` references
+    values: the values those references stood for, in order of appearance
+    inputs: named inputs in scope (dataset row fields, program parameters)
+    stack:  names of the programs and decomposers active above this call (recursion depth)
+    span:   where the step that made this call is written
+    """
+
+    __slots__ = ()
+
+    query: str
+    values: tuple[Any, ...]
+    inputs: Mapping[str, Any]
+    stack: tuple[str, ...]
+    span: "Span | None"
+
+    # ---- models
+    async def complete(self, prompt: str, *, model: str | None = None, stop: tuple[str, ...] = (),
+                       max_tokens: int = 256, temperature: float = 0.0, n: int = 1) -> list[str]:
+        """`n` completions of `prompt` from the handler's model (`model=`: a declared name or a
+        spec; None: the module's or session's default), cut at `stop`."""
+        raise NotImplementedError
+
+    async def score(self, prefix: str, text: str, *, model: str | None = None) -> tuple[float, int]:
+        """The log-likelihood of `text` after `prefix` and the number of tokens it spans."""
+        raise NotImplementedError
+
+    # ---- any other outbound service
+    async def request(self, service: "Service", method: Callable[..., Awaitable[Any]], *args: Any,
+                      what: str = "", cache: Mapping[str, Any] | None = None, tokens: float = 0) -> Any:
+        """`await method(*args)` as one call of `service`: under its endpoint's slots and rate
+        limits, retried on `TransientServiceError`, counted against the budgets of its kind,
+        traced (`what` describes it) and, when `cache` holds everything that decides the answer,
+        answered from or stored in the step cache (the result must then be JSON)."""
+        raise NotImplementedError
+
+    # ---- nested work
+    async def run_handler(self, name: str, query: str, values: tuple[Any, ...] = ()) -> Any:
+        """Run the handler `name` of this module on a sub-query, as a `QS:` step would."""
+        raise NotImplementedError
+
+    async def run_step(self, step: "Step", answers: Mapping[int, Any]) -> Any:
+        """Run one parsed `QS:` line given the answers so far (by number)."""
+        raise NotImplementedError
+
+    async def run_program(self, body: tuple, inputs: Mapping[str, Any]) -> Any:
+        """Run a program body (its statements) with these named inputs added; its answer."""
+        raise NotImplementedError
+
+    def child(self, kind: str, **fields: Any) -> Any:
+        """A new trace node under this call's (fields: label, query, prompt, raw_output, answer, ...)."""
+        raise NotImplementedError
+
+    # ---- limits and lookups
+    @property
+    def max_steps(self) -> int | None:
+        """The session's bound on decomposer steps, if any."""
+        raise NotImplementedError
+
+    @property
+    def registry(self) -> "Registry":
+        """The registry of this run's handler kinds and Python functions."""
+        raise NotImplementedError

@@ -1,0 +1,1 @@
+"""decomp.runtime.engine"""

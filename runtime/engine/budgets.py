@@ -1,0 +1,143 @@
+"""Usage accounting and budgets, per row and per run.
+
+Each row runs inside a `RowContext` (a context variable, so concurrent foreach items and
+program steps of the row share it). Model calls are charged to the row and to the run; a
+budget that runs out ends that row with a `BudgetExceeded` error naming the budget.
+"""
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+
+from decomp.dsl.errors import BudgetExceeded
+
+
+@dataclass
+class Usage:
+    """Model calls, calls of other services by kind, cache hits, tokens, and time spent per handler."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    handler_calls: dict[str, int] = field(default_factory=dict)
+    handler_seconds: dict[str, float] = field(default_factory=dict)
+    #: Calls of outbound services other than models, by kind ("search", ...).
+    service_calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: "Usage") -> None:
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        for name, count in other.handler_calls.items():
+            self.count(name, count, other.handler_seconds[name])
+        for kind, count in other.service_calls.items():
+            self.service_calls[kind] = self.service_calls.get(kind, 0) + count
+
+    def count(self, handler: str, calls: int, seconds: float) -> None:
+        """Add `calls` calls of `handler` that took `seconds` in all."""
+        self.handler_calls[handler] = self.handler_calls.get(handler, 0) + calls
+        self.handler_seconds[handler] = self.handler_seconds.get(handler, 0.0) + seconds
+
+    def to_dict(self) -> dict:
+        latency = {name: {"calls": count, "seconds": round(self.handler_seconds[name], 6),
+                          "mean_ms": round(1000 * self.handler_seconds[name] / count, 3) if count else 0.0}
+                   for name, count in sorted(self.handler_calls.items())}
+        out = {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
+               "completion_tokens": self.completion_tokens, "handlers": latency}
+        if self.service_calls:
+            out["service_calls"] = dict(sorted(self.service_calls.items()))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Usage":
+        """The usage `to_dict` gave (missing counts are 0; per-handler means are recomputed)."""
+        usage = cls(*(data.get(key, 0) for key in ("calls", "cache_hits", "prompt_tokens", "completion_tokens")))
+        for name, handler in (data.get("handlers") or {}).items():
+            usage.count(name, handler.get("calls", 0), handler.get("seconds", 0.0))
+        usage.service_calls.update(data.get("service_calls") or {})
+        return usage
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits; None means unlimited. Per row: model calls and tokens; per run: the same.
+    `service_calls` bounds the calls of each other kind of service per row ({"search": 20})."""
+
+    row_calls: int | None = None
+    row_tokens: int | None = None
+    run_calls: int | None = None
+    run_tokens: int | None = None
+    service_calls: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def unlimited(self) -> bool:
+        return (self.row_calls is None and self.row_tokens is None and self.run_calls is None
+                and self.run_tokens is None and not self.service_calls)
+
+
+@dataclass
+class RowContext:
+    """What one row's calls are charged to."""
+
+    priority: int
+    budget: Budget
+    run: Usage
+    usage: Usage = field(default_factory=Usage)
+
+    def before_call(self, kind: str = "model") -> None:
+        """Count a call of a service of `kind` about to be made, or refuse it if a budget is spent.
+
+        The call is counted before it is made, so concurrent calls of a row (or of the run)
+        cannot overshoot a call budget. Token budgets are checked against tokens already used:
+        calls in flight at that moment may take a run past its token budget by their size."""
+        if kind != "model":
+            self._service_call(kind)
+            return
+        if not self.budget.unlimited:
+            _check("model calls for this row", self.usage.calls, self.budget.row_calls)
+            _check("model calls for the run", self.run.calls, self.budget.run_calls)
+            _check("tokens for this row", self.usage.tokens, self.budget.row_tokens)
+            _check("tokens for the run", self.run.tokens, self.budget.run_tokens)
+        self.usage.calls += 1
+        self.run.calls += 1
+
+    def _service_call(self, kind: str) -> None:
+        used = self.usage.service_calls.get(kind, 0)
+        if self.budget.service_calls:
+            _check(f"{kind} calls for this row", used, dict(self.budget.service_calls).get(kind))
+        self.usage.service_calls[kind] = used + 1
+        self.run.service_calls[kind] = self.run.service_calls.get(kind, 0) + 1
+
+    def charge(self, prompt_tokens: int, completion_tokens: int, hits: int) -> None:
+        """Add the tokens of a call made (counted by `before_call`) and cache hits."""
+        row, run = self.usage, self.run
+        row.prompt_tokens += prompt_tokens
+        row.completion_tokens += completion_tokens
+        row.cache_hits += hits
+        run.prompt_tokens += prompt_tokens
+        run.completion_tokens += completion_tokens
+        run.cache_hits += hits
+
+    def timed(self, handler: str, seconds: float) -> None:
+        self.usage.count(handler, 1, seconds)
+        self.run.count(handler, 1, seconds)
+
+
+def _check(what: str, used: int, limit: int | None) -> None:
+    if limit is not None and used >= limit:
+        raise BudgetExceeded(f"budget exhausted: {what} reached {limit}")
+
+
+CURRENT_ROW: contextvars.ContextVar[RowContext | None] = contextvars.ContextVar("decomp_row", default=None)
+
+
+def current_row() -> RowContext:
+    """The row being run, or a throw-away context for calls made outside any row."""
+    row = CURRENT_ROW.get()
+    return row if row is not None else RowContext(0, Budget(), Usage())

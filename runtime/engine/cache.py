@@ -1,0 +1,119 @@
+"""The step cache: every handler call and every model sample, in one SQLite file.
+
+Keys are the sha256 of the sorted-key JSON of everything that affects a result (handler kind
+and version, options, model, sampling options, sample index, rendered input); never an API
+key. The file uses WAL and a busy timeout, so several processes can share it. Writes are
+buffered and committed in batches (every `flush_every` entries or `flush_seconds`), which keeps
+a cached call in the tens of microseconds; `close()` commits the rest.
+
+Modes: `read-write` (default), `refresh` (recompute, then store), `off`, `replay` (a miss is an
+error: for CI and exact re-runs).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from decomp.dsl.errors import CacheMiss
+from decomp.runtime.paths import default_cache_dir
+
+__all__ = ["MODES", "CacheMiss", "StepCache", "cache_key", "default_cache_dir"]
+
+MODES = ("read-write", "refresh", "off", "replay")
+_MISSING = object()
+
+
+def cache_key(parts: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of `parts`."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class StepCache:
+    """A key -> JSON value store with the four cache modes."""
+
+    def __init__(self, path: str | Path | None = None, mode: str = "read-write", *,
+                 flush_every: int = 256, flush_seconds: float = 0.5):
+        if mode not in MODES:
+            raise ValueError(f"unknown cache mode {mode!r}; use one of {', '.join(MODES)}")
+        self.mode = mode
+        self.path = Path(path) if path is not None else default_cache_dir() / "steps.sqlite"
+        self.flush_every, self.flush_seconds = flush_every, flush_seconds
+        self._pending: dict[str, str] = {}
+        self._last_flush = time.monotonic()
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def reads(self) -> bool:
+        return self.mode in ("read-write", "replay")
+
+    @property
+    def writes(self) -> bool:
+        return self.mode in ("read-write", "refresh")
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("CREATE TABLE IF NOT EXISTS steps (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                       "created REAL NOT NULL)")
+            self._db = db
+        return self._db
+
+    def get(self, key: str, what: str = "call") -> Any:
+        """The stored value, or `_MISSING` (see `hit`); in replay mode a miss raises `CacheMiss`."""
+        if not self.reads:
+            return _MISSING
+        text = self._pending.get(key)
+        if text is None:
+            row = self._connect().execute("SELECT value FROM steps WHERE key = ?", (key,)).fetchone()
+            text = row[0] if row else None
+        if text is None:
+            if self.mode == "replay":
+                raise CacheMiss(f"replay mode: nothing cached for {what}")
+            return _MISSING
+        return json.loads(text)
+
+    @staticmethod
+    def hit(value: Any) -> bool:
+        return value is not _MISSING
+
+    def put(self, key: str, value: Any) -> None:
+        if not self.writes:
+            return
+        self._pending[key] = json.dumps(value, ensure_ascii=False)
+        if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit buffered writes in one transaction."""
+        self._last_flush = time.monotonic()
+        if not self._pending:
+            return
+        rows = [(k, v, time.time()) for k, v in self._pending.items()]
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("INSERT OR REPLACE INTO steps (key, value, created) VALUES (?, ?, ?)", rows)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self._pending.clear()
+
+    def close(self) -> None:
+        self.flush()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __len__(self) -> int:
+        self.flush()
+        return self._connect().execute("SELECT COUNT(*) FROM steps").fetchone()[0]

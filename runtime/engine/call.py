@@ -1,0 +1,153 @@
+"""The engine's side of the handler interface: `EngineCall` implements `decomp.handlers.call.Call`.
+
+Every outbound call a handler makes (a completion, a score, a search, an HTTP tool) goes
+through the session (step cache, budgets, scheduler) and gets one trace node, with the
+service's secrets taken out of any error it records.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+from decomp.dsl.errors import RunError
+from decomp.handlers.call import Call
+from decomp.handlers.registry import Registry
+from decomp.handlers.service import Service
+from decomp.runtime.engine.tracing import TraceNode
+from decomp.runtime.models.base import Request
+
+if TYPE_CHECKING:  # pragma: no cover
+    from decomp.dsl.nodes import Span, Step
+    from decomp.handlers.base import Handler
+    from decomp.runtime.engine.loader import LoadedModule
+    from decomp.runtime.engine.session import Session
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What running code sees: the session, the module's handlers, named inputs, the call stack."""
+
+    session: "Session"
+    module: "LoadedModule"
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    stack: tuple[str, ...] = ()
+
+
+class EngineCall(Call):
+    """One handler invocation, with the session and trace node it runs under."""
+
+    __slots__ = ("query", "values", "inputs", "stack", "span", "session", "handler", "trace")
+
+    def __init__(self, query: str, values: tuple, inputs: Mapping[str, Any], stack: tuple[str, ...],
+                 span: "Span | None", session: "Session", handler: "Handler", trace: TraceNode):
+        self.query, self.values, self.inputs, self.stack, self.span = query, values, inputs, stack, span
+        self.session, self.handler, self.trace = session, handler, trace
+
+    def __repr__(self) -> str:
+        return f"EngineCall([{self.handler.name}] {self.query[:60]!r})"
+
+    @property
+    def scope(self) -> Scope:
+        """The scope nested work runs in: the handler's own module, this call's inputs and stack."""
+        return Scope(self.session, self.handler.ctx.module, self.inputs, self.stack)
+
+    # ---- models
+    async def complete(self, prompt: str, *, model: str | None = None, stop: tuple[str, ...] = (),
+                       max_tokens: int = 256, temperature: float = 0.0, n: int = 1) -> list[str]:
+        chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
+        node = self.trace.child("model", handler=self.handler.name, prompt=prompt)
+        request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n)
+        started = time.perf_counter()
+        try:
+            completion = await self.session.complete(chosen, request, self.handler.name)
+        except RunError as err:
+            _failed(node, started, err, chosen)
+            raise
+        texts = [cut(t, stop) for t in completion.texts]
+        node.raw_output = texts[0] if len(texts) == 1 else "\n---\n".join(texts)
+        node.seconds = time.perf_counter() - started
+        node.prompt_tokens, node.completion_tokens = completion.prompt_tokens, completion.completion_tokens
+        node.cache_hit = completion.cache_hits == len(texts)
+        return texts
+
+    async def score(self, prefix: str, text: str, *, model: str | None = None) -> tuple[float, int]:
+        chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
+        node = self.trace.child("model", handler=self.handler.name, prompt=prefix + text)
+        started = time.perf_counter()
+        try:
+            result = await self.session.score(chosen, prefix, text, self.handler.name)
+        except RunError as err:
+            _failed(node, started, err, chosen)
+            raise
+        node.raw_output = f"logprob {result.logprob:.4f} over {result.tokens} tokens"
+        node.seconds, node.prompt_tokens = time.perf_counter() - started, result.tokens
+        return result.logprob, result.tokens
+
+    # ---- any other outbound service
+    async def request(self, service: Service, method: Callable[..., Awaitable[Any]], *args: Any,
+                      what: str = "", cache: Mapping[str, Any] | None = None, tokens: float = 0) -> Any:
+        node = self.trace.child(service.kind, handler=self.handler.name, query=what, label=service.name)
+        started = time.perf_counter()
+        try:
+            answer, hit = await self.session.request(service, method, args, cache=cache, tokens=tokens, what=what)
+        except RunError as err:
+            _failed(node, started, err, service)
+            raise
+        node.answer, node.cache_hit, node.seconds = answer, hit, time.perf_counter() - started
+        return answer
+
+    # ---- nested work
+    async def run_handler(self, name: str, query: str, values: tuple[Any, ...] = ()) -> Any:
+        from decomp.runtime.engine.interpreter import call_handler
+
+        return await call_handler(name, query, tuple(values), self.scope, self.span, self.trace)
+
+    async def run_step(self, step: "Step", answers: Mapping[int, Any]) -> Any:
+        from decomp.runtime.engine.interpreter import run_step
+
+        return await run_step(step, answers, self.scope, self.trace)
+
+    async def run_program(self, body: tuple, inputs: Mapping[str, Any]) -> Any:
+        from decomp.dsl.walks import number_steps
+        from decomp.runtime.engine.interpreter import run_program
+
+        scope = Scope(self.session, self.handler.ctx.module, {**self.inputs, **inputs}, self.stack)
+        return await run_program(body, number_steps(body), scope, self.trace)
+
+    def child(self, kind: str, **fields: Any) -> TraceNode:
+        return self.trace.child(kind, **fields)
+
+    # ---- limits and lookups
+    @property
+    def max_steps(self) -> int | None:
+        return self.session.max_steps
+
+    @property
+    def registry(self) -> Registry:
+        return self.session.registry
+
+
+def _failed(node: TraceNode, started: float, err: RunError, service: Service) -> None:
+    """Record a failed outbound call on its node, with the service's secrets taken out."""
+    redact(err, service.secrets())
+    node.error, node.seconds = str(err), time.perf_counter() - started
+
+
+def redact(err: RunError, secrets: tuple[str, ...]) -> None:
+    """Take every secret out of an error's message (in place)."""
+    for secret in secrets:
+        if secret and secret in err.message:
+            err.message = err.message.replace(secret, "***")
+            err.args = (err.message,)
+
+
+def cut(text: str, stop: tuple[str, ...]) -> str:
+    """Apply stop sequences ourselves too: not every backend honours them."""
+    end = len(text)
+    for s in stop:
+        found = text.find(s)
+        if s and found != -1:
+            end = min(end, found)
+    return text[:end]
+

@@ -1,0 +1,340 @@
+"""Runs steps and programs: reference substitution, operator fan-out, `if`, `[EOQ]`.
+
+Everything is async: handlers are awaited and the items of a fan-out run concurrently
+(results keep the order of the items).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from decomp.dsl import nodes
+from decomp.dsl.errors import DecompError, DepthExceeded, Failure, InternalError, RunError
+from decomp.dsl.operators import OperatorError, combine, item_for_query, items_of, parse_operator
+from decomp.dsl.values import item_text, json_text, named_text, substitute
+from decomp.dsl.walks import ends_program
+from decomp.runtime.engine.budgets import current_row
+from decomp.runtime.engine.cache import cache_key
+from decomp.runtime.engine.call import EngineCall, Scope
+from decomp.runtime.engine.tracing import TraceNode
+
+
+# ------------------------------------------------------------------ handler calls
+async def call_handler(name: str, query: str, values: tuple, scope: Scope, span: nodes.Span | None,
+                       trace: TraceNode) -> Any:
+    """Run handler `name` on one sub-query: recursion bounds, the step cache, timing, a trace node.
+
+    Errors leave named: a `RunError` gets this handler's name, kind and line (unless an inner
+    call named it first); anything else a handler raises is a bug, an `InternalError`."""
+    handler = scope.module.handlers.get(name)
+    if handler is None:
+        raise Failure(f"unknown handler [{name}]", span, expected="one of: " + ", ".join(sorted(scope.module.handlers)))
+    node = None
+    started = time.perf_counter()
+    try:
+        stack = _enter(handler, scope, span)
+        node = trace.child("call", handler=name, query=query, location=_where(span))
+        call = EngineCall(query, values, scope.inputs, stack, span, scope.session, handler, node)
+        if scope.session.cache is None or not handler.cacheable:
+            answer = await handler.run(call)
+        else:
+            answer = await _cached_run(handler, call, node)
+    except RunError as err:
+        _failed(node, err.locate(name, handler.kind, span))
+        raise
+    except DecompError as err:
+        _failed(node, err)
+        raise
+    except Exception as err:  # a bug in a handler: the row ends, named, with the cause kept
+        internal = InternalError(f"internal error: {type(err).__name__}: {err}").locate(name, handler.kind, span)
+        _failed(node, internal)
+        raise internal from err
+    finally:
+        if node is not None:
+            node.seconds = time.perf_counter() - started
+            current_row().timed(name, node.seconds)
+    node.answer = answer
+    return answer
+
+
+def _failed(node: TraceNode | None, err: DecompError) -> None:
+    if node is not None:
+        node.error = str(err)
+
+
+async def _cached_run(handler, call: EngineCall, node: TraceNode) -> Any:
+    cache = call.session.cache
+    key = cache_key(handler.cache_parts(call))
+    stored = cache.get(key, f"[{handler.name}] {call.query[:60]!r}")
+    if cache.hit(stored):
+        node.cache_hit = True
+        current_row().charge(0, 0, 1)
+        return stored
+    answer = await handler.run(call)
+    cache.put(key, answer)
+    return answer
+
+
+def _enter(handler, scope: Scope, span) -> tuple[str, ...]:
+    if not handler.nests:
+        return scope.stack
+    stack = scope.stack + (handler.name,)
+    bound = handler.max_depth
+    if bound is not None and stack.count(handler.name) > bound:
+        raise DepthExceeded(f"recursed deeper than its max_depth of {bound}", span)
+    limit = scope.session.max_depth
+    if len(stack) > limit:
+        raise DepthExceeded(f"calls nested deeper than the session's limit of {limit}", span)
+    return stack
+
+
+def _where(span: nodes.Span | None) -> str | None:
+    return f"{span.file}:{span.line}" if span else None
+
+
+# ------------------------------------------------------------------ one step
+async def run_step(step: nodes.Step, answers: Mapping[int, Any], scope: Scope, trace: TraceNode,
+                   node: TraceNode | None = None) -> Any:
+    """Execute one `QS: (op) [handler] query` line given the answers so far (by number).
+
+    Its trace node is `node` when given (already placed), else a new child of `trace`."""
+    if step.handler is None:
+        raise Failure("this step names no handler (write it as QS: [handler] ...)", step.span)
+    try:
+        op = parse_operator(step.operator)
+    except OperatorError as err:
+        raise Failure(str(err), step.operator_span or step.span) from None
+    node = node or trace.child("step")
+    node.label, node.handler, node.operator, node.location = step.text, step.handler, op.name, _where(step.span)
+    try:
+        answer = await (_fan_out(op, step, answers, scope, node) if op.fans_out
+                        else _select(op, step, answers, scope, node))
+    except DecompError as err:
+        node.error = node.error or str(err)
+        raise
+    node.answer = answer
+    return answer
+
+
+async def _select(op, step, answers, scope, node) -> Any:
+    values = tuple(_value(ref, answers, scope) for ref in step.refs)
+    texts = {ref.text: _select_text(ref, v) for ref, v in zip(step.refs, values) if v is not _MISSING}
+    query = _render(step, texts)
+    node.query = query
+    answer = await call_handler(step.handler, query, _present(values), scope, step.span, node)
+    try:
+        return combine(op, [], [answer])
+    except OperatorError as err:
+        raise Failure(str(err), step.span) from None
+
+
+async def _fan_out(op, step, answers, scope, node) -> Any:
+    numbered = step.index_refs
+    if len(numbered) != 1:
+        raise Failure(f"({op.name}) needs exactly one #n reference to a list, found {len(numbered)}",
+                                 step.query_span or step.span)
+    ref = numbered[0]
+    try:
+        items = items_of(op, _value(ref, answers, scope))
+        shown = [item_for_query(op, item) for item in items]
+    except OperatorError as err:
+        raise Failure(f"{ref.text}: {err}", ref.span) from None
+    others = {r.text: named_text(scope.inputs[r.name]) for r in step.refs if r.name in scope.inputs}
+    as_text = json_text if op.inserts_json else item_text
+    results = await gather_all(_one_item(step, ref, item, as_text, others, scope, node) for item in shown)
+    try:
+        return combine(op, items, list(results))
+    except OperatorError as err:
+        raise Failure(str(err), step.span) from None
+
+
+async def _one_item(step, ref, item, as_text, others, scope, node) -> Any:
+    query = _render(step, {**others, ref.text: as_text(item)})
+    item_node = node.child("item", label=as_text(item), query=query)
+    answer = await call_handler(step.handler, query, (item,), scope, step.span, item_node)
+    item_node.answer = answer
+    return answer
+
+
+_MISSING = object()
+
+
+def _value(ref: nodes.Ref, answers: Mapping[int, Any], scope: Scope) -> Any:
+    if ref.index is not None:
+        if ref.index not in answers:
+            have = ", ".join(f"#{n}" for n in sorted(answers)) or "none yet"
+            raise Failure(f"{ref.text} refers to an answer that does not exist (answers: {have})", ref.span)
+        return answers[ref.index]
+    return scope.inputs.get(ref.name, _MISSING)
+
+
+def _select_text(ref: nodes.Ref, value: Any) -> str:
+    return json_text(value) if ref.index is not None else named_text(value)
+
+
+def _present(values: tuple) -> tuple:
+    return tuple(v for v in values if v is not _MISSING)
+
+
+def _render(step: nodes.Step, texts: Mapping[str, str]) -> str:
+    if step.query_span is None:
+        return step.query
+    return substitute(step.query, step.refs, texts, step.query_span.column)
+
+
+# ------------------------------------------------------------------ programs
+@dataclass
+class ProgramState:
+    """Answers of a running program by step number; each step starts once its inputs are ready."""
+
+    answers: dict[int, Any] = field(default_factory=dict)
+    tasks: dict[int, asyncio.Task] = field(default_factory=dict)
+    side: list[asyncio.Task] = field(default_factory=list)
+
+    @property
+    def last(self) -> Any:
+        """The answer of the last step (in the text) that ran."""
+        return self.answers[max(self.answers)] if self.answers else None
+
+    async def ready(self, refs) -> None:
+        """Wait for the steps that `refs` name (those started so far)."""
+        waiting = [self.tasks[r.index] for r in refs if r.index is not None and r.index in self.tasks]
+        if waiting:
+            await asyncio.gather(*waiting)
+
+    async def settle(self) -> None:
+        """Wait for everything started so far (the first failure is raised)."""
+        while True:
+            pending = [t for t in [*self.tasks.values(), *self.side] if not t.done()]
+            if not pending:
+                break
+            await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+            for task in pending:
+                if task.done() and not task.cancelled() and task.exception() is not None:
+                    raise task.exception()
+        for task in [*self.tasks.values(), *self.side]:
+            if task.exception() is not None:
+                raise task.exception()
+
+    def cancel(self) -> None:
+        for task in [*self.tasks.values(), *self.side]:
+            task.cancel()
+
+
+async def run_program(body: tuple, numbers: Mapping[nodes.Span, int], scope: Scope, trace: TraceNode) -> Any:
+    """Run a program body as a dataflow graph and return its answer (the last step's)."""
+    state = ProgramState()
+    try:
+        await run_body(body, numbers, state, scope, trace)
+        await state.settle()
+    except BaseException:
+        state.cancel()
+        raise
+    return state.last
+
+
+async def run_body(body: tuple, numbers: Mapping[nodes.Span, int], state: ProgramState, scope: Scope,
+                   trace: TraceNode) -> bool:
+    """Start the statements of `body`; True when an `[EOQ]` ended the program early.
+
+    A step starts as soon as the steps it references have answered, so independent steps run
+    at once. An `if` whose branches can end the program waits for everything before it; other
+    `if`s run alongside the steps that follow them (which cannot see inside them).
+    """
+    for stmt in body:
+        if isinstance(stmt, nodes.If):
+            node = trace.child("if", label=f"if at line {stmt.span.line}", location=_where(stmt.span))
+            if ends_program(stmt):
+                await state.settle()
+                if await _branch(stmt, numbers, state, scope, node):
+                    return True
+            else:
+                state.side.append(asyncio.ensure_future(_branch(stmt, numbers, state, scope, node)))
+        elif stmt.is_end:
+            await state.settle()
+            return True
+        else:
+            number = numbers[stmt.span]
+            node = trace.child("step")  # placed now, so the trace keeps program order
+            state.tasks[number] = asyncio.ensure_future(_step_task(stmt, number, state, scope, trace, node))
+    return False
+
+
+async def _branch(stmt: nodes.If, numbers, state: ProgramState, scope: Scope, trace: TraceNode) -> bool:
+    await state.ready(nodes.condition_refs(stmt.condition))
+    taken = truth(condition_value(stmt.condition, state.answers, scope))
+    trace.answer = taken
+    return await run_body(stmt.then if taken else stmt.otherwise, numbers, state, scope, trace)
+
+
+async def _step_task(step: nodes.Step, number: int, state: ProgramState, scope: Scope, trace: TraceNode,
+                     node: TraceNode) -> Any:
+    await state.ready(step.refs)
+    answer = await run_step(step, state.answers, scope, trace, node)
+    state.answers[number] = answer
+    return answer
+
+
+async def gather_all(coroutines) -> list:
+    """Run coroutines at once, results in order; on the first failure cancel the rest and raise it."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
+
+
+# ------------------------------------------------------------------ conditions
+def condition_value(expr, answers: Mapping[int, Any], scope: Scope) -> Any:
+    """Value of an `if` condition; no Python evaluation, only the forms the grammar allows."""
+    if isinstance(expr, nodes.Literal):
+        return expr.value
+    if isinstance(expr, nodes.RefOperand):
+        return _ref_value(expr.ref, answers, scope)
+    if isinstance(expr, nodes.Len):
+        return _length(_ref_value(expr.ref, answers, scope), expr)
+    if isinstance(expr, nodes.Not):
+        return not truth(condition_value(expr.operand, answers, scope))
+    if isinstance(expr, nodes.BoolOp):
+        results = (truth(condition_value(e, answers, scope)) for e in expr.operands)
+        return all(results) if expr.op == "and" else any(results)
+    return _compare(expr, condition_value(expr.left, answers, scope), condition_value(expr.right, answers, scope))
+
+
+def _ref_value(ref: nodes.Ref, answers, scope) -> Any:
+    value = _value(ref, answers, scope)
+    if value is _MISSING:
+        raise Failure(f"{ref.text} is not an input of this program", ref.span)
+    return value
+
+
+def _length(value: Any, expr) -> int:
+    if isinstance(value, (list, str, dict)):
+        return len(value)
+    raise Failure(f"len() needs a list or a string, got {json_text(value)}", expr.span)
+
+
+_COMPARE = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "in": lambda a, b: a in b,
+}
+
+
+def _compare(expr: nodes.Compare, left: Any, right: Any) -> bool:
+    try:
+        return bool(_COMPARE[expr.op](left, right))
+    except TypeError:
+        raise Failure(f"cannot compare {json_text(left)} {expr.op} {json_text(right)}", expr.span) from None
+
+
+def truth(value: Any) -> bool:
+    """Truth of an answer: "no", "false", "0" and empty values are false; so is JSON false."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "no", "false", "0")
+    return bool(value)
+

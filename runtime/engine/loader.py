@@ -1,0 +1,262 @@
+"""Module loading: parse a .decomp file and its imports, build every handler, check it all.
+
+`load(path, registry)` returns a `LoadedModule` or raises `Diagnostics` listing every problem.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from decomp.dsl import nodes
+from decomp.dsl.checker import check_recursion
+from decomp.dsl.errors import CheckError, DecompError, Diagnostics
+from decomp.dsl.parser import parse_module, read_text
+from decomp.handlers.base import Handler, LoadContext
+from decomp.runtime.engine.program import ProgramHandler
+from decomp.handlers.registry import Registry
+
+
+@dataclass
+class LoadedModule:
+    """A checked module: its handlers by name (programs included) and its entry point."""
+
+    path: str
+    module: nodes.Module
+    handlers: dict[str, Handler] = field(default_factory=dict)
+    main: str | None = None
+    default_model: str | None = None
+    models: dict[str, str] = field(default_factory=dict)
+    model_decls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    #: The files the module was built from: itself, its imports, and every file its handlers
+    #: named (prompt files, program files), whether or not they exist.
+    files: set[Path] = field(default_factory=set)
+
+
+def load(path: str | Path, registry: Registry, text: str | None = None) -> LoadedModule:
+    """Parse, build and check the module at `path` (or `text`, named `path`)."""
+    return _Loader(registry).load(Path(path), text)
+
+
+class _Loader:
+    def __init__(self, registry: Registry, active: tuple[Path, ...] = ()):
+        self.registry = registry
+        self.active = active
+        self.errors: list[DecompError] = []
+        self.sources: dict[str, nodes.HandlerDecl | nodes.Program | nodes.ModelDecl] = {}
+        self.declared: set[str] = set()
+        self.texts: dict[str, str] = {}
+
+    def load(self, path: Path, text: str | None) -> LoadedModule:
+        self.active = self.active + (path.resolve(),)
+        root = self._parse(path, text)
+        if root is None:
+            raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
+        modules = self._with_imports(root, path)
+        loaded = LoadedModule(str(path), root, main=root.main.target if root.main else None)
+        loaded.files.update(file for _, file in modules)
+        self._models(loaded, modules)
+        for module, file in modules:
+            self._declare(loaded, module, LoadContext(file.parent, loaded.default_model, loaded, self.registry,
+                                                      loaded.files))
+        self._check(loaded, modules)
+        if self.errors:
+            self._attach_lines()
+            raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
+        return loaded
+
+    def _attach_lines(self) -> None:
+        """Give each error its source line from the text that was parsed (maybe not on disk)."""
+        for err in self.errors:
+            text = self.texts.get(err.span.file) if err.span else None
+            if err.line_text is None and text is not None:
+                lines = text.replace("\r\n", "\n").split("\n")
+                err.line_text = lines[err.span.line - 1] if err.span.line <= len(lines) else ""
+
+    # ---- parsing and imports
+    def _parse(self, path: Path, text: str | None) -> nodes.Module | None:
+        try:
+            source = text if text is not None else read_text(path)
+            self.texts[str(path)] = source
+            return parse_module(source, str(path))
+        except DecompError as err:
+            self.errors += err.errors if isinstance(err, Diagnostics) else [err]
+        except (OSError, ValueError) as err:
+            self.errors.append(CheckError(f"cannot read {path}: {getattr(err, 'strerror', None) or err}"))
+        return None
+
+    def _with_imports(self, root: nodes.Module, path: Path) -> list[tuple[nodes.Module, Path]]:
+        found, seen, queue = [], {path.resolve()}, [(root, path)]
+        while queue:
+            module, file = queue.pop(0)
+            found.append((module, file))
+            for imp in module.imports:
+                try:
+                    target = (file.parent / imp.path).resolve()
+                except (OSError, ValueError) as err:
+                    self.errors.append(CheckError(f"bad import path: {err}", imp.span))
+                    continue
+                if target in seen:
+                    continue
+                seen.add(target)
+                if not target.is_file():
+                    self.errors.append(CheckError(f"imported file not found: {target}", imp.span))
+                    continue
+                parsed = self._parse(target, None)
+                if parsed is not None:
+                    queue.append((parsed, target))
+        return found
+
+    # ---- declarations
+    def _models(self, loaded: LoadedModule, modules) -> None:
+        """Model declarations: their own namespace, a known backend, known options."""
+        for module, file in modules:
+            for decl in module.models:
+                if decl.name in loaded.models:
+                    self.errors.append(CheckError(f"model '{decl.name}' is already declared", decl.span))
+                    continue
+                spec = self._model_spec(decl, file)
+                options = {o.name: o.value.plain() for o in decl.options}
+                self.errors += _model_option_errors(decl)
+                loaded.models[decl.name] = spec
+                loaded.model_decls[decl.name] = (spec, options)
+        # the name, not the spec: the session resolves it with the declaration's options
+        loaded.default_model = "default" if "default" in loaded.models else None
+
+    def _model_spec(self, decl: nodes.ModelDecl, file: Path) -> str:
+        scheme, _, rest = decl.spec.partition(":")
+        if scheme != "fake" and self.registry.model_backend(scheme) is None:
+            known = ", ".join(sorted({"fake", *self.registry.model_backends}))
+            self.errors.append(CheckError(f"unknown model backend '{scheme}' in {decl.spec!r}", decl.span,
+                                          expected=f"SCHEME:NAME with SCHEME one of: {known}"))
+        if scheme == "fake" and rest and not Path(rest).is_absolute():
+            return f"fake:{file.parent / rest}"  # relative to the .decomp file, not the working folder
+        return decl.spec
+
+    def _declare(self, loaded: LoadedModule, module: nodes.Module, ctx: LoadContext) -> None:
+        for decl in module.handlers:
+            self.declared.add(decl.name)
+            handler = self._handler(decl, ctx)
+            if handler is not None and self._unique(decl.name, decl, decl.name_span):
+                loaded.handlers[decl.name] = handler
+        for program in module.programs:
+            self.declared.add(program.name)
+            options = self._options(ProgramHandler, program.options, f"program '{program.name}'", program.span)
+            if options is not None and self._unique(program.name, program, program.name_span):
+                loaded.handlers[program.name] = ProgramHandler(program.name, options, None, ctx, program=program)
+        for extra in module.mains[:-1] if module is loaded.module else ():
+            self.errors.append(CheckError("main is declared more than once", extra.span))
+
+    def _unique(self, name: str, node, span) -> bool:
+        first = self.sources.get(name)
+        if first is not None:
+            self.errors.append(CheckError(f"'{name}' is already declared", span,
+                                          expected=f"a new name (the first '{name}' is at {first.span})"))
+            return False
+        self.sources[name] = node
+        return True
+
+    def _handler(self, decl: nodes.HandlerDecl, ctx: LoadContext) -> Handler | None:
+        cls = self.registry.kind(decl.kind)
+        if cls is None:
+            self.errors.append(CheckError(f"unknown handler kind '{decl.kind}'", decl.kind_span,
+                                          expected="one of: " + ", ".join(sorted(self.registry.kinds))))
+            return None
+        options = self._options(cls, decl.options, f"kind '{decl.kind}'", decl.span)
+        return None if options is None else cls(decl.name, options, decl, ctx)
+
+    def _options(self, cls: type[Handler], options: tuple[nodes.Option, ...], what: str, span) -> Any:
+        values: dict[str, Any] = {}
+        for opt in options:
+            if opt.name in values:
+                self.errors.append(CheckError(f"option '{opt.name}' is given twice", opt.span))
+            self.errors += _bare_names(opt.value)
+            values[opt.name] = opt.value.plain()
+        try:
+            return cls.Options(**values)
+        except ValidationError as err:
+            self.errors += [_option_error(e, cls, options, what, span) for e in err.errors()]
+            return None
+
+    # ---- checks
+    def _check(self, loaded: LoadedModule, modules) -> None:
+        names = set(loaded.handlers) | self.declared
+        for handler in loaded.handlers.values():
+            self.errors += handler.check()
+            self._link_program_file(handler)
+        for handler in loaded.handlers.values():
+            self.errors += handler.check_references(names)
+        self.errors += check_recursion(loaded.handlers)
+        root = loaded.module
+        if root.main is not None and root.main.target not in names:
+            self.errors.append(CheckError(f"main names an unknown program or handler '{root.main.target}'",
+                                          root.main.span, expected="one of: " + ", ".join(sorted(names))))
+
+    def _link_program_file(self, handler: Handler) -> None:
+        if not isinstance(handler, ProgramHandler) or handler.program is not None or not handler.options.file:
+            return
+        path = handler.ctx.resolve(handler.options.file).resolve()
+        if not path.is_file():
+            self.errors.append(CheckError(f"program file not found: {path}", handler.error_span("file")))
+            return
+        if path in self.active:
+            chain = " -> ".join(p.name for p in self.active + (path,))
+            self.errors.append(CheckError(f"program(file=...) loads a file already being loaded ({chain}); "
+                                          "for recursion, call the program by name in its own file",
+                                          handler.error_span("file")))
+            return
+        try:
+            other = _Loader(self.registry, self.active + (path,)).load(path, None)
+        except DecompError as err:
+            self.errors += err.errors if isinstance(err, Diagnostics) else [err]
+            return
+        name = handler.options.name or other.main
+        if name not in other.handlers:
+            self.errors.append(CheckError(f"{path} has no program '{name}'", handler.error_span("name")))
+            return
+        handler.target = other.handlers[name]
+
+
+#: What a `model NAME = "..." (option=value)` declaration may set, with the types allowed.
+MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,)}
+
+
+def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
+    errors = []
+    for opt in decl.options:
+        errors += _bare_names(opt.value)
+        allowed = MODEL_OPTIONS.get(opt.name)
+        if allowed is None:
+            errors.append(CheckError(f"unknown option '{opt.name}' for a model", opt.span,
+                                     expected="one of: " + ", ".join(MODEL_OPTIONS)))
+        elif not isinstance(opt.value.value, allowed) or isinstance(opt.value.value, bool):
+            errors.append(CheckError(f"option '{opt.name}' of a model needs a {allowed[0].__name__}",
+                                     opt.value.span))
+    return errors
+
+
+def _bare_names(value: nodes.Value) -> list[CheckError]:
+    """A bare word is no value: `default=None` almost always means null or "None"."""
+    if value.kind == "list":
+        return [e for v in value.value for e in _bare_names(v)]
+    if value.kind == "ident":
+        return [CheckError(f"bare name {value.value} is not a value", value.span,
+                           expected=f'a string ("{value.value}"), a number, true, false or null')]
+    return []
+
+
+def _option_error(error: dict, cls, options, what: str, span) -> CheckError:
+    name = str(error["loc"][0]) if error["loc"] else ""
+    opt = next((o for o in options if o.name == name), None)
+    where = opt.span if opt is not None else span
+    if error["type"] == "extra_forbidden":
+        known = ", ".join(cls.Options.model_fields)
+        return CheckError(f"unknown option '{name}' for {what}", where, expected=f"one of: {known}")
+    if error["type"] == "missing":
+        return CheckError(f"{what} needs the option '{name}'", where)
+    field_type = cls.Options.model_fields[name].annotation if name in cls.Options.model_fields else None
+    shown = getattr(field_type, "__name__", None) or str(field_type).replace("typing.", "")
+    return CheckError(f"option '{name}' of {what}: {error['msg'].lower()}", opt.value.span if opt else where,
+                      expected=f"a value of type {shown}")

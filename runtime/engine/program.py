@@ -1,0 +1,103 @@
+"""Kind `program`: a fixed program written in a .decomp file, usable wherever a handler is.
+
+Called from a `QS:` line, the first parameter receives the sub-query (as JSON when it parses,
+so `[reverse] #2` passes the list itself); the other parameters are taken from the caller's
+named inputs. As `main`, every parameter is taken from the dataset row's field of that name.
+`handler rev = program(file="other.decomp", name="reverse")` uses a program of another file
+without importing its names.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Mapping
+
+from pydantic import Field
+
+from decomp.dsl import nodes
+from decomp.dsl.checker import check_program
+from decomp.dsl.errors import CheckError, Failure
+from decomp.dsl.values import item_text, json_text, parse_output
+from decomp.handlers.base import Call, Handler, Options, step_calls
+from decomp.dsl.walks import iter_steps, number_steps
+from decomp.handlers.registry import handler_kind
+from decomp.runtime.engine.call import EngineCall, Scope
+from decomp.runtime.engine.interpreter import run_program
+
+
+class ProgramOptions(Options):
+    file: str | None = None
+    name: str | None = None
+    max_depth: int | None = Field(None, ge=1)
+    description: str | None = None
+
+
+@handler_kind("program")
+class ProgramHandler(Handler):
+    """A program: parameters, then steps run in order; its answer is the last answer."""
+
+    Options = ProgramOptions
+    nests = True
+    cacheable = False
+
+    def __init__(self, *args, program: nodes.Program | None = None):
+        super().__init__(*args)
+        self.program = program
+        self.target: Handler | None = None  # set by the loader for program(file=...)
+
+    @property
+    def max_depth(self) -> int | None:
+        return self.options.max_depth
+
+    def check(self) -> list[CheckError]:
+        if self.program is None and not self.options.file:
+            return [CheckError(f"[{self.name}] needs file=... (a .decomp file)", self.error_span())]
+        return []
+
+    def check_references(self, handlers: set[str]) -> list[CheckError]:
+        return [] if self.program is None else check_program(self.program, handlers)
+
+    def calls(self) -> dict[str, list[nodes.Span]]:
+        return {} if self.program is None else step_calls(iter_steps(self.program.body))
+
+    async def run(self, call: EngineCall) -> Any:
+        if self.target is not None:
+            return await self.target.run(call)
+        if self.program is None:
+            raise Failure("has no program to run (see `decomp check`)", call.span)
+        params = self.program.params
+        bound = {p.name: self._input(p, call.inputs, call.span) for p in params[1:]}
+        if params:
+            bound[params[0].name] = _argument(call)
+        return await self.execute(call, bound)
+
+    async def run_main(self, call: EngineCall, fields: Mapping[str, Any]) -> Any:
+        """Run as the module's entry: each parameter from the row field of the same name."""
+        bound = {p.name: self._input(p, fields, None, "the row") for p in self.program.params}
+        return await self.execute(call, bound)
+
+    async def execute(self, call: EngineCall, bound: Mapping[str, Any]) -> Any:
+        scope = Scope(call.session, self.ctx.module, {**call.inputs, **bound}, call.stack)
+        return await run_program(self.program.body, self._numbers, scope, call.trace)
+
+    @cached_property
+    def _numbers(self) -> dict[nodes.Span, int]:
+        return number_steps(self.program.body)
+
+    async def aclose(self) -> None:
+        if self.target is not None:
+            await self.target.aclose()
+
+    def _input(self, param: nodes.Param, inputs: Mapping[str, Any], span, where: str = "the caller") -> Any:
+        if param.name not in inputs:
+            known = ", ".join(sorted(inputs)) or "none"
+            raise Failure(f"program '{self.name}' needs '{param.name}', which {where} does not "
+                                     f"provide (available: {known})", span or param.span)
+        return inputs[param.name]
+
+
+def _argument(call: Call) -> Any:
+    """The value a program receives: the referenced value itself when the query is just that
+    reference (so "true" or "12" stay the words they were), else the query read as JSON."""
+    if len(call.values) == 1 and call.query.strip() in (item_text(call.values[0]), json_text(call.values[0])):
+        return call.values[0]
+    return parse_output(call.query)

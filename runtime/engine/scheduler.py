@@ -1,0 +1,214 @@
+"""One scheduler for every outbound call (models, search engines, any `Service`): a concurrency
+limit per endpoint, optional requests- and tokens-per-minute limits, and retries with exponential
+backoff and jitter.
+
+A slot is held while a request is at the server. Backends that can see their requests leave
+and their replies arrive (the OpenAI backend, through its HTTP client's event hooks) take the
+slot just before sending and give it back as the reply comes in; for the others the slot spans
+the whole call.
+
+Waiting calls are served lowest priority number first: a row's index, pushed back a few places
+for each call the row has already made (`Scheduler.turn`). Early rows still finish early, and
+later rows start their first calls before earlier rows make their last ones, so the run does
+not end on a few long chains of dependent calls with most slots idle. A row never waits for
+another row's steps, only for a free slot. A slot is held only while a request is in flight,
+not while backing off.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import random
+import time
+from collections import defaultdict
+from typing import Awaitable, Callable, TypeVar
+
+from decomp.dsl.errors import TransientServiceError
+from decomp.handlers.service import CURRENT_SLOT, Service, Slot
+from decomp.runtime.models.base import Completion, Model, Request, Score
+
+T = TypeVar("T")
+
+
+class PrioritySemaphore:
+    """An asyncio semaphore that wakes the waiter with the lowest priority number first."""
+
+    def __init__(self, value: int):
+        self._free = value
+        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._order = itertools.count()
+
+    def try_acquire(self) -> bool:
+        """Take a free slot at once if there is one and nobody is waiting."""
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def acquire(self, priority: int = 0) -> None:
+        if self.try_acquire():
+            return
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._order), future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # we were handed a slot as we were cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                future.set_result(None)
+                return
+        self._free += 1
+
+
+class RateLimit:
+    """A token bucket refilled continuously: `per_minute` units, bursts up to that many."""
+
+    def __init__(self, per_minute: float):
+        self.rate = per_minute / 60.0
+        self.capacity = per_minute
+        self.level = per_minute
+        self.stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def take(self, amount: float) -> None:
+        async with self._lock:
+            amount = min(amount, self.capacity)
+            while True:
+                now = time.monotonic()
+                self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+                self.stamp = now
+                if self.level >= amount:
+                    self.level -= amount
+                    return
+                await asyncio.sleep((amount - self.level) / self.rate)
+
+
+class Scheduler:
+    """Bounds and retries model calls; counts what was in flight at once per endpoint."""
+
+    #: How many places a row's calls fall back per call the row has made, and the most they
+    #: fall back, in multiples of the concurrency (see `turn`).
+    SPREAD, WINDOW = 8, 8
+
+    def __init__(self, concurrency: int = 8, *, rpm: float | None = None, tpm: float | None = None,
+                 retries: int = 6, backoff: float = 0.25, max_backoff: float = 20.0, seed: int | None = None):
+        self.concurrency = max(1, concurrency)
+        self.rpm, self.tpm = rpm, tpm
+        self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
+        self._random = random.Random(seed)
+        self._slots: dict[str, PrioritySemaphore] = {}
+        self._limits: dict[tuple[str, str], RateLimit] = {}
+        self.in_flight: dict[str, int] = defaultdict(int)
+        self.max_in_flight: dict[str, int] = defaultdict(int)
+        self.retried = 0
+
+    def turn(self, row: int, calls_made: int) -> int:
+        """The priority of a call of row `row` that has already made `calls_made` calls.
+
+        Serving rows strictly in order ends a run on the last rows' chains of dependent calls
+        with most slots idle. Pushing a row back SPREAD places per call made lets later rows
+        start sooner (like list scheduling's longest-remaining-path-first), while the cap of
+        WINDOW x concurrency places keeps rows finishing roughly in input order. Simulated on
+        200 rows of 11 calls in a 7-call chain at concurrency 16: 1.026 x the bound in row
+        order, 1.004 with this rule; on 12-call chains at concurrency 64: 1.28 -> 1.09."""
+        return row + min(self.SPREAD * calls_made, self.WINDOW * self.concurrency)
+
+    def complete(self, model: Model, request: Request, priority: int = 0) -> Awaitable[Completion]:
+        """`model.complete(request)` under the limits, retried (a coroutine to await)."""
+        tokens = len(request.prompt) / 4 + request.max_tokens * request.n
+        return self.call(model, model.complete, (request,), priority, tokens)
+
+    def score(self, model: Model, prompt: str, continuation: str, priority: int = 0) -> Awaitable[Score]:
+        """`model.score(prompt, continuation)` under the limits, retried (a coroutine to await)."""
+        tokens = (len(prompt) + len(continuation)) / 4
+        return self.call(model, model.score, (prompt, continuation), priority, tokens)
+
+    async def call(self, service: Service, method: Callable[..., Awaitable[T]], args: tuple, priority: int = 0,
+                   tokens: float = 0) -> T:
+        """`method(*args)` under a slot of the service's endpoint, retried on transient errors;
+        the last failure is raised as the service's own error class.
+
+        The common case (a free slot, no rate limit, a service that does not defer its slot)
+        takes and gives back the slot without awaiting anything but the call itself."""
+        endpoint = service.endpoint
+        for attempt in range(self.retries + 1):
+            try:
+                if service.defers_slot:
+                    return await self._deferred(endpoint, method, args, priority, tokens)
+                if not self._take_now(endpoint):
+                    await self._take(endpoint, priority, tokens)
+                try:
+                    return await method(*args)
+                finally:
+                    self._give_back(endpoint)
+            except TransientServiceError as err:
+                if attempt == self.retries:
+                    raise service.error(f"{service.name}: gave up after {attempt + 1} attempts; "
+                                        f"last error: {err}") from err
+                self.retried += 1
+                await asyncio.sleep(self.delay(attempt, err.retry_after))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _deferred(self, endpoint: str, method, args: tuple, priority: int, tokens: float):
+        """One attempt of a service that takes its slot itself, through `CURRENT_SLOT`."""
+        slot = Slot(lambda: self._take(endpoint, priority, tokens), lambda: self._give_back(endpoint))
+        token = CURRENT_SLOT.set(slot)
+        try:
+            return await method(*args)
+        finally:
+            slot.release()
+            CURRENT_SLOT.reset(token)
+
+    def _pool(self, endpoint: str) -> PrioritySemaphore:
+        pool = self._slots.get(endpoint)
+        if pool is None:
+            pool = self._slots[endpoint] = PrioritySemaphore(self.concurrency)
+        return pool
+
+    def _take_now(self, endpoint: str) -> bool:
+        """Take a slot at once if one is free, nobody waits for it and no rate limit applies."""
+        if self.rpm or self.tpm or not self._pool(endpoint).try_acquire():
+            return False
+        self._count_in(endpoint)
+        return True
+
+    async def _take(self, endpoint: str, priority: int, tokens: float) -> None:
+        """Take a slot of `endpoint`'s limit: wait its turn, then the rate limits."""
+        pool = self._pool(endpoint)
+        if not pool.try_acquire():
+            await pool.acquire(priority)
+        if self.rpm or self.tpm:
+            try:
+                await self._rate_limits(endpoint, tokens)
+            except BaseException:  # cancelled while waiting on a rate limit: the slot goes back
+                pool.release()
+                raise
+        self._count_in(endpoint)
+
+    def _count_in(self, endpoint: str) -> None:
+        in_flight = self.in_flight[endpoint] = self.in_flight[endpoint] + 1
+        if in_flight > self.max_in_flight[endpoint]:
+            self.max_in_flight[endpoint] = in_flight
+
+    def _give_back(self, endpoint: str) -> None:
+        self.in_flight[endpoint] -= 1
+        self._slots[endpoint].release()
+
+    async def _rate_limits(self, endpoint: str, tokens: float) -> None:
+        if self.rpm:
+            await self._limits.setdefault((endpoint, "rpm"), RateLimit(self.rpm)).take(1)
+        if self.tpm:
+            await self._limits.setdefault((endpoint, "tpm"), RateLimit(self.tpm)).take(tokens)
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential backoff with full jitter; never sooner than the server's Retry-After."""
+        ceiling = min(self.max_backoff, self.backoff * 2 ** attempt)
+        wait = self._random.uniform(0, ceiling)
+        return max(wait, retry_after or 0.0)

@@ -1,0 +1,291 @@
+"""`Session`: the one object that wires a run together: registry, models, scheduler, cache,
+budgets and usage.
+
+    session = Session(model=FakeModel(answers=[...]))
+    module = session.load("programs/decomp/letter_cat.decomp")
+    result = session.run(module, {"question": "Take the last letters of ..."})
+    result.answer, result.error, result.usage, result.trace
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from decomp.dsl.errors import DecompError, InternalError, ModelError, RunError
+from decomp.handlers.base import Handler
+from decomp.handlers.registry import Registry, default_registry
+from decomp.handlers.service import Service
+from decomp.runtime.engine import defaults  # noqa: F401  (registers the built-in kinds and backends)
+from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, Usage, current_row
+from decomp.runtime.engine.cache import StepCache, cache_key
+from decomp.runtime.engine.call import EngineCall
+from decomp.runtime.engine.loader import LoadedModule, load
+from decomp.runtime.engine.program import ProgramHandler
+from decomp.runtime.engine.scheduler import Scheduler
+from decomp.runtime.engine.tracing import TraceNode
+from decomp.runtime.models.base import Completion, Model, ModelSettings, Request, Score
+
+
+@dataclass
+class RunResult:
+    """What one row produced: its answer, or the error that ended it, its usage and trace."""
+
+    answer: Any
+    error: str | None
+    trace: TraceNode
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+#: The model used when nothing names one: the embedded local model (see handlers/models/local.py).
+DEFAULT_MODEL = "local:gemma-3-270m"
+
+
+class Session:
+    """Owns the registry, the models, the scheduler, the cache and the limits of a run.
+
+    model:  a `Model` or a spec (`openai:gpt-4o-mini`, `fake:answers.json`) used by every
+            handler that does not name its own model
+    cache:  a `StepCache`, or None for no caching (the default in the library; the CLI caches)
+    default_model: the spec used when nothing else names a model (None: that is an error)
+    """
+
+    def __init__(self, *, registry: Registry | None = None, model: Model | str | None = None,
+                 settings: ModelSettings | None = None, scheduler: Scheduler | None = None,
+                 cache: StepCache | None = None, budget: Budget | None = None,
+                 max_depth: int = 64, max_steps: int | None = None, default_model: str | None = DEFAULT_MODEL):
+        self.registry = registry or default_registry
+        self.settings = settings or ModelSettings()
+        self.scheduler = scheduler or Scheduler()
+        self.cache = cache
+        self.budget = budget or Budget()
+        self.max_depth = max_depth
+        self.max_steps = max_steps
+        self.usage = Usage()
+        self._override = model
+        self.default_model = default_model
+        self._models: dict[str, Model] = {}
+        self._services: dict[int, Service] = {}
+        self._modules: list[LoadedModule] = []
+        self._declared: dict[str, tuple[str, ModelSettings]] = {}
+
+    # ---- loading
+    def load(self, path: str | Path, text: str | None = None) -> LoadedModule:
+        """Parse and check a .decomp file; raises `DecompError` (often `Diagnostics`)."""
+        module = load(path, self.registry, text)
+        for name, (spec, options) in module.model_decls.items():
+            settings = dataclasses.replace(self.settings, **_known_settings(options),
+                                           options=tuple(sorted(options.items())))
+            self._declared[name] = (spec, settings)
+        self._modules.append(module)
+        return module
+
+    # ---- models
+    def default_model_spec(self, module: LoadedModule) -> str | None:
+        """The model spec a handler of `module` naming none would use (what a run records)."""
+        if isinstance(self._override, Model):
+            return self._override.name
+        return self._spec(None, module.default_model)
+
+    def resolve_model(self, explicit: str | None, module_default: str | None) -> Model:
+        """The model for a handler: its own `model=`, else the session's (--model), else the module's
+        `model default`, else the session's default (the embedded local model)."""
+        if explicit is None and isinstance(self._override, Model):
+            return self._override
+        spec = self._spec(explicit, module_default)
+        if spec is None:
+            raise ModelError("no model is configured: pass --model or declare `model default = \"...\"`")
+        return self.model(spec)
+
+    def _spec(self, explicit: str | None, module_default: str | None) -> str | None:
+        """The spec `resolve_model` uses when the session's override is not a `Model` instance."""
+        override = self._override if isinstance(self._override, str) else None
+        return explicit or override or module_default or self.default_model
+
+    def model(self, spec: str) -> Model:
+        """A model instance for a spec or a declared model name (one instance per spec)."""
+        if spec not in self._models:
+            real, settings = self._declared.get(spec, (spec, self.settings))
+            self._models[spec] = self._build_model(real, settings)
+        return self._models[spec]
+
+    def _build_model(self, spec: str, settings: ModelSettings) -> Model:
+        scheme, _, rest = spec.partition(":")
+        factory = self.registry.model_backend(scheme)
+        if factory is None:
+            known = ", ".join(sorted(self.registry.model_backends))
+            raise ModelError(f"unknown model {spec!r} (known backends: {known})")
+        return factory(rest, settings)
+
+    # ---- model calls: cache, budget, scheduler, usage
+    async def complete(self, model: Model, request: Request, handler: str = "") -> Completion:
+        """One request through the cache and the scheduler; each sample is cached by its index."""
+        row = current_row()
+        if self.cache is None:
+            row.before_call(model.kind)
+            done = await self.scheduler.complete(model, request, self._turn(row))
+            row.charge(done.prompt_tokens, done.completion_tokens, 0)
+            return done
+        keys = [self._sample_key(model, request, i) for i in range(request.n)]
+        found = [self._cached(k, f"[{handler}] on {model.name}") for k in keys]
+        missing = [i for i, value in enumerate(found) if value is None]
+        if not missing:
+            row.charge(0, 0, request.n)
+            return Completion(tuple(f["text"] for f in found), cache_hits=request.n)
+        row.before_call(model.kind)
+        fresh = await self.scheduler.complete(model, dataclasses.replace(request, n=len(missing)), self._turn(row))
+        for i, text in zip(missing, fresh.texts):
+            found[i] = {"text": text}
+            self.cache.put(keys[i], found[i])
+        row.charge(fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
+        return Completion(tuple(f["text"] for f in found), fresh.prompt_tokens, fresh.completion_tokens,
+                          request.n - len(missing))
+
+    async def score(self, model: Model, prompt: str, continuation: str, handler: str = "") -> Score:
+        """Log-likelihood of `continuation` after `prompt`, cached like completions."""
+        row = current_row()
+        key = cache_key({"op": "score", "model": model.name, "prompt": prompt, "continuation": continuation})
+        value = self._cached(key, f"[{handler}] on {model.name}")
+        if value is not None:
+            row.charge(0, 0, 1)
+            return Score(value["logprob"], value["tokens"])
+        row.before_call(model.kind)
+        score = await self.scheduler.score(model, prompt, continuation, self._turn(row))
+        self._store(key, {"logprob": score.logprob, "tokens": score.tokens})
+        row.charge(score.tokens, 0, 0)
+        return score
+
+    async def request(self, service: Service, method, args: tuple, *, cache: Mapping[str, Any] | None = None,
+                      tokens: float = 0, what: str = "") -> tuple[Any, bool]:
+        """One call of any outbound service: the step cache (when `cache` names what decides
+        the answer), the budgets of its kind, the scheduler's slots, rate limits and retries.
+        Returns the answer and whether the cache gave it."""
+        self._services.setdefault(id(service), service)
+        row = current_row()
+        key = None
+        if cache is not None and self.cache is not None:
+            key = cache_key({"op": service.kind, "service": service.name, **cache})
+            value = self._cached(key, f"{service.kind} {what[:60]!r} on {service.name}")
+            if value is not None:
+                row.charge(0, 0, 1)
+                return value["answer"], True
+        row.before_call(service.kind)
+        answer = await self.scheduler.call(service, method, args, self._turn(row), tokens)
+        if key is not None:
+            self._store(key, {"answer": answer})
+        return answer, False
+
+    def _turn(self, row: RowContext) -> int:
+        """The scheduler priority of the call `row` has just counted."""
+        return self.scheduler.turn(row.priority, row.usage.calls - 1)
+
+    @staticmethod
+    def _sample_key(model: Model, request: Request, index: int) -> str:
+        sampling = {"max_tokens": request.max_tokens, "temperature": request.temperature,
+                    "stop": list(request.stop), "seed": request.seed}
+        sample = index if request.temperature > 0 else 0
+        return cache_key({"op": "complete", "model": model.name, "sampling": sampling, "sample": sample,
+                          "prompt": request.prompt})
+
+    def _cached(self, key: str, what: str) -> Any:
+        if self.cache is None:
+            return None
+        value = self.cache.get(key, what)
+        return value if self.cache.hit(value) else None
+
+    def _store(self, key: str, value: Any) -> None:
+        if self.cache is not None:
+            self.cache.put(key, value)
+
+    # ---- running
+    async def arun(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None,
+                   index: int = 0) -> RunResult:
+        """Run the module's main (or `target`) on one row; errors are caught into the result."""
+        row = RowContext(index, self.budget, self.usage)
+        token = CURRENT_ROW.set(row)
+        trace = TraceNode("row", label=str(fields.get("id", "")))
+        try:
+            answer = await self._entry(module, target, fields, trace)
+        except DecompError as err:
+            trace.error = str(err)
+            return RunResult(None, str(err), trace, row.usage)
+        except Exception as err:  # a bug in the interpreter must not end the run: record it on the row
+            trace.error = str(InternalError(f"internal error: {type(err).__name__}: {err}"))
+            return RunResult(None, trace.error, trace, row.usage)
+        finally:
+            CURRENT_ROW.reset(token)
+        trace.answer = answer
+        return RunResult(answer, None, trace, row.usage)
+
+    def run(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None) -> RunResult:
+        """Synchronous `arun` for one row (closes the models' connections afterwards)."""
+        async def one() -> RunResult:
+            try:
+                return await self.arun(module, fields, target)
+            finally:
+                await self.aclose()
+        return asyncio.run(one())
+
+    async def arun_handler(self, handler: Handler, query: str, values: tuple = (),
+                           inputs: Mapping[str, Any] | None = None) -> Any:
+        """Run one handler instance on a sub-query, as a step would (no step cache): for testing
+        a handler kind of one's own. Raises the `Failure` or `Abort` that ended it."""
+        trace = TraceNode("call", handler=handler.name, query=query)
+        call = EngineCall(query, tuple(values), dict(inputs or {}), (), None, self, handler, trace)
+        try:
+            return await handler.run(call)
+        except RunError as err:
+            raise err.locate(handler.name, handler.kind, None)
+
+    def run_handler(self, handler: Handler, query: str, values: tuple = (),
+                    inputs: Mapping[str, Any] | None = None) -> Any:
+        """Synchronous `arun_handler`."""
+        return asyncio.run(self.arun_handler(handler, query, values, inputs))
+
+    def run_sync(self, awaitable):
+        """Run one coroutine of this session (a `complete`, a `score`) to its end."""
+        return asyncio.run(awaitable)
+
+    async def aclose(self) -> None:
+        """Close model clients and other services (they are rebuilt on next use), call every
+        loaded handler's close hook, and commit the cache."""
+        services = [*self._models.values(), *self._services.values()]
+        self._models, self._services = {}, {}
+        for service in services:
+            await service.aclose()
+        for module in self._modules:
+            for handler in module.handlers.values():
+                await handler.aclose()
+        if self.cache is not None:
+            self.cache.flush()
+
+    async def _entry(self, module: LoadedModule, target: str | None, fields, trace: TraceNode) -> Any:
+        name = target or module.main
+        if name is None:
+            raise DecompError(f"{module.path} has no `main` and no target was given")
+        handler = module.handlers.get(name)
+        if handler is None:
+            raise DecompError(f"{module.path} has no program or handler named '{name}'")
+        try:
+            if isinstance(handler, ProgramHandler) and handler.program is not None:
+                call = EngineCall("", (), dict(fields), (name,), None, self, handler, trace)
+                return await handler.run_main(call, fields)
+            if "question" not in fields:
+                raise DecompError(f"the row has no 'question' field for [{name}]")
+            stack = (name,) if handler.nests else ()
+            call = EngineCall(str(fields["question"]), (), dict(fields), stack, None, self, handler, trace)
+            return await handler.run(call)
+        except RunError as err:
+            raise err.locate(name, handler.kind, None)
+
+
+def _known_settings(options: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(ModelSettings)} - {"options"}
+    return {k: v for k, v in options.items() if k in names}
+

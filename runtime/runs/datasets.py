@@ -1,0 +1,182 @@
+"""Reading dataset rows from JSONL files or DROP-style JSON files.
+
+Two formats are recognised (see :func:`read_rows`):
+
+* JSONL: one JSON object per line with ``"id"`` and the inputs (``"question"``, or whatever
+  the program's parameters are named; a missing one is that row's error when it runs);
+  the ``"answer"`` field, when present, is the row's gold.
+* DROP-style JSON (the DecomP datasets): one object
+  ``{pid: {"passage": str, "qa_pairs": [{"question", "answer", "query_id", ...}]}}``.
+
+A bad row never stops the reading: it comes back as a :class:`Row` whose ``error`` says what
+is wrong, and the rows after it still come.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from decomp.runtime.runs.scoring import drop_answer_strings
+from decomp.dsl.values import json_kind
+
+_DROP_SKIPPED = frozenset({"answer", "query_id", "validated_answers", "question"})
+_JSONL_SKIPPED = frozenset({"id", "answer"})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One dataset row.
+
+    ``index`` is the 0-based position of the row among those read from the file (error rows
+    included, blank lines not). ``fields`` are the row's inputs (``None`` for an error row);
+    ``error`` is a plain-English message when the row could not be read; ``gold`` is the
+    expected answer: the JSONL ``"answer"`` value as it is, or for DROP a list of
+    alternatives, each a tuple of strings.
+    """
+
+    index: int
+    id: str | None
+    fields: dict | None
+    error: str | None
+    gold: Any = None
+
+
+def read_rows(path: str | Path) -> Iterator[Row]:
+    """Read the rows of a JSONL or DROP-style JSON dataset file.
+
+    The file is read and its format detected at once: it is DROP-style when its first
+    non-space character is ``{`` and the whole file is one JSON object whose values are all
+    objects with a ``"qa_pairs"`` key; otherwise it is JSONL. Row problems become rows with
+    ``error`` set. Whole-file problems raise: ``OSError`` when the file cannot be read,
+    ``ValueError`` when it is one multi-line JSON value that is not DROP-style.
+    """
+    data = Path(path).read_bytes()
+    drop = _parse_drop(data)
+    if drop is not None:
+        return _drop_rows(drop)
+    return _jsonl_rows(data)
+
+
+# --- detection -------------------------------------------------------------------------------
+
+def _parse_drop(data: bytes) -> dict | None:
+    """The parsed DROP object, or None when the file is JSONL; raises for other JSON."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if _is_drop(parsed):
+        return parsed
+    if sum(1 for line in text.split("\n") if line.strip()) > 1:
+        raise ValueError(
+            "the file is one JSON object spread over several lines, but not a DROP-style "
+            "dataset ({pid: {\"passage\": ..., \"qa_pairs\": [...]}}); write JSONL instead, "
+            "one row object per line")
+    return None
+
+
+def _is_drop(parsed: Any) -> bool:
+    return (isinstance(parsed, dict) and bool(parsed)
+            and all(isinstance(v, dict) and "qa_pairs" in v for v in parsed.values()))
+
+
+# --- DROP ------------------------------------------------------------------------------------
+
+def _drop_rows(drop: dict) -> Iterator[Row]:
+    index = 0
+    for pid, entry in drop.items():
+        passage = entry.get("passage", "")
+        pairs = entry["qa_pairs"]
+        if not isinstance(pairs, list):
+            yield Row(index, f"{pid}#qa_pairs", None, f"passage {pid!r}: 'qa_pairs' is not a list")
+            index += 1
+            continue
+        for number, pair in enumerate(pairs):
+            yield _drop_row(index, pid, number, passage, pair)
+            index += 1
+
+
+def _drop_row(index: int, pid: str, number: int, passage: Any, pair: Any) -> Row:
+    where = f"passage {pid!r}, qa pair {number}"
+    fallback_id = f"{pid}#{number}"
+    if not isinstance(pair, dict):
+        return Row(index, fallback_id, None, f"{where}: the qa pair is not a JSON object")
+    row_id = fallback_id if pair.get("query_id") in (None, "") else str(pair["query_id"])
+    if not isinstance(pair.get("question"), str):
+        return Row(index, row_id, None, f"{where}: the qa pair has no 'question' string")
+    answers = [pair.get("answer")] + list(pair.get("validated_answers") or [])
+    if not all(isinstance(answer, dict) for answer in answers):
+        return Row(index, row_id, None, f"{where}: an answer is missing or not a JSON object")
+    return Row(index, row_id, _drop_fields(pair, passage), None,
+               [drop_answer_strings(answer) for answer in answers])
+
+
+def _drop_fields(pair: dict, passage: Any) -> dict:
+    fields = {"question": pair["question"], "context": passage}
+    for key, value in pair.items():
+        if key not in _DROP_SKIPPED and not isinstance(value, dict):
+            fields[key] = value
+    return fields
+
+
+# --- JSONL -----------------------------------------------------------------------------------
+
+def _jsonl_rows(data: bytes) -> Iterator[Row]:
+    seen: dict[str, int] = {}
+    index = 0
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        if not raw.strip():
+            continue
+        yield _jsonl_row(index, number, raw, seen)
+        index += 1
+
+
+def _jsonl_row(index: int, number: int, raw: bytes, seen: dict[str, int]) -> Row:
+    fallback_id = f"line-{number}"
+    record, error = _parse_line(number, raw)
+    if error is None:
+        row_id, error = _jsonl_id(number, record, fallback_id, seen)
+    if error is not None:
+        return Row(index, fallback_id, None, error)
+    seen[row_id] = number
+    fields = {key: value for key, value in record.items() if key not in _JSONL_SKIPPED}
+    return Row(index, row_id, fields, None, record.get("answer"))
+
+
+def _parse_line(number: int, raw: bytes) -> tuple[Any, str | None]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"line {number}: not valid UTF-8 text (byte {exc.start + 1} of the line)"
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+    if not isinstance(record, dict):
+        return None, f"line {number}: expected a JSON object, got {json_kind(record)}"
+    return record, None
+
+
+def _jsonl_id(number: int, record: dict, fallback_id: str,
+              seen: dict[str, int]) -> tuple[str | None, str | None]:
+    value = record.get("id")
+    if value is None or value == "":
+        row_id = fallback_id
+    elif isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        row_id = str(value)
+    else:
+        return None, f"line {number}: the 'id' must be a string or an integer"
+    if row_id in seen:
+        return None, f"line {number}: repeated id {row_id!r} (first on line {seen[row_id]})"
+    return row_id, None

@@ -1,0 +1,409 @@
+"""Run directories: what a dataset run wrote, kept so it can be read, compared and resumed.
+
+    RUN/
+      run.json        the manifest: format, decomp version, program (path, main, fingerprint,
+                      each file's sha256), input (path, sha256), options, one entry per session
+      program/        a copy of every file the program was built from (imports, prompt files)
+      results.jsonl   one JSON line per row, appended and flushed as each row ends (so in the
+                      order rows end; each line has the row's `index`)
+      traces.sqlite   each row's decomposition tree: table `traces(idx, id, ok, tree)`, the tree
+                      as zlib-compressed JSON (TraceNode.to_dict), WAL mode
+      summary.json    rows done/failed, score (with gold), calls, tokens, cache hits, wall time,
+                      per-handler latency; rewritten at the end of every session
+
+Why SQLite for traces: a row's tree is written in one transaction before its results line, so
+a line in results.jsonl always has its trace; reading one row of a 10,000-row run is one
+indexed lookup, and a killed writer leaves no half-written tree. Compression keeps the
+repeated few-shot prompts of a row small (benchmarks/run_dir.py measures both).
+
+A killed run loses at most the rows in flight: `RunDir.resume` keeps every complete line,
+cuts a half-written last line (that row runs again) and replaces the traces of rows it reruns.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from decomp.dsl.errors import DecompError
+from decomp.runtime.engine.budgets import Usage
+from decomp.runtime.engine.tracing import TraceNode
+
+FORMAT = 1
+MANIFEST, RESULTS, TRACES, SUMMARY, PROGRAM = "run.json", "results.jsonl", "traces.sqlite", "summary.json", "program"
+#: Options that change answers: resuming under different ones would mix two runs.
+BINDING_OPTIONS = ("model",)
+
+
+class RunDirError(DecompError):
+    """A run directory that cannot be used as asked (missing, foreign, corrupt, not empty)."""
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("decomp-lang")
+    except Exception:  # not installed (running from a checkout)
+        return "unknown"
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def program_files(main: Path, files: Iterable[Path]) -> dict[str, Path]:
+    """The program's files by their name inside `program/`: relative to the main file's folder,
+    or `_outside/NAME` for files elsewhere. Files that do not exist are left out."""
+    base = main.resolve().parent
+    named: dict[str, Path] = {}
+    for file in sorted({Path(f).resolve() for f in [main, *files]}):
+        if not file.is_file():
+            continue
+        try:
+            name = file.relative_to(base).as_posix()
+        except ValueError:
+            name = f"_outside/{file.name}"
+        named.setdefault(name, file)
+    return named
+
+
+def fingerprint(hashes: dict[str, str]) -> str:
+    """One sha256 over the program's files (names and contents)."""
+    return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
+
+
+def make_manifest(program: Path, main: str | None, files: Iterable[Path], data: Path, options: dict) -> dict:
+    """What `run.json` records for a new run of `program` over `data` with `options`."""
+    named = program_files(program, files)
+    hashes = {name: sha256_file(path) for name, path in named.items()}
+    return {
+        "format": FORMAT,
+        "decomp_version": _version(),
+        "program": {"path": str(program.resolve()), "main": main, "sha256": fingerprint(hashes), "files": hashes},
+        "input": {"path": str(data.resolve()), "sha256": sha256_file(data)},
+        "options": options,
+        "sessions": [],
+    }
+
+
+def read_manifest(path: Path) -> dict:
+    """The checked `run.json` of the run directory `path` (a `RunDirError` says what is wrong)."""
+    if not (path / MANIFEST).is_file():
+        what = "does not exist" if not path.exists() else f"has no {MANIFEST}: not a decomp run directory"
+        raise RunDirError(f"{path} {what}")
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise RunDirError(f"{path / MANIFEST} is corrupt ({err}); start over with --force") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise RunDirError(f"{path} was written in run-directory format {found!r} (decomp "
+                          f"{manifest.get('decomp_version', '?') if isinstance(manifest, dict) else '?'}); "
+                          f"this decomp ({_version()}) reads format {FORMAT}")
+    missing = _manifest_problem(manifest)
+    if missing:
+        raise RunDirError(f"{path / MANIFEST} is not a run manifest (no {missing}); start over with --force")
+    return manifest
+
+
+def runs_root() -> Path:
+    """Where run directories go by default: $DECOMP_RUNS_DIR, else ./runs."""
+    return Path(os.environ.get("DECOMP_RUNS_DIR") or "runs")
+
+
+def default_run_dir(program: Path, data: Path) -> Path:
+    """runs/PROGRAM-INPUT-YYYYmmdd-HHMMSS (a suffix when that exists)."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = runs_root() / f"{program.stem}-{data.stem}-{stamp}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def latest_run(root: Path, manifest: dict) -> Path:
+    """The newest run directory under `root` of the same program file on the same input file
+    (runs this decomp cannot read are passed over)."""
+    found = []
+    for candidate in root.glob(f"*/{MANIFEST}") if root.is_dir() else ():
+        try:
+            other = read_manifest(candidate.parent)
+        except (RunDirError, OSError):
+            continue
+        if (other["program"]["path"], other["input"]["path"]) == (manifest["program"]["path"],
+                                                                  manifest["input"]["path"]):
+            found.append((other["sessions"][0].get("started", "") if other.get("sessions") else "",
+                          candidate.parent))
+    if not found:
+        raise RunDirError(f"no earlier run of {manifest['program']['path']} on {manifest['input']['path']} "
+                          f"under {root}/: give --run-dir")
+    return max(found)[1]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class RunDir:
+    """An open run directory. `create` starts one, `resume` continues one, `open` reads one."""
+
+    path: Path
+    manifest: dict
+    done: dict[int, dict] = field(default_factory=dict)  # complete results lines, by row index
+    notes: list[str] = field(default_factory=list)       # what opening it found and repaired
+    _results: Any = None
+    _traces: sqlite3.Connection | None = None
+
+    # ---- starting, continuing, reading
+    @classmethod
+    def create(cls, path: Path, manifest: dict, program_sources: dict[str, Path] | None = None,
+               force: bool = False) -> "RunDir":
+        """A new run in `path`, which must be missing or empty unless `force` (then it is cleared)."""
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"{path} is a file, not a run directory")
+        if path.is_dir() and any(p.name != MANIFEST + ".tmp" for p in path.iterdir()):
+            if not (path / MANIFEST).is_file():
+                raise RunDirError(f"{path} is not empty and holds no run: choose another --run-dir "
+                                  "(nothing there is deleted, not even with --force)")
+            if not force:
+                raise RunDirError(f"{path} already holds a run: pass --resume to finish it, --force to start "
+                                  "over (its files are deleted), or another --run-dir")
+            _clear(path)
+        path.mkdir(parents=True, exist_ok=True)
+        run = cls(path, manifest)
+        run._start_session(resumed=False)  # run.json first: a kill from here on leaves a resumable run
+        for name, source in (program_sources or {}).items():
+            target = path / PROGRAM / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        return run
+
+    @classmethod
+    def resume(cls, path: Path, manifest: dict) -> "RunDir":
+        """The run in `path`, checked to be of the same program, input and binding options as
+        `manifest`; `done` holds its complete rows, a half-written last line is cut off."""
+        run = cls.open(path, repair=True)
+        run._check_same(manifest)
+        run._check_traces()
+        run._start_session(resumed=True)
+        return run
+
+    @classmethod
+    def open(cls, path: Path, repair: bool = False) -> "RunDir":
+        """Read the run in `path` (manifest and results). With `repair`, a half-written last
+        results line is cut off the file; without, it is only skipped."""
+        path = Path(path)
+        manifest = read_manifest(path)
+        run = cls(path, manifest)
+        run._read_results(repair)
+        return run
+
+    def _check_traces(self) -> None:
+        if not (self.path / TRACES).exists():
+            return
+        try:
+            self._db().execute("SELECT count(*) FROM traces").fetchone()
+        except sqlite3.DatabaseError as err:
+            self.close()
+            raise RunDirError(f"{self.path / TRACES} is corrupt ({err}): use another --run-dir, or --force "
+                              "to start over") from None
+
+    def _check_same(self, manifest: dict) -> None:
+        mine, theirs = self.manifest, manifest
+        if mine["program"]["sha256"] != theirs["program"]["sha256"]:
+            changed = sorted(set(mine["program"]["files"].items()) ^ set(theirs["program"]["files"].items()))
+            names = sorted({name for name, _ in changed})
+            raise RunDirError(f"{self.path} holds a run of {mine['program']['path']} as it was then; the program "
+                              f"differs now ({', '.join(names)}): use another --run-dir, or --force to start over")
+        if mine["program"].get("main") != theirs["program"].get("main"):
+            raise RunDirError(f"{self.path} ran the program's '{mine['program'].get('main')}', not "
+                              f"'{theirs['program'].get('main')}': pass --main {mine['program'].get('main')}, "
+                              "or use another --run-dir")
+        if mine["input"]["sha256"] != theirs["input"]["sha256"]:
+            raise RunDirError(f"{self.path} holds a run over {mine['input']['path']} as it was then; the input "
+                              f"{theirs['input']['path']} differs: use another --run-dir, or --force to start over")
+        for name in BINDING_OPTIONS:
+            old, new = mine["options"].get(name), theirs["options"].get(name)
+            if old != new:
+                raise RunDirError(f"{self.path} was run with --{name} {old}; resuming with {new} would mix two "
+                                  f"runs: pass --{name} {old}, or --force to start over")
+
+    # ---- results
+    def _read_results(self, repair: bool) -> None:
+        file = self.path / RESULTS
+        if not file.exists():
+            return
+        data = file.read_bytes()
+        good = 0  # bytes of complete, valid lines
+        for number, line in enumerate(data.split(b"\n")[:-1], 1):
+            record = _record(line)
+            if record is None:
+                raise RunDirError(f"{file}:{number}: not a results line (corrupt file); fix or delete that "
+                                  "line, or start over with --force")
+            self.done.setdefault(record["index"], record)
+            good += len(line) + 1
+        if good < len(data):
+            self.notes.append(f"{file}: the last line was cut off mid-write; that row runs again")
+            if repair:
+                with file.open("r+b") as f:
+                    f.truncate(good)
+
+    def records(self) -> list[dict]:
+        """Every complete row, in input order."""
+        return [self.done[i] for i in sorted(self.done)]
+
+    def find(self, row: str) -> dict:
+        """The row whose id is `row` (else whose index is `row`); a clear error otherwise."""
+        for record in self.records():
+            if str(record.get("id")) == row:
+                return record
+        if row.isdigit() and int(row) in self.done:
+            return self.done[int(row)]
+        ids = [str(r.get("id")) for r in self.records()[:5]]
+        more = ", ..." if len(self.done) > 5 else ""
+        raise RunDirError(f"{self.path} has no row {row!r} (its rows: {', '.join(ids)}{more})")
+
+    # ---- writing rows
+    def add(self, record: dict, trace: TraceNode) -> None:
+        """Store a finished row: its trace (committed), then its results line (flushed)."""
+        db = self._db()
+        tree = zlib.compress(json.dumps(trace.to_dict(), ensure_ascii=False, default=str).encode())
+        with db:
+            db.execute("INSERT OR REPLACE INTO traces (idx, id, ok, tree) VALUES (?, ?, ?, ?)",
+                       (record["index"], record.get("id"), "error" not in record, tree))
+        if self._results is None:
+            self._results = (self.path / RESULTS).open("a", encoding="utf-8")
+        self._results.write(record_line(record))
+        self._results.flush()
+        self.done[record["index"]] = record
+
+    def trace(self, index: int) -> TraceNode | None:
+        """The stored tree of row `index`, or None when there is none."""
+        if self._traces is None and not (self.path / TRACES).exists():
+            return None
+        try:
+            found = self._db().execute("SELECT tree FROM traces WHERE idx = ?", (index,)).fetchone()
+            return TraceNode.from_dict(json.loads(zlib.decompress(found[0]))) if found else None
+        except (sqlite3.DatabaseError, zlib.error, ValueError, TypeError, KeyError) as err:
+            raise RunDirError(f"{self.path / TRACES} is corrupt (row {index}: {err})") from None
+
+    def traces(self) -> Iterator[tuple[int, TraceNode]]:
+        """Every stored tree, by row index."""
+        for index in sorted(self.done):
+            tree = self.trace(index)
+            if tree is not None:
+                yield index, tree
+
+    def _db(self) -> sqlite3.Connection:
+        if self._traces is None:
+            file = self.path / TRACES
+            self._traces = sqlite3.connect(file)
+            self._traces.execute("PRAGMA journal_mode=WAL")
+            self._traces.execute("PRAGMA synchronous=NORMAL")
+            self._traces.execute("CREATE TABLE IF NOT EXISTS traces (idx INTEGER PRIMARY KEY, id TEXT, "
+                                 "ok INTEGER, tree BLOB)")
+        return self._traces
+
+    # ---- sessions and the summary
+    def _start_session(self, resumed: bool) -> None:
+        self.manifest["sessions"].append({"started": _now(), "resumed": resumed, "rows": 0, "seconds": None})
+        self._write_manifest()
+
+    def finish(self, rows: int, seconds: float) -> dict:
+        """Close the session (rows run, wall time) and write summary.json; returns the summary."""
+        session = self.manifest["sessions"][-1]
+        session.update(rows=rows, seconds=round(seconds, 3), ended=_now())
+        self._write_manifest()
+        summary = summarize(self.records(), self.manifest)
+        _write_json(self.path / SUMMARY, summary)
+        self.close()
+        return summary
+
+    def close(self) -> None:
+        if self._results is not None:
+            self._results.close()
+            self._results = None
+        if self._traces is not None:
+            self._traces.close()
+            self._traces = None
+
+    def _write_manifest(self) -> None:
+        _write_json(self.path / MANIFEST, self.manifest)
+
+
+def summarize(records: list[dict], manifest: dict) -> dict:
+    """The run's totals over its complete rows (all sessions)."""
+    scored = [r["score"] for r in records if "score" in r]
+    total = Usage()
+    for record in records:
+        total.add(Usage.from_dict(record.get("usage") or {}))
+    usage = total.to_dict()
+    handlers = usage.pop("handlers")
+    sessions = manifest.get("sessions", [])
+    return {
+        "rows": len(records),
+        "failed": sum("error" in r for r in records),
+        "score": round(sum(scored) / len(scored), 6) if scored else None,
+        "scored_rows": len(scored),
+        **usage,
+        "wall_s": round(sum(s.get("seconds") or 0.0 for s in sessions), 3),
+        "sessions": len(sessions),
+        "handlers": handlers,
+    }
+
+
+def record_line(record: dict) -> str:
+    """A results line: the row's record as one line of JSON (what JSON cannot hold, as text)."""
+    return json.dumps(record, ensure_ascii=False, default=str) + "\n"
+
+
+_MANIFEST_SHAPE = {"program": ("path", "sha256", "files"), "input": ("path", "sha256"), "options": ()}
+
+
+def _manifest_problem(manifest: dict) -> str:
+    """What a manifest of the right format lacks ('' when nothing)."""
+    for part, keys in _MANIFEST_SHAPE.items():
+        if not isinstance(manifest.get(part), dict):
+            return repr(part)
+        for key in keys:
+            if key not in manifest[part]:
+                return f"'{part}.{key}'"
+    if not isinstance(manifest.get("sessions"), list):
+        return "'sessions'"
+    return ""
+
+
+def _record(line: bytes) -> dict | None:
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("index"), int):
+        return None
+    return record
+
+
+def _write_json(path: Path, value: Any) -> None:
+    """Write atomically: a killed process leaves the old file or the new one, never half."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _clear(path: Path) -> None:
+    for child in path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()

@@ -1,0 +1,352 @@
+"""Answer scoring in the manner of the DROP evaluator used by Decomposed Prompting.
+
+Metrics:
+
+* ``em``     -- exact match of the bags of normalised spans (DROP exact match).
+* ``f1``     -- DROP F1: token-bag F1 per span, number matching, optimal one-to-one
+  alignment of predicted and gold spans, rounded to two decimals.
+* ``set_em`` -- order-free list answers: the prediction and the gold answer are both read
+  as sets of normalised items (see :func:`split_items` for the splitting rule).
+
+A gold answer is a string or a list/tuple of strings (one answer made of several spans).
+A row's gold is a list of *alternatives*, each such an answer; its score is the best over
+the alternatives (see :func:`as_alternatives` and :func:`best_score`).
+
+A prediction may be anything JSON can hold; :func:`coerce_answer` turns it into a string or
+a list of strings: numbers become their text, ``None`` the empty string, a dict its JSON text.
+"""
+from __future__ import annotations
+
+import json
+import numbers
+import re
+import string
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from decomp.dsl.values import json_kind
+
+_PUNCTUATION = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_TOKEN_SPLIT = re.compile(" |-")
+_ITEM_SPLIT = re.compile(r"[,\n]")
+
+Answer = str | list[str]
+Alternatives = list[tuple[str, ...]]
+
+
+# --- normalisation ---------------------------------------------------------------------------
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1 << 16)  # answers repeat their tokens (letters, numbers, names)
+def _normalize_token(token: str) -> str:
+    token = token.lower()
+    if not _is_number(token):
+        token = "".join(ch for ch in token if ch not in _PUNCTUATION)
+    if _is_number(token):
+        token = str(float(token))
+    token = _ARTICLES.sub(" ", token)
+    return " ".join(token.split())
+
+
+def normalize_answer(text: str) -> str:
+    """Normalise one answer string the DROP way.
+
+    Lower-case; split into tokens on spaces and hyphens; in each token remove punctuation
+    unless the token is a number, write numbers as ``str(float(x))``, remove the articles
+    a/an/the and collapse whitespace; drop empty tokens and join the rest with one space.
+    ``"The Cat!"`` -> ``"cat"``, ``"1,000"`` -> ``"1000.0"``, ``"3"`` -> ``"3.0"``.
+    """
+    parts = (_normalize_token(token) for token in _TOKEN_SPLIT.split(text))
+    return " ".join(part for part in parts if part.strip()).strip()
+
+
+# --- turning answers into strings ------------------------------------------------------------
+
+def _scalar_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, numbers.Number):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def coerce_answer(value: Any) -> Answer:
+    """Turn any prediction or gold value into a string or a list of strings.
+
+    A string stays as it is; ``None`` becomes ``""``; a number its ``str()``; a bool
+    ``"true"``/``"false"``; a dict its JSON text. A list or tuple becomes a list of strings,
+    each element converted the same way (a nested list or dict becomes its JSON text);
+    an empty list is the empty answer ``""``.
+    """
+    if isinstance(value, (list, tuple)):
+        return [_scalar_text(item) for item in value] if value else ""
+    return _scalar_text(value)
+
+
+def drop_answer_strings(answer_json: Mapping[str, Any]) -> tuple[str, ...]:
+    """The gold strings of a DROP answer object.
+
+    The number when it is non-empty, else the spans when there are any, else the date as
+    ``"day month year"`` (empty parts left out, so an empty date gives ``""``).
+    """
+    number = answer_json.get("number")
+    if number not in (None, ""):
+        return (str(number),)
+    spans = answer_json.get("spans") or []
+    if spans:
+        return tuple(_scalar_text(span) for span in spans)
+    date = answer_json.get("date") or {}
+    parts = (_scalar_text(date.get(key)) for key in ("day", "month", "year"))
+    return (" ".join(part for part in parts if part.strip()),)
+
+
+def as_alternatives(gold: Any) -> Alternatives:
+    """Read a row's gold value as a list of alternatives, each a tuple of strings.
+
+    * a list whose elements are all lists/tuples (or DROP answer dicts): each is an alternative;
+    * a DROP answer dict (keys among number/spans/date): one alternative, via
+      :func:`drop_answer_strings`;
+    * ``None`` or an empty list: no alternatives;
+    * anything else (a string, a list of strings, a number...): one alternative, via
+      :func:`coerce_answer`.
+    """
+    if gold is None or (isinstance(gold, (list, tuple)) and not gold):
+        return []
+    if isinstance(gold, list) and all(isinstance(g, (list, tuple, dict)) for g in gold):
+        return [alt for g in gold for alt in as_alternatives(g)]
+    if isinstance(gold, dict) and gold and set(gold) <= {"number", "spans", "date"}:
+        return [drop_answer_strings(gold)]
+    answer = coerce_answer(gold)
+    return [tuple(answer) if isinstance(answer, list) else (answer,)]
+
+
+# --- em and f1 -------------------------------------------------------------------------------
+
+def _spans(answer: Any) -> list[str]:
+    answer = coerce_answer(answer)
+    return list(answer) if isinstance(answer, list) else [answer]
+
+
+def _answer_to_bags(answer: Any) -> tuple[list[str], list[set[str]]]:
+    normalized = [normalize_answer(span) for span in _spans(answer)]
+    return normalized, [set(span.split()) for span in normalized]
+
+
+def em(pred: Any, gold: Any) -> float:
+    """Exact match: 1.0 when the normalised spans of ``pred`` and ``gold`` are the same set
+    and there are as many of them; else 0.0. Each is a string or a list of strings."""
+    pred_spans = [normalize_answer(span) for span in _spans(pred)]
+    gold_spans = [normalize_answer(span) for span in _spans(gold)]
+    same = set(pred_spans) == set(gold_spans) and len(pred_spans) == len(gold_spans)
+    return 1.0 if same else 0.0
+
+
+def _bag_f1(pred_bag: set[str], gold_bag: set[str]) -> float:
+    common = len(pred_bag & gold_bag)
+    precision = common / len(pred_bag) if pred_bag else 1.0
+    recall = common / len(gold_bag) if gold_bag else 1.0
+    if precision == 0.0 and recall == 0.0:
+        return 0.0
+    return 2 * precision * recall / (precision + recall)
+
+
+def _numbers_match(gold_bag: set[str], pred_bag: set[str]) -> bool:
+    gold_numbers = {word for word in gold_bag if _is_number(word)}
+    pred_numbers = {word for word in pred_bag if _is_number(word)}
+    return not gold_numbers or bool(gold_numbers & pred_numbers)
+
+
+def _align_bags(pred_bags: list[set[str]], gold_bags: list[set[str]]) -> np.ndarray:
+    scores = np.zeros((len(gold_bags), len(pred_bags)))
+    for g, gold_bag in enumerate(gold_bags):
+        for p, pred_bag in enumerate(pred_bags):
+            if _numbers_match(gold_bag, pred_bag):
+                scores[g, p] = _bag_f1(pred_bag, gold_bag)
+    from scipy.optimize import linear_sum_assignment  # scipy takes ~1 s to import: only when scoring f1
+
+    rows, cols = linear_sum_assignment(-scores)
+    best = np.zeros(max(len(gold_bags), len(pred_bags)))
+    for row, col in zip(rows, cols):
+        best[row] = max(best[row], scores[row, col])
+    return best
+
+
+def f1(pred: Any, gold: Any) -> float:
+    """DROP F1 between ``pred`` and ``gold`` (each a string or a list of strings).
+
+    Each span is a bag (set) of normalised tokens; a predicted/gold pair scores its token F1,
+    or 0 when the gold span holds numbers and the predicted span shares none of them. Spans
+    are aligned one to one to maximise the total (``linear_sum_assignment``); the result is
+    the mean over ``max(len(gold), len(pred))`` spans, rounded to 2 decimals.
+    """
+    _, pred_bags = _answer_to_bags(pred)
+    _, gold_bags = _answer_to_bags(gold)
+    return round(float(np.mean(_align_bags(pred_bags, gold_bags))), 2)
+
+
+# --- set_em ----------------------------------------------------------------------------------
+
+def split_items(answer: Any) -> set[str]:
+    """The set of normalised items of a list answer (the rule :func:`set_em` uses).
+
+    * a list or tuple: its elements are the items, each taken whole (not split further);
+    * a string that parses as a JSON list (``'["a", "b"]'``): that list's elements;
+    * any other string: split on commas and newlines (``"a, b\\nc"`` -> a, b, c).
+
+    Each item is normalised with :func:`normalize_answer`; items that normalise to the empty
+    string are dropped. Order and repeats do not matter.
+    """
+    answer = coerce_answer(answer)
+    if isinstance(answer, str):
+        answer = _string_items(answer)
+    normalized = (normalize_answer(item) for item in answer)
+    return {item for item in normalized if item}
+
+
+def _string_items(text: str) -> list[str]:
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            parsed = json.loads(stripped)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, list):
+            return [_scalar_text(item) for item in parsed]
+    return _ITEM_SPLIT.split(text)
+
+
+def _gold_items(gold: Any) -> set[str]:
+    spans = _spans(gold)
+    return split_items(spans[0] if len(spans) == 1 else spans)
+
+
+def set_em(pred: Any, gold: Any) -> float:
+    """Order-free exact match of list answers: 1.0 when the prediction's items equal the
+    gold items as sets, else 0.0.
+
+    The prediction's items come from :func:`split_items`. Gold with several spans uses the
+    spans as its items; a gold that is a single string is split like a predicted string.
+    """
+    return 1.0 if split_items(pred) == _gold_items(gold) else 0.0
+
+
+# --- scoring rows ----------------------------------------------------------------------------
+
+METRICS: dict[str, Callable[[Any, Any], float]] = {"em": em, "set_em": set_em, "f1": f1}
+
+
+def _metric(name: str) -> Callable[[Any, Any], float]:
+    if name not in METRICS:
+        valid = ", ".join(sorted(METRICS))
+        raise ValueError(f"unknown metric {name!r}; valid metrics are: {valid}")
+    return METRICS[name]
+
+
+def best_score(pred: Any, alternatives: Alternatives, metric: str) -> float:
+    """The best ``metric`` score of ``pred`` over the gold ``alternatives``.
+
+    As in DROP, alternatives whose first string is empty are ignored. When no alternative is
+    left (the gold answer is empty) the prediction is scored against the empty answer ``""``,
+    so an empty prediction (or ``None``) scores 1.0 and any other scores 0.0.
+    """
+    score = _metric(metric)
+    kept = [alt for alt in alternatives if alt and alt[0].strip()]
+    if not kept:
+        return float(score(pred, ""))
+    return max(float(score(pred, list(alt))) for alt in kept)
+
+
+def score_predictions(gold_rows: Mapping[Any, Any], predictions: Mapping[Any, Any], metric: str) -> dict:
+    """Score ``predictions`` against ``gold_rows`` with ``metric`` ("em", "set_em" or "f1").
+
+    ``gold_rows`` maps an id to its gold (anything :func:`as_alternatives` reads, usually a
+    list of alternatives); ``predictions`` maps an id to an answer. Ids are compared as
+    strings. A gold id without a prediction scores 0; predictions for unknown ids are ignored.
+    Returns ``{"metric", "score" (mean, a float, 0.0 when there are no rows), "n", "missing"}``.
+    """
+    _metric(metric)
+    preds = {str(key): value for key, value in predictions.items()}
+    total, missing = 0.0, 0
+    for row_id, gold in gold_rows.items():
+        if str(row_id) not in preds:
+            missing += 1
+            continue
+        total += best_score(preds[str(row_id)], as_alternatives(gold), metric)
+    n = len(gold_rows)
+    return {"metric": metric, "score": float(total / n) if n else 0.0, "n": n, "missing": missing}
+
+
+def gold_by_id(rows: Any) -> dict[str, Any]:
+    """Map id -> gold for dataset rows (``runtime.datasets.Row``), leaving out rows that
+    carry an error or have no gold."""
+    return {row.id: row.gold for row in rows if row.error is None and row.gold is not None}
+
+
+# --- predictions -----------------------------------------------------------------------------
+
+class Predictions(dict):
+    """A dict id -> answer, with ``warnings``: one message per skipped or overridden line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warnings: list[str] = []
+
+
+def read_predictions(path: str | Path) -> Predictions:
+    """Read an OUT.jsonl file of ``{"id", "answer", "error"?}`` lines into id -> answer.
+
+    A line whose ``error`` is set counts as a prediction whose answer is ``None``. Blank lines
+    are skipped silently. Malformed lines (not JSON, not an object, no id) are skipped, each
+    with a message in the result's ``warnings`` list; a repeated id keeps the last line's
+    answer and also adds a warning. Ids are turned into strings. A file that cannot be read
+    raises ``OSError``.
+    """
+    result = Predictions()
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                _add_prediction(result, number, line)
+    return result
+
+
+def _add_prediction(result: Predictions, number: int, line: str) -> None:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        result.warnings.append(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+        return
+    if not isinstance(record, dict):
+        result.warnings.append(f"line {number}: expected a JSON object, got {json_kind(record)}")
+        return
+    if record.get("id") in (None, ""):
+        result.warnings.append(f"line {number}: the line has no 'id'")
+        return
+    row_id = _scalar_text(record["id"])
+    if row_id in result:
+        result.warnings.append(f"line {number}: repeated id {row_id!r}; the last answer is kept")
+    result[row_id] = None if record.get("error") else record.get("answer")
+
+
+def evaluate_files(gold_path: str | Path, pred_path: str | Path, metric: str) -> tuple[dict, list[str]]:
+    """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL;
+    also the warnings about prediction lines that were skipped."""
+    from decomp.runtime.runs.datasets import read_rows
+
+    predictions = read_predictions(pred_path)
+    return score_predictions(gold_by_id(read_rows(gold_path)), predictions, metric), predictions.warnings

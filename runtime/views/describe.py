@@ -1,0 +1,42 @@
+"""Plain-JSON views of parsed modules and few-shot files, for `decomp check --json`."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from decomp.dsl import nodes
+
+
+def describe(node: Any) -> Any:
+    """A JSON-able description of a `Module` or `FewShot` (spans as "file:line:col")."""
+    if isinstance(node, nodes.FewShot):
+        return [_example(e) for e in node.examples]
+    return _plain(node)
+
+
+def _example(example: nodes.Example) -> dict:
+    return {
+        "question": example.question,
+        "context": example.context or None,
+        "line": example.span.line,
+        "steps": [
+            {"operator": s.step.operator, "handler": s.step.handler, "query": s.step.query,
+             "answer": s.answer.value if s.answer else None}
+            for s in example.steps
+        ],
+        "answer": example.answer.value if example.answer else None,
+    }
+
+
+def _plain(node: Any) -> Any:
+    if isinstance(node, nodes.Span):
+        return str(node)
+    if dataclasses.is_dataclass(node):
+        out = {"node": type(node).__name__}
+        for f in dataclasses.fields(node):
+            if f.name != "mains":
+                out[f.name] = _plain(getattr(node, f.name))
+        return out
+    if isinstance(node, (list, tuple)):
+        return [_plain(x) for x in node]
+    return node

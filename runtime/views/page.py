@@ -1,0 +1,442 @@
+"""A run directory as one standalone HTML page (`decomp trace html RUN -o PAGE.html`).
+
+The page needs no network: its CSS and JavaScript are inline, it loads no font, script or image.
+The header (program, input, model, the run's totals) and the rows' table are written here, in
+HTML, escaped; the decomposition trees travel as JSON in a `<script type="application/json">`
+element and a row's tree is built by the page's script only when that row is selected (a
+node's children, prompt and raw output only when that node is first expanded), so a run of
+thousands of rows with long few-shot prompts opens as fast as its table.
+
+The JSON, `{"strings": [...], "trees": {"INDEX": NODE}}`, keeps each text once: a text field
+is a number (an entry of `strings`) or a list of numbers (entries to join), texts of several
+paragraphs being cut after each blank line, so the few-shot examples every prompt repeats are
+stored once. A node is an object of short keys, present only when set:
+
+    k kind, l label, h handler, o operator, at location, q query, p prompt, r raw_output,
+    a answer (text: strings as they are, other values as JSON), e error, c cache_hit (1),
+    pt prompt_tokens, ct completion_tokens, s seconds, ch children (nodes)
+
+`</` is written `<\\/` (and `<!--` as `\\u003c!--`) inside the JSON, so no text can end the
+script element early. The script writes data with `textContent` only, never `innerHTML`.
+
+What tests (and other tools) can rely on:
+
+    #run-header                   the header; #program, #input, #model hold those values
+    #summary [data-key=NAME] dd   one run total (rows, failed, score, calls, prompt_tokens, ...)
+    #handlers                     per-handler latency table (when any handler ran)
+    table#rows tr.row             one per row: data-index, data-id; class `failed` when the row
+                                  has an error, else `wrong` when scored below 1; `selected` when shown
+      td.index td.id td.answer td.gold td.score td.status td.calls td.tokens td.cache-hits
+                                  (td.score only when some row has a score)
+    #tree                         the selected row's tree (data-index = that row's index)
+    #tree-title                   its heading; #expand-all, #collapse-all buttons
+    .node                         a tree node: data-path ("0", "0.2", "0.2.1"), data-kind;
+                                  class `failed` when it has an error, `open` when expanded
+      .node-head > button.toggle  expands / collapses (aria-expanded); absent on empty leaves
+      .node-head spans            .kind .handler .operator .label .location .query .answer
+                                  .error .ok .tokens .seconds .cache-hit
+      .node-body                  built on first expand: pre.prompt, pre.raw-output, .children
+    script#trace-data             the JSON above
+    #row=INDEX in the URL         selects that row (on opening, and when the hash changes)
+
+The row node and its first-level children that hold no prompt start expanded; every other
+node starts collapsed.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+from decomp.runtime.runs.rundir import RunDir, summarize
+
+#: Texts longer than this are cut into paragraphs (after each blank line) before being stored.
+_CUT_ABOVE = 80
+_PARAGRAPHS = re.compile(r"(?<=\n\n)")
+_TOTALS = ("rows", "failed", "score", "scored_rows", "calls", "cache_hits", "prompt_tokens",
+           "completion_tokens", "wall_s", "sessions")
+
+
+def render_html(run: RunDir) -> str:
+    """The whole page for `run`: header, rows' table, and every stored tree as embedded JSON."""
+    records = run.records()
+    summary = summarize(records, run.manifest)
+    data = page_data(run)
+    title = f"decomp run: {_program_name(run.manifest)}"
+    return "".join((
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
+        f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n",
+        _header_html(run.manifest, summary),
+        "<main id=\"panes\">\n<section id=\"rows-pane\">\n",
+        _rows_html(records),
+        "</section>\n<section id=\"tree-pane\">\n",
+        "<div id=\"tree-bar\"><h2 id=\"tree-title\">Select a row to see its decomposition tree</h2>",
+        "<button type=\"button\" id=\"expand-all\" disabled>Expand all</button>",
+        "<button type=\"button\" id=\"collapse-all\" disabled>Collapse all</button></div>\n",
+        "<div id=\"tree\"></div>\n</section>\n</main>\n",
+        f"<script type=\"application/json\" id=\"trace-data\">{script_json(data)}</script>\n",
+        f"<script>{_JS}</script>\n</body>\n</html>\n",
+    ))
+
+
+def page_data(run: RunDir) -> dict:
+    """The JSON the page embeds: the string table and each row's encoded tree, by row index."""
+    strings = _Strings()
+    trees = {str(index): _encode(tree.to_dict(), strings) for index, tree in run.traces()}
+    return {"strings": strings.table, "trees": trees}
+
+
+def script_json(value: Any) -> str:
+    """`value` as JSON that is safe inside a `<script>` element (no `</`, no `<!--`)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text.replace("</", "<\\/").replace("<!--", "\\u003c!--")
+
+
+def decode_text(ref: int | list[int] | None, strings: list[str]) -> str | None:
+    """A text field of `page_data`'s nodes back as text (what the page's script does)."""
+    if ref is None:
+        return None
+    return strings[ref] if isinstance(ref, int) else "".join(strings[i] for i in ref)
+
+
+def show_value(value: Any) -> str:
+    """An answer as the page shows it: a string as it is, None as "", anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+# ---------------------------------------------------------------- the JSON
+class _Strings:
+    """Interned texts: each distinct text (or paragraph of a long text) stored once."""
+
+    def __init__(self) -> None:
+        self.table: list[str] = []
+        self._ids: dict[str, int] = {}
+
+    def one(self, text: str) -> int:
+        found = self._ids.get(text)
+        if found is None:
+            found = self._ids[text] = len(self.table)
+            self.table.append(text)
+        return found
+
+    def ref(self, text: str) -> int | list[int]:
+        """A number for a short text or a text of one paragraph, else a list of numbers."""
+        if len(text) <= _CUT_ABOVE or "\n\n" not in text:
+            return self.one(text)
+        return [self.one(part) for part in _PARAGRAPHS.split(text) if part]
+
+
+_TEXT_KEYS = (("kind", "k"), ("label", "l"), ("handler", "h"), ("operator", "o"), ("location", "at"),
+              ("query", "q"), ("prompt", "p"), ("raw_output", "r"), ("error", "e"))
+
+
+def _encode(node: dict, strings: _Strings) -> dict:
+    out: dict[str, Any] = {}
+    for name, key in _TEXT_KEYS:
+        value = node.get(name)
+        if value is not None and (value != "" or name == "kind"):
+            out[key] = strings.ref(str(value))
+    if node.get("answer") is not None:
+        out["a"] = strings.ref(show_value(node["answer"]))
+    if node.get("cache_hit"):
+        out["c"] = 1
+    for name, key in (("prompt_tokens", "pt"), ("completion_tokens", "ct")):
+        if node.get(name):
+            out[key] = node[name]
+    if node.get("seconds") is not None:
+        out["s"] = round(node["seconds"], 6)
+    if node.get("children"):
+        out["ch"] = [_encode(child, strings) for child in node["children"]]
+    return out
+
+
+# ---------------------------------------------------------------- the HTML written here
+def _esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _program_name(manifest: dict) -> str:
+    path = (manifest.get("program") or {}).get("path") or "?"
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _header_html(manifest: dict, summary: dict) -> str:
+    program, data = manifest.get("program") or {}, manifest.get("input") or {}
+    model = (manifest.get("options") or {}).get("model")
+    facts = [("program", program.get("path")), ("input", data.get("path")), ("model", model)]
+    parts = ["<header id=\"run-header\">\n<h1>decomp run</h1>\n<dl id=\"run-facts\">"]
+    parts += [f"<div><dt>{name}</dt><dd id=\"{name}\">{_esc(value)}</dd></div>" for name, value in facts]
+    parts.append("</dl>\n<dl id=\"summary\">")
+    for key in _TOTALS:
+        value = summary.get(key)
+        bad = " class=\"bad\"" if key == "failed" and value else ""
+        parts.append(f"<div data-key=\"{key}\"{bad}><dt>{key.replace('_', ' ')}</dt>"
+                     f"<dd>{_esc('' if value is None else value)}</dd></div>")
+    parts.append("</dl>\n")
+    parts.append(_handlers_html(summary.get("handlers") or {}))
+    parts.append("</header>\n")
+    return "".join(parts)
+
+
+def _handlers_html(handlers: dict) -> str:
+    if not handlers:
+        return ""
+    rows = "".join(f"<tr><td>{_esc(name)}</td><td>{_esc(h.get('calls'))}</td><td>{_esc(h.get('mean_ms'))}</td>"
+                   f"<td>{_esc(h.get('seconds'))}</td></tr>" for name, h in handlers.items())
+    return ("<details id=\"handlers-box\"><summary>Handlers</summary><table id=\"handlers\"><thead><tr>"
+            "<th>handler</th><th>calls</th><th>mean ms</th><th>seconds</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></details>\n")
+
+
+def _rows_html(records: list[dict]) -> str:
+    scored = any("score" in r for r in records)
+    heads = ["#", "id", "answer", "gold", *(["score"] if scored else []), "status", "calls", "tokens", "cache hits"]
+    parts = ["<table id=\"rows\"><thead><tr>", *(f"<th>{h}</th>" for h in heads), "</tr></thead><tbody>\n"]
+    parts += [_row_html(record, scored) for record in records]
+    if not records:
+        parts.append(f"<tr class=\"empty\"><td colspan=\"{len(heads)}\">This run has no finished rows.</td></tr>")
+    parts.append("</tbody></table>\n")
+    return "".join(parts)
+
+
+def _row_html(record: dict, scored: bool) -> str:
+    usage = record.get("usage") or {}
+    failed = "error" in record
+    score = record.get("score")
+    classes = ["row"] + (["failed"] if failed else []) + (["wrong"] if not failed and score is not None and score < 1 else [])
+    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    status = (f"<td class=\"status\" title=\"{_esc(record['error'])}\">failed</td>" if failed
+              else "<td class=\"status\">ok</td>")
+    cells = [
+        f"<td class=\"index\">{_esc(record['index'])}</td>",
+        f"<td class=\"id\">{_esc(record.get('id'))}</td>",
+        f"<td class=\"answer\">{_esc(show_value(record.get('answer')))}</td>",
+        f"<td class=\"gold\">{_esc(show_value(record.get('gold')))}</td>",
+        *([f"<td class=\"score\">{_esc(score)}</td>"] if scored else []),
+        status,
+        f"<td class=\"calls\">{_esc(usage.get('calls', 0))}</td>",
+        (f"<td class=\"tokens\" title=\"{_esc(prompt)} prompt + {_esc(completion)} completion\">"
+         f"{_esc(prompt + completion)}</td>"),
+        f"<td class=\"cache-hits\">{_esc(usage.get('cache_hits', 0))}</td>",
+    ]
+    return (f"<tr class=\"{' '.join(classes)}\" data-index=\"{_esc(record['index'])}\" "
+            f"data-id=\"{_esc(record.get('id'))}\" tabindex=\"0\">{''.join(cells)}</tr>\n")
+
+
+_CSS = """
+:root { --fg: #1d2127; --muted: #68707c; --line: #d8dce2; --bg: #fff; --soft: #f4f6f9;
+  --red: #b3261e; --red-bg: #fde7e6; --amber-bg: #fff6dc; --sel: #dceafe; --accent: #1a5fb4; }
+* { box-sizing: border-box; }
+html, body { height: 100%; }
+body { display: flex; flex-direction: column; margin: 0; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
+header { padding: 12px 16px; border-bottom: 1px solid var(--line); background: var(--soft); }
+h1 { font-size: 18px; margin: 0 0 6px; }
+h2 { font-size: 15px; margin: 0; flex: 1; }
+dl { display: flex; flex-wrap: wrap; gap: 4px 18px; margin: 4px 0; }
+dl > div { display: flex; gap: 6px; }
+dt { color: var(--muted); }
+dd { margin: 0; font-weight: 600; word-break: break-all; }
+#run-facts dd { font-family: ui-monospace, Menlo, Consolas, monospace; font-weight: normal; }
+#summary .bad dd { color: var(--red); }
+details#handlers-box { margin-top: 4px; }
+table { border-collapse: collapse; }
+th, td { padding: 3px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+th { position: sticky; top: 0; background: var(--soft); z-index: 1; }
+#panes { display: grid; grid-template-columns: minmax(320px, 45%) minmax(0, 1fr); flex: 1; min-height: 300px; }
+/* size containment: a new tree lays out its pane only, not the rows' table (60 ms -> 1 ms at 200 rows) */
+#rows-pane, #tree-pane { contain: strict; overflow: auto; }
+#rows-pane { border-right: 1px solid var(--line); }
+#tree-pane { padding: 8px 12px; }
+#rows { width: 100%; }
+#rows td.answer, #rows td.gold, #rows td.id { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: pre-wrap; word-break: break-word; }
+#rows td.index, #rows td.calls, #rows td.tokens, #rows td.cache-hits, #rows td.score { text-align: right; }
+tr.row { cursor: pointer; }
+tr.row:hover { background: var(--soft); }
+tr.row.wrong { background: var(--amber-bg); }
+tr.row.failed { background: var(--red-bg); }
+tr.row.failed td.status { color: var(--red); font-weight: 600; }
+tr.row.selected { background: var(--sel); outline: 2px solid var(--accent); outline-offset: -2px; }
+tr.row.failed.selected { background: var(--red-bg); }
+#tree-bar { display: flex; gap: 8px; align-items: center; margin-bottom: 8px; }
+#tree-bar.failed h2 { color: var(--red); }
+.node { margin-left: 16px; border-left: 1px solid var(--line); padding-left: 6px; }
+#tree > .node { margin-left: 0; border-left: none; padding-left: 0; }
+.node-head { display: flex; flex-wrap: wrap; gap: 2px 8px; align-items: baseline; padding: 2px 0; }
+.node-head > span { white-space: pre-wrap; word-break: break-word; }
+.toggle { width: 22px; padding: 0; border: 1px solid var(--line); background: var(--bg); border-radius: 3px; cursor: pointer; font-size: 11px; }
+.toggle-space { display: inline-block; width: 22px; }
+.node-head .kind { font-size: 11px; text-transform: uppercase; letter-spacing: .04em; color: #fff; background: #5e6b7d; border-radius: 3px; padding: 0 4px; }
+.node[data-kind="model"] > .node-head .kind { background: #6b3fa0; }
+.node[data-kind="row"] > .node-head .kind { background: #2b6a3f; }
+.node[data-kind="step"] > .node-head .kind { background: #1a5fb4; }
+.node-head .handler { font-weight: 600; }
+.node-head .operator, .node-head .location, .node-head .seconds, .node-head .tokens { color: var(--muted); font-size: 12px; }
+.node-head .location { font-family: ui-monospace, Menlo, Consolas, monospace; }
+.node-head .query, .node-head .answer, .node-head .label { font-family: ui-monospace, Menlo, Consolas, monospace; }
+.node-head .answer::before { content: "\\2192  "; color: var(--muted); }
+.node-head .error { color: var(--red); font-weight: 600; }
+.node-head .ok { font-size: 11px; color: #2b6a3f; }
+.node.failed > .node-head .ok { color: var(--red); font-weight: 600; }
+.node.failed > .node-head { background: var(--red-bg); }
+.node-head .cache-hit { font-size: 11px; background: #e6f4ea; color: #2b6a3f; border-radius: 3px; padding: 0 4px; }
+.node-body { padding: 2px 0 4px 28px; }
+.block-title { font-size: 11px; color: var(--muted); margin-top: 4px; }
+pre.prompt, pre.raw-output { margin: 2px 0 6px; padding: 6px 8px; background: var(--soft); border: 1px solid var(--line); border-radius: 4px;
+  white-space: pre-wrap; word-break: break-word; font: 12px/1.35 ui-monospace, Menlo, Consolas, monospace; max-height: 480px; overflow: auto; }
+pre.raw-output { background: #f3effa; }
+.muted { color: var(--muted); }
+"""
+
+_JS = r"""
+(function () {
+  "use strict";
+  var DATA = null, current = null;
+  function data() {
+    if (DATA === null) { DATA = JSON.parse(document.getElementById("trace-data").textContent); }
+    return DATA;
+  }
+  function text(ref) {
+    if (ref === undefined || ref === null) { return null; }
+    var S = data().strings;
+    if (typeof ref === "number") { return S[ref]; }
+    var out = "";
+    for (var i = 0; i < ref.length; i++) { out += S[ref[i]]; }
+    return out;
+  }
+  function el(tag, cls, content) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (content !== undefined && content !== null) { e.textContent = content; }
+    return e;
+  }
+  function span(head, cls, content, title) {
+    var s = el("span", cls, content);
+    if (title) { s.title = title; }
+    head.appendChild(s);
+  }
+  function expandable(n) { return !!(n.p !== undefined || n.r !== undefined || (n.ch && n.ch.length)); }
+  function startsOpen(n, depth) { return depth === 0 || (depth === 1 && n.p === undefined && !!(n.ch && n.ch.length)); }
+
+  function renderNode(n, depth, path) {
+    var node = el("div", "node");
+    node.dataset.path = path;
+    var kind = text(n.k) || "";
+    node.dataset.kind = kind;
+    if (n.e !== undefined) { node.classList.add("failed"); }
+    var head = el("div", "node-head");
+    node.appendChild(head);
+    if (expandable(n)) {
+      var toggle = el("button", "toggle", "\u25B8");
+      toggle.type = "button";
+      toggle.setAttribute("aria-expanded", "false");
+      toggle.title = "expand / collapse";
+      toggle.addEventListener("click", function (ev) { ev.stopPropagation(); setOpen(node, n, depth, !node.classList.contains("open")); });
+      head.appendChild(toggle);
+    } else {
+      head.appendChild(el("span", "toggle-space"));
+    }
+    span(head, "kind", kind);
+    if (n.h !== undefined) { span(head, "handler", "[" + text(n.h) + "]"); }
+    if (n.o !== undefined) { span(head, "operator", text(n.o)); }
+    var query = text(n.q), label = text(n.l);
+    if (label && (!query || label.indexOf(query) < 0)) { span(head, "label", label); }
+    if (n.at !== undefined) { span(head, "location", text(n.at)); }
+    if (query !== null) { span(head, "query", query); }
+    if (n.a !== undefined) { span(head, "answer", text(n.a)); }
+    if (n.e !== undefined) { span(head, "error", text(n.e)); }
+    span(head, "ok", n.e === undefined ? "ok" : "failed");
+    if (n.pt || n.ct) { span(head, "tokens", (n.pt || 0) + "/" + (n.ct || 0) + " tok", "prompt / completion tokens"); }
+    if (n.s !== undefined) { span(head, "seconds", n.s.toFixed(3) + " s"); }
+    if (n.c) { span(head, "cache-hit", "cache hit"); }
+    node._n = n; node._depth = depth;
+    if (startsOpen(n, depth) && expandable(n)) { setOpen(node, n, depth, true); }
+    return node;
+  }
+
+  function buildBody(node, n, depth) {
+    var body = el("div", "node-body");
+    if (n.p !== undefined) {
+      body.appendChild(el("div", "block-title", "prompt"));
+      body.appendChild(el("pre", "prompt", text(n.p)));
+    }
+    if (n.r !== undefined) {
+      body.appendChild(el("div", "block-title", "raw output"));
+      body.appendChild(el("pre", "raw-output", text(n.r)));
+    }
+    if (n.ch && n.ch.length) {
+      var kids = el("div", "children");
+      for (var i = 0; i < n.ch.length; i++) { kids.appendChild(renderNode(n.ch[i], depth + 1, node.dataset.path + "." + i)); }
+      body.appendChild(kids);
+    }
+    node.appendChild(body);
+    return body;
+  }
+
+  function setOpen(node, n, depth, open) {
+    var body = node.querySelector(":scope > .node-body");
+    if (open && !body) { body = buildBody(node, n, depth); }
+    if (body) { body.hidden = !open; }
+    node.classList.toggle("open", open);
+    var toggle = node.querySelector(":scope > .node-head > .toggle");
+    if (toggle) { toggle.setAttribute("aria-expanded", open ? "true" : "false"); toggle.textContent = open ? "\u25BE" : "\u25B8"; }
+  }
+
+  function setAll(open) {
+    var root = document.querySelector("#tree > .node");
+    if (!root) { return; }
+    var stack = [root];
+    while (stack.length) {
+      var node = stack.pop();
+      if (!node._n || !expandable(node._n)) { continue; }
+      if (open || node !== root) { setOpen(node, node._n, node._depth, open); }
+      var kids = node.querySelectorAll(":scope > .node-body > .children > .node");
+      for (var i = 0; i < kids.length; i++) { stack.push(kids[i]); }
+    }
+  }
+
+  function select(tr) {
+    if (!tr) { return; }
+    if (current) { current.classList.remove("selected"); }
+    current = tr;
+    tr.classList.add("selected");
+    var index = tr.dataset.index, tree = document.getElementById("tree");
+    var title = document.getElementById("tree-title"), bar = document.getElementById("tree-bar");
+    tree.textContent = "";
+    tree.dataset.index = index;
+    title.textContent = "Row " + index + ": " + tr.dataset.id;
+    bar.classList.toggle("failed", tr.classList.contains("failed"));
+    var n = data().trees[index];
+    document.getElementById("expand-all").disabled = !n;
+    document.getElementById("collapse-all").disabled = !n;
+    if (n) { tree.appendChild(renderNode(n, 0, "0")); }
+    else { tree.appendChild(el("p", "muted", "No trace is stored for this row.")); }
+    if (history.replaceState) { history.replaceState(null, "", "#row=" + index); }
+  }
+
+  var rows = document.getElementById("rows");
+  rows.addEventListener("click", function (ev) { select(ev.target.closest("tr.row")); });
+  rows.addEventListener("keydown", function (ev) {
+    var tr = ev.target.closest("tr.row");
+    if (!tr) { return; }
+    if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); select(tr); }
+    else if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+      var next = ev.key === "ArrowDown" ? tr.nextElementSibling : tr.previousElementSibling;
+      if (next && next.classList.contains("row")) { ev.preventDefault(); next.focus(); select(next); }
+    }
+  });
+  document.getElementById("expand-all").addEventListener("click", function () { setAll(true); });
+  document.getElementById("collapse-all").addEventListener("click", function () { setAll(false); });
+  function fromHash() {
+    var m = /^#row=(-?\d+)$/.exec(location.hash);
+    if (m) { select(rows.querySelector('tr.row[data-index="' + m[1] + '"]')); }
+  }
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
+})();
+"""

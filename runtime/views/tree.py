@@ -1,0 +1,309 @@
+"""Terminal views of a run directory, for `decomp trace show`.
+
+    show_rows(run, console)            the run's header (program, input, model, totals) and a
+                                       table of its rows; failed rows in red; a run of more
+                                       than 50 rows shows its failed rows first, then its first
+                                       rows, and says how many are left out
+    show_tree(record, tree, console)   one row's decomposition tree, one line per node
+
+A tree line reads `kind [handler] (operator) query → answer` followed by dim details: the
+program line (file:line), tokens in/out, latency, and "cached" when the step cache answered.
+The default operator `select` is not written. A step (or foreach item) whose only child is
+the handler call it made, with the same query and answer, is drawn as one line (the call's
+details on it), so a row reads as its program. Nodes that failed, and the path down to them,
+are red and bold; the error is written under the deepest node that has it. A model request
+shows the last lines of its prompt and its raw output beneath it.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from decomp.runtime.runs.rundir import RunDir, summarize
+from decomp.runtime.engine.tracing import TraceNode
+
+#: Runs with more rows than this show failed rows first, then the first rows.
+MAX_ROWS = 50
+#: Of those, at most this many failed rows.
+MAX_FAILED_ROWS = 30
+QUERY_WIDTH, ANSWER_WIDTH, ERROR_WIDTH, PROMPT_LINES = 80, 60, 60, 3
+FAILED = "bold red"
+KIND_STYLES = {"row": "bold", "step": "cyan", "item": "blue", "call": "green", "model": "magenta",
+               "if": "yellow", "decomposer-line": "magenta"}
+#: An error's place, "file:line:col" after "[name] kind, " (or leading): the table drops it.
+_LEADING_PLACE = re.compile(r"^((?:\[[^\]]+\] [\w-]+)?)(?:, )?[^\s:,]+(?::\d+)+: ")
+_STEP_HEAD = re.compile(r"^\s*(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*)?")  # "(op) [handler] " of a step line
+_PATH = re.compile(r"(?<![\w.<])/(?:[^\s:/]+/)+([^\s:/]+(?::\d+)+)")
+
+
+# ---- small text helpers (also used by trace_diff)
+def shorten(text: str, width: int) -> str:
+    """`text` on one line, cut to `width` characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
+
+
+def show_value(value: Any, width: int = ANSWER_WIDTH) -> str:
+    """An answer as JSON (a string in quotes, so "3" and 3 differ), shortened."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return shorten(text, width)
+
+
+def short_paths(text: str) -> str:
+    """`text` with absolute `/dir/file:line` paths cut to `file:line`."""
+    return _PATH.sub(r"\1", text)
+
+
+def where(location: str | None) -> str:
+    """A node's program line as `file:line` (no folders)."""
+    if not location:
+        return ""
+    path, sep, line = location.rpartition(":")
+    if not sep or not line.isdigit() or path.startswith("<"):
+        return location
+    return f"{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
+
+
+# ---- the rows' table
+def show_rows(run: RunDir, console: Console) -> None:
+    """Print the run's header and a table of its rows (failed rows in red)."""
+    records = run.records()
+    console.print(_run_header(run, summarize(records, run.manifest)))
+    if not records:
+        console.print(Text("no complete rows yet", style="yellow"))
+    else:
+        failed, first, hidden = _pick_rows(records)
+        console.print(_rows_table(records, failed, first))
+        if hidden:
+            left_failed = sum("error" in r for r in hidden)
+            console.print(Text(f"{len(hidden)} more rows not shown ({left_failed} of them failed); "
+                               f"decomp trace html {run.path} -o PAGE.html shows them all", style="dim"))
+    console.print(Text(f"decomp trace show {run.path} --row ID for a row's tree", style="dim"))
+
+
+def _run_header(run: RunDir, summary: dict) -> Text:
+    manifest = run.manifest
+    program = manifest.get("program") or {}
+    main = f" (main {program['main']})" if program.get("main") else ""
+    model = (manifest.get("options") or {}).get("model")
+    lines = [("run", str(run.path)), ("program", f"{program.get('path', '?')}{main}"),
+             ("input", str((manifest.get("input") or {}).get("path", "?"))), ("model", str(model or "none"))]
+    text = Text()
+    for name, value in lines:
+        text.append(f"{name:<8}", style="bold").append(value + "\n")
+    return text.append(_totals(summary))
+
+
+def _totals(summary: dict) -> Text:
+    text = Text(f"rows {summary['rows']}  ")
+    text.append(f"failed {summary['failed']}", style="red" if summary["failed"] else "")
+    if summary.get("score") is not None:
+        text.append(f"  score {summary['score']:.3f} over {summary['scored_rows']}")
+    text.append(f"  calls {summary['calls']}  tokens {summary['prompt_tokens']}/{summary['completion_tokens']}"
+                f"  cache hits {summary['cache_hits']}  wall {summary['wall_s']} s"
+                f"  sessions {summary['sessions']}")
+    return text
+
+
+def _pick_rows(records: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
+    """(failed rows shown first, other rows shown, rows left out) for a large run."""
+    if len(records) <= MAX_ROWS:
+        return [], records, []
+    failed = [r for r in records if "error" in r][:MAX_FAILED_ROWS]
+    taken = {r["index"] for r in failed}
+    first = [r for r in records if r["index"] not in taken][: MAX_ROWS - len(failed)]
+    taken |= {r["index"] for r in first}
+    return failed, first, [r for r in records if r["index"] not in taken]
+
+
+def _rows_table(records: list[dict], failed: list[dict], first: list[dict]) -> Table:
+    has_gold = any("gold" in r for r in records)
+    has_score = any("score" in r for r in records)
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    table.add_column("#", justify="right", no_wrap=True, min_width=len(str(records[-1]["index"])))
+    table.add_column("id", no_wrap=True, overflow="ellipsis", min_width=4, max_width=24)
+    table.add_column("answer", no_wrap=True, overflow="ellipsis", min_width=8, max_width=40)
+    if has_gold:
+        table.add_column("gold", no_wrap=True, overflow="ellipsis", min_width=6, max_width=30)
+    if has_score:
+        table.add_column("score", justify="right", no_wrap=True, min_width=5)
+    for name in ("calls", "tokens", "cached"):
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
+    table.add_column("error", overflow="fold", max_width=ERROR_WIDTH)
+    for record in failed:
+        table.add_row(*_cells(record, has_gold, has_score), style="red")
+    if failed:
+        table.add_section()
+    for record in first:
+        table.add_row(*_cells(record, has_gold, has_score), style="red" if "error" in record else None)
+    return table
+
+
+def _cells(record: dict, has_gold: bool, has_score: bool) -> list[Text]:
+    """The row's cells as plain text (never read as rich markup: "[split]" stays as written)."""
+    return [Text(cell) for cell in _cell_texts(record, has_gold, has_score)]
+
+
+def _cell_texts(record: dict, has_gold: bool, has_score: bool) -> list[str]:
+    usage = record.get("usage") or {}
+    cells = [str(record["index"]), shorten(str(record.get("id", "")), 24), _answer_cell(record)]
+    if has_gold:
+        cells.append(show_value(record["gold"], 30) if "gold" in record else "")
+    if has_score:
+        cells.append(f"{record['score']:g}" if isinstance(record.get("score"), (int, float)) else "")
+    tokens = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+    cells += [str(usage.get("calls", 0)), str(tokens), str(usage.get("cache_hits", 0))]
+    cells.append(_error_cell(record["error"]) if "error" in record else "")
+    return cells
+
+
+def _error_cell(error: object) -> str:
+    """A row's error for the table: no folders, no leading file:line:col, cut short."""
+    return shorten(_LEADING_PLACE.sub(r"\1: ", short_paths(str(error))).lstrip(": "), ERROR_WIDTH)
+
+
+def _answer_cell(record: dict) -> str:
+    if "error" in record and record.get("answer") is None:
+        return "—"
+    return show_value(record.get("answer"), 40)
+
+
+# ---- one row's tree
+def show_tree(record: dict, tree: TraceNode | None, console: Console) -> None:
+    """Print one row's decomposition tree (failures and the path to them in red)."""
+    console.print(_row_header(record))
+    if tree is None:
+        console.print(Text(f"row {record.get('id')!s} (index {record.get('index')}) has no stored trace: "
+                           "its tree was not written to traces.sqlite", style="yellow"))
+        return
+    bad = failed_nodes(tree)
+    root = Tree(_label(tree, tree, bad), guide_style="dim")
+    _add_children(root, tree, tree.children, bad)
+    console.print(root)
+
+
+def _row_header(record: dict) -> Text:
+    failed = "error" in record
+    text = Text(f"row {record.get('index')}  id {record.get('id')}", style=FAILED if failed else "bold")
+    text.append("  answer ").append(show_value(record.get("answer")), style="red" if failed else "")
+    if failed:
+        text.append("  failed", style=FAILED)
+    if "gold" in record:
+        text.append("  gold ").append(show_value(record["gold"]))
+    if "score" in record:
+        text.append(f"  score {record['score']:g}" if isinstance(record["score"], (int, float)) else "")
+    usage = record.get("usage") or {}
+    text.append(f"  calls {usage.get('calls', 0)}  tokens {usage.get('prompt_tokens', 0)}/"
+                f"{usage.get('completion_tokens', 0)}  cache hits {usage.get('cache_hits', 0)}", style="dim")
+    if isinstance(record.get("seconds"), (int, float)):
+        text.append(f"  {record['seconds'] * 1000:.1f} ms", style="dim")
+    return text
+
+
+def failed_nodes(tree: TraceNode) -> set[int]:
+    """ids of the nodes that failed or lie on the path down to one that did."""
+    bad: set[int] = set()
+
+    def visit(node: TraceNode) -> bool:
+        below = [visit(child) for child in node.children]  # every child, no short cut
+        if node.error is not None or any(below):
+            bad.add(id(node))
+            return True
+        return False
+
+    visit(tree)
+    return bad
+
+
+def _merged(node: TraceNode) -> TraceNode | None:
+    """The call drawn on the same line as `node`: its only child, a call with the same query
+    and answer (a step and the call it made); else None."""
+    if node.kind not in ("step", "item") or len(node.children) != 1:
+        return None
+    call = node.children[0]
+    same = call.query == node.query and call.answer == node.answer and call.error == node.error
+    handler_ok = node.handler is None or call.handler == node.handler
+    return call if call.kind == "call" and same and handler_ok else None
+
+
+def _add_children(branch: Tree, parent: TraceNode, children: list[TraceNode], bad: set[int]) -> None:
+    if parent.error is not None and not any(c.error == parent.error for c in children):
+        branch.add(Text("✗ " + short_paths(parent.error), style="red"))
+    if parent.kind == "model":
+        _add_model_text(branch, parent)
+    for child in children:
+        call = _merged(child)
+        twig = branch.add(_label(child, call or child, bad))
+        shown = call or child
+        _add_children(twig, shown, shown.children, bad)
+
+
+def _label(node: TraceNode, details: TraceNode, bad: set[int]) -> Text:
+    """One line: kind [handler] (operator) query → answer, then dim details."""
+    failed = id(node) in bad or id(details) in bad
+    text = Text(node.kind, style=FAILED if failed else KIND_STYLES.get(node.kind, ""))
+    if _not_run(node):
+        return text.append(" (not run)", style="dim")
+    handler = node.handler or details.handler
+    if handler:
+        text.append(f" [{handler}]", style=FAILED if failed else "bold")
+    if node.operator and node.operator != "select":
+        text.append(f" ({node.operator})")
+    text.append_text(_query_text(node, failed))
+    if node.kind != "model" and (node.answer is not None or node.error is None):  # no "→ null" for failures
+        text.append(" → ", style="dim").append(show_value(node.answer), style=FAILED if failed else "")
+    return text.append_text(_details(details))
+
+
+def _query_text(node: TraceNode, failed: bool) -> Text:
+    if node.kind == "row":
+        return Text(f" {node.label}" if node.label else "")
+    if node.kind == "item" and node.query is None:
+        return Text(f" {shorten(node.label, QUERY_WIDTH)}")
+    if node.query is not None:
+        return Text(" " + shorten(node.query, QUERY_WIDTH), style="red" if failed else "")
+    if node.label and node.kind == "step":  # a fan-out step: its program line, less what is shown
+        return Text(" " + shorten(_STEP_HEAD.sub("", node.label), QUERY_WIDTH), style="dim")
+    if node.label:
+        return Text(" " + shorten(node.label, QUERY_WIDTH), style="dim")
+    return Text("")
+
+
+def _not_run(node: TraceNode) -> bool:
+    """A step placed in the tree but never run (a step before it failed)."""
+    return (node.kind == "step" and not node.label and node.handler is None and not node.children
+            and node.answer is None and node.error is None)
+
+
+def _details(node: TraceNode) -> Text:
+    parts = []
+    if node.location:
+        parts.append(where(node.location))
+    if node.prompt_tokens or node.completion_tokens:
+        parts.append(f"{node.prompt_tokens}/{node.completion_tokens} tok")
+    if node.seconds is not None:
+        parts.append(f"{node.seconds * 1000:.1f} ms")
+    if node.cache_hit:
+        parts.append("cached")
+    return Text("  " + " · ".join(parts), style="dim") if parts else Text("")
+
+
+def _add_model_text(branch: Tree, node: TraceNode) -> None:
+    """A model request's last prompt lines and its raw output, as text under it."""
+    if node.prompt:
+        lines = [line for line in node.prompt.splitlines() if line.strip()][-PROMPT_LINES:]
+        text = Text("prompt …", style="dim")
+        for line in lines:
+            text.append("\n" + shorten(line, QUERY_WIDTH + 20), style="dim")
+        branch.add(text)
+    if node.raw_output is not None:
+        branch.add(Text("output ", style="dim").append(shorten(node.raw_output, QUERY_WIDTH + 20), style="green"))

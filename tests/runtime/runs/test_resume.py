@@ -1,0 +1,461 @@
+"""`decomp run --input ... --resume`: a run killed with SIGKILL anywhere finishes with every row
+exactly once and the same results as a run never interrupted; bad run directories get a clear
+one-line message, never a traceback, and nothing in them is overwritten without --force.
+
+Two kinds of kill:
+
+* from outside, by timing: the real `decomp run` of the bundled `decomp/letter_cat` against the
+  mock OpenAI server (out of process, a little latency, the oracle responder that answers every
+  prompt right), killed when results.jsonl reaches a number of lines, then resumed;
+* from inside, at exact points (resume_helpers.py): while run.json is first written, between a
+  row's trace and its results line, halfway through a results line, before the summary.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchmarks.letter_cat_oracle import make_rows, mock_server
+from decomp.runtime.cli import main
+from decomp.runtime.runs.rundir import RunDir
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+HOOKED = HERE / "resume_helpers.py"
+SYMBOLIC = REPO / "programs" / "decomp" / "letter_cat_symbolic.decomp"
+ROWS = 32           # model rows: 11 calls each, 7 of them one after another
+LATENCY = 0.02      # seconds per mock request
+TIMEOUT = 120       # seconds any one `decomp run` may take before the test gives up on it
+
+
+# ------------------------------------------------------------------------------ shared checks
+def untimed(value):
+    """`value` without what differs from run to run however right it is: wall times."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k not in ("seconds", "mean_ms", "wall_s")}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+def complete_records(run_dir: Path) -> dict[int, dict]:
+    """The complete lines of results.jsonl by row index (a half-written last line left out),
+    after checking that no row has two lines."""
+    file = run_dir / "results.jsonl"
+    if not file.exists():
+        return {}
+    lines = file.read_bytes().split(b"\n")[:-1]
+    records = [json.loads(line) for line in lines]
+    indices = [r["index"] for r in records]
+    assert len(indices) == len(set(indices)), f"a row written twice: {sorted(indices)}"
+    return {r["index"]: r for r in records}
+
+
+def has_half_line(run_dir: Path) -> bool:
+    file = run_dir / "results.jsonl"
+    return file.exists() and not file.read_bytes().endswith(b"\n") and file.stat().st_size > 0
+
+
+def sessions(run_dir: Path) -> list[dict]:
+    return json.loads((run_dir / "run.json").read_text())["sessions"]
+
+
+def assert_same_as(run_dir: Path, baseline: Path, n: int, n_sessions: int) -> None:
+    """`run_dir` is finished: each of the `n` rows once, in a valid file, with the same record
+    and trace as in `baseline` (a run never interrupted), and a summary that counts them all."""
+    data = (run_dir / "results.jsonl").read_bytes()
+    assert data.endswith(b"\n")
+    records = complete_records(run_dir)
+    assert sorted(records) == list(range(n)) and data.count(b"\n") == n
+    expected = complete_records(baseline)
+    assert {i: untimed(r) for i, r in records.items()} == {i: untimed(r) for i, r in expected.items()}
+
+    summary, base_summary = (json.loads((d / "summary.json").read_text()) for d in (run_dir, baseline))
+    assert summary["rows"] == n and summary["sessions"] == n_sessions == len(sessions(run_dir))
+    assert {k: v for k, v in untimed(summary).items() if k != "sessions"} == \
+           {k: v for k, v in untimed(base_summary).items() if k != "sessions"}
+
+    run, base = RunDir.open(run_dir), RunDir.open(baseline)
+    try:
+        for i in range(n):
+            tree = run.trace(i)
+            assert tree is not None, f"row {i} has no trace"
+            assert untimed(tree.to_dict()) == untimed(base.trace(i).to_dict()), f"row {i}: another trace"
+    finally:
+        run.close()
+        base.close()
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under `folder`: its bytes and modification time."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def assert_clear_failure(result, *fragments: str) -> str:
+    """A CliRunner result that failed as a user error should: status 1, one line on stderr that
+    says what is wrong, no traceback, no exception other than the exit."""
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), f"uncaught {result.exception!r}: {result.output}"
+    assert "Traceback" not in result.output
+    message = result.stderr.strip()
+    assert message and "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+# ------------------------------------------------------------------------------ the model runs
+@pytest.fixture(scope="module")
+def server():
+    with mock_server(LATENCY) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "letters.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in make_rows(ROWS, seed=7)))
+    return path
+
+
+def model_args(dataset: Path, run_dir: Path, server, *more: str) -> list[str]:
+    return ["run", "decomp/letter_cat", "--input", str(dataset), "--run-dir", str(run_dir),
+            "--model", "openai:mock", "--base-url", server.base_url, "--concurrency", "8", "--cache", "off", *more]
+
+
+MODEL_ENV = {"OPENAI_API_KEY": "dummy", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+
+def invoke(args: list[str], **env: str):
+    return CliRunner().invoke(main, args, env={**MODEL_ENV, **env})
+
+
+@pytest.fixture(scope="module")
+def baseline(server, dataset, tmp_path_factory) -> Path:
+    """The same run, never interrupted."""
+    run_dir = tmp_path_factory.mktemp("baseline") / "run"
+    result = invoke(model_args(dataset, run_dir, server))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["rows"], summary["failed"], summary["score"]) == (ROWS, 0, 1.0)
+    return run_dir
+
+
+@dataclass
+class Killed:
+    lines: int          # complete results lines when the process was gone
+    half_line: bool     # a half-written last line was left
+    returncode: int
+    stderr: str
+
+
+def run_until(args: list[str], run_dir: Path, tmp_path: Path, kill_at: int | None) -> Killed:
+    """`decomp ARGS` as a real process, killed with SIGKILL as soon as results.jsonl has `kill_at`
+    complete lines (0: as soon as run.json exists); `kill_at=None` lets it finish."""
+    env = {**os.environ, **MODEL_ENV, "DECOMP_CACHE_DIR": str(tmp_path / "cache")}
+    out, err = (tmp_path / "stdout.txt").open("w+"), (tmp_path / "stderr.txt").open("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "decomp.runtime.cli", *args], env=env, stdout=out,
+                            stderr=err, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        results = run_dir / "results.jsonl"
+        while kill_at is not None and proc.poll() is None and time.monotonic() < deadline:
+            if (run_dir / "run.json").exists():
+                lines = results.read_bytes().count(b"\n") if results.exists() else 0
+                if lines >= kill_at:
+                    proc.send_signal(signal.SIGKILL)
+                    break
+            time.sleep(0.002)
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        out.close()
+    err.seek(0)
+    stderr = err.read()
+    err.close()
+    return Killed(len(complete_records(run_dir)), has_half_line(run_dir), proc.returncode, stderr)
+
+
+def test_killed_at_several_points_then_resumed_equals_an_uninterrupted_run(server, dataset, baseline, tmp_path):
+    run_dir = tmp_path / "run"
+    args = model_args(dataset, run_dir, server)
+    history: list[dict[int, dict]] = []
+
+    # (a) as soon as run.json is there: before any row ends (each row takes >= 7 x LATENCY)
+    first = run_until(args, run_dir, tmp_path, kill_at=0)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    assert first.lines == 0 and not first.half_line
+    history.append(complete_records(run_dir))
+
+    # (b) after a few rows, (c) mid-run: each time resumed (no --force), killed again
+    for kill_at in (3, ROWS // 2):
+        killed = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=kill_at)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        assert "Traceback" not in killed.stderr
+        assert kill_at <= killed.lines < ROWS
+        history.append(complete_records(run_dir))
+
+    # (d) resumed to the end
+    last = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=None)
+    assert last.returncode == 0, last.stderr
+    assert "Traceback" not in last.stderr
+    history.append(complete_records(run_dir))
+
+    # no row lost: once written, a row stays, with the very same line
+    for before, after in pairwise(history):
+        assert all(after.get(i) == record for i, record in before.items())
+    # the resumed sessions ran only the rows not yet written
+    ran = sessions(run_dir)
+    assert [s["resumed"] for s in ran] == [False, True, True, True]
+    assert ran[-1]["rows"] == ROWS - len(history[-2])
+    assert_same_as(run_dir, baseline, ROWS, n_sessions=4)
+
+
+def test_a_half_written_last_line_is_detected_and_redone(server, dataset, baseline, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(baseline, run_dir)
+    results = run_dir / "results.jsonl"
+    data = results.read_bytes()
+    start = data.rstrip(b"\n").rfind(b"\n") + 1
+    cut = json.loads(data[start:])["index"]
+    results.write_bytes(data[:start + 30])  # the last line cut after 30 bytes, no newline
+
+    outcome = invoke(model_args(dataset, run_dir, server, "--resume"))
+    assert outcome.exit_code == 0, outcome.output
+    assert "note:" in outcome.stderr and "results.jsonl" in outcome.stderr and "cut off" in outcome.stderr
+    assert sessions(run_dir)[-1]["rows"] == 1
+    lines = results.read_bytes().split(b"\n")
+    assert json.loads(lines[-2])["index"] == cut  # the row redone is the one cut, written again
+    assert_same_as(run_dir, baseline, ROWS, n_sessions=2)
+
+
+def test_resuming_a_finished_run_runs_nothing(server, dataset, baseline, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(baseline, run_dir)
+    before = (run_dir / "results.jsonl").read_bytes()
+    server.reset_stats()
+
+    outcome = invoke(model_args(dataset, run_dir, server, "--resume"))
+    assert outcome.exit_code == 0, outcome.output
+    assert server.stats()["requests"] == 0
+    assert (run_dir / "results.jsonl").read_bytes() == before
+    printed = json.loads(outcome.stdout)
+    assert (printed["rows"], printed["sessions"], printed["score"]) == (ROWS, 2, 1.0)
+    assert sessions(run_dir)[-1]["rows"] == 0
+    assert_same_as(run_dir, baseline, ROWS, n_sessions=2)
+
+
+def test_resuming_with_another_model_is_refused(server, dataset, baseline, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(baseline, run_dir)
+    before = snapshot(run_dir)
+    args = model_args(dataset, run_dir, server, "--resume")
+    args[args.index("openai:mock")] = "openai:other"
+    outcome = invoke(args)
+    assert_clear_failure(outcome, "--model openai:mock", "openai:other")
+    assert snapshot(run_dir) == before
+
+
+# ------------------------------------------------------------------------------ exact kill points
+@pytest.fixture
+def symbolic(tmp_path):
+    """A copy of the symbolic letter_cat program (no model), rows (one malformed, one without an
+    id, one the program fails on) and a finished run of them."""
+    program = tmp_path / "prog" / "letter_cat_symbolic.decomp"
+    program.parent.mkdir()
+    shutil.copyfile(SYMBOLIC, program)
+    rows = make_rows(10, seed=3)
+    lines = [json.dumps(r) for r in rows]
+    lines.insert(2, '{"id": "broken", "question": ')
+    lines.insert(5, json.dumps({"id": "fails", "question": "Take the letters of nothing."}))
+    lines.append(json.dumps({"question": rows[1]["question"]}))  # no id
+    data = tmp_path / "rows.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    done = tmp_path / "done"
+    result = run_symbolic(program, data, done)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["rows"], summary["failed"]) == (13, 2)
+    return program, data, done
+
+
+def run_symbolic(program: Path, data: Path, run_dir: Path, *more: str):
+    return CliRunner().invoke(main, ["run", str(program), "--input", str(data), "--run-dir", str(run_dir),
+                                     "--cache", "off", *more])
+
+
+def hooked(point: str, n: int, program: Path, data: Path, run_dir: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(HOOKED), point, str(n), "run", str(program), "--input", str(data),
+                           "--run-dir", str(run_dir), "--cache", "off"],
+                          capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL, check=False)
+    assert proc.returncode == -signal.SIGKILL, f"the {point} hook did not fire: {proc.returncode}\n{proc.stderr}"
+    return proc
+
+
+@pytest.mark.parametrize("point, note", [("trace-only", False), ("half-line", True), ("summary", False)])
+def test_killed_at_an_exact_point_then_resumed(symbolic, tmp_path, point, note):
+    program, data, done = symbolic
+    run_dir = tmp_path / "run"
+    hooked(point, 4, program, data, run_dir)
+    written = complete_records(run_dir)
+    assert len(written) == (13 if point == "summary" else 3)
+    assert has_half_line(run_dir) == note
+    assert not (run_dir / "summary.json").exists()
+
+    outcome = run_symbolic(program, data, run_dir, "--resume")
+    assert outcome.exit_code == 0, outcome.output
+    assert ("cut off" in outcome.stderr) == note, outcome.stderr
+    assert all(complete_records(run_dir)[i] == record for i, record in written.items())
+    assert sessions(run_dir)[-1]["rows"] == 13 - len(written)
+    assert_same_as(run_dir, done, 13, n_sessions=2)
+
+
+def test_killed_while_creating_the_run_directory(symbolic, tmp_path):
+    """A kill while run.json is first written (the program already copied) leaves a directory
+    that --resume reports clearly and --force can start over in: the user has no file to delete."""
+    program, data, done = symbolic
+    run_dir = tmp_path / "run"
+    hooked("create", 0, program, data, run_dir)
+
+    resumed = run_symbolic(program, data, run_dir, "--resume")
+    assert "Traceback" not in resumed.output and isinstance(resumed.exception, (SystemExit, type(None)))
+    forced = run_symbolic(program, data, run_dir, "--force")
+    assert forced.exit_code == 0, forced.output
+    assert_same_as(run_dir, done, 13, n_sessions=1)
+
+
+# ------------------------------------------------------------------------------ bad input
+def test_running_into_an_existing_run_without_resume_or_force_changes_nothing(symbolic):
+    program, data, done = symbolic
+    before = snapshot(done)
+    assert_clear_failure(run_symbolic(program, data, done), "already holds a run", "--resume", "--force")
+    assert snapshot(done) == before
+
+
+def test_force_starts_over(symbolic):
+    program, data, done = symbolic
+    (done / "results.jsonl").write_text("not even JSON\n")
+    outcome = run_symbolic(program, data, done, "--force")
+    assert outcome.exit_code == 0, outcome.output
+    records = complete_records(done)
+    assert sorted(records) == list(range(13))
+    assert [s["resumed"] for s in sessions(done)] == [False]
+    assert json.loads((done / "summary.json").read_text())["sessions"] == 1
+
+
+def test_force_never_deletes_a_folder_that_holds_no_run(symbolic, tmp_path):
+    program, data, _ = symbolic
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("years of work")
+    (mine / "sub").mkdir()
+    (mine / "sub" / "notes.txt").write_text("more")
+    before = snapshot(mine)
+    for flags in ((), ("--force",), ("--resume",)):
+        assert_clear_failure(run_symbolic(program, data, mine, *flags), str(mine))
+        assert snapshot(mine) == before
+
+
+def test_resume_with_a_changed_program_is_refused(symbolic):
+    program, data, done = symbolic
+    before = snapshot(done)
+    program.write_text(program.read_text().replace("main letter_cat", "# edited\nmain letter_cat"))
+    assert_clear_failure(run_symbolic(program, data, done, "--resume"),
+                         "letter_cat_symbolic.decomp", "differs", "--force")
+    assert snapshot(done) == before
+
+
+def test_resume_with_another_program_is_refused(symbolic):
+    _, data, done = symbolic
+    before = snapshot(done)
+    assert_clear_failure(run_symbolic(REPO / "programs" / "decomp" / "reverse_symbolic.decomp", data, done,
+                                      "--resume"), "differs")
+    assert snapshot(done) == before
+
+
+def test_resume_with_changed_input_is_refused(symbolic):
+    program, data, done = symbolic
+    before = snapshot(done)
+    with data.open("a") as f:
+        f.write(json.dumps({"id": "new", "question": "?"}) + "\n")
+    assert_clear_failure(run_symbolic(program, data, done, "--resume"), "input", "differs")
+    assert snapshot(done) == before
+
+
+def test_resume_with_another_model_option_is_refused(symbolic, tmp_path):
+    program, data, _ = symbolic
+    run_dir = tmp_path / "with-model"
+    assert run_symbolic(program, data, run_dir, "--model", "openai:a").exit_code == 0
+    before = snapshot(run_dir)
+    assert_clear_failure(run_symbolic(program, data, run_dir, "--resume", "--model", "openai:b"),
+                         "--model openai:a")
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("manifest, fragments", [
+    ('{"format": 99, "decomp_version": "9.9"}', ("format 99", "reads format 1")),
+    ('{"format": 1, "program": ', ("run.json", "corrupt")),
+    ("[1, 2, 3]", ("format None",)),
+    ('{"format": 1}', ("run.json",)),  # the right version, but nothing a run records
+])
+def test_resume_of_a_foreign_or_corrupt_manifest_is_refused(symbolic, manifest, fragments):
+    program, data, done = symbolic
+    (done / "run.json").write_text(manifest)
+    before = snapshot(done)
+    assert_clear_failure(run_symbolic(program, data, done, "--resume"), *fragments)
+    assert snapshot(done) == before
+
+
+def test_resume_with_a_corrupt_middle_line_is_refused(symbolic):
+    program, data, done = symbolic
+    lines = (done / "results.jsonl").read_text().splitlines(keepends=True)
+    lines[1] = lines[1][:20] + "\n"
+    (done / "results.jsonl").write_text("".join(lines))
+    before = snapshot(done)
+    assert_clear_failure(run_symbolic(program, data, done, "--resume"), "results.jsonl:2:", "corrupt")
+    assert snapshot(done) == before
+
+
+def test_resume_with_a_corrupt_trace_store_is_refused(symbolic):
+    """traces.sqlite that is not a database: a clear message before any row runs, not an
+    sqlite3 traceback once the first rerun row is stored."""
+    program, data, done = symbolic
+    lines = (done / "results.jsonl").read_text().splitlines(keepends=True)
+    (done / "results.jsonl").write_text("".join(lines[:5]))  # rows left to run
+    for extra in ("traces.sqlite-wal", "traces.sqlite-shm"):
+        (done / extra).unlink(missing_ok=True)
+    (done / "traces.sqlite").write_bytes(b"this is not an SQLite database" * 100)
+    before = snapshot(done)
+    assert_clear_failure(run_symbolic(program, data, done, "--resume"), "traces.sqlite")
+    assert snapshot(done) == before
+
+
+def test_resume_with_no_earlier_run_says_so(symbolic, tmp_path, monkeypatch):
+    program, data, _ = symbolic
+    monkeypatch.setenv("DECOMP_RUNS_DIR", str(tmp_path / "empty-runs"))
+    (tmp_path / "empty-runs").mkdir()
+    outcome = CliRunner().invoke(main, ["run", str(program), "--input", str(data), "--resume", "--cache", "off"])
+    assert_clear_failure(outcome, "no earlier run", "--run-dir")
+    assert list((tmp_path / "empty-runs").iterdir()) == []
+    assert_clear_failure(run_symbolic(program, data, tmp_path / "nowhere", "--resume"), "does not exist")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_missing_row_id_in_a_run_is_a_clear_message(symbolic):
+    _, _, done = symbolic
+    outcome = CliRunner().invoke(main, ["trace", "show", str(done), "--row", "no-such-row"])
+    assert_clear_failure(outcome, "no row 'no-such-row'")
