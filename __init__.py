@@ -1,8 +1,9 @@
 """decomp: a declarative prompt-program language and its interpreter.
 
-Public entry points: `Session` (load and run .decomp programs), `FakeModel` (tests),
-`handler_kind` / `python_handler` (extend the language), `parse_module`, `parse_fewshot`,
-`parse_plan` (the grammar's entry points).
+Public entry points: `Session` (load and run .decomp programs), `run_dataset` (run a program
+over a dataset into a run directory, as `decomp run --input` does; with `RunOptions`,
+`RunSummary`), `FakeModel` (tests), `handler_kind` / `python_handler` (extend the language),
+`parse_module`, `parse_fewshot`, `parse_plan` (the grammar's entry points).
 """
 from decomp.dsl.errors import Abort, DecompError, Failure, HandlerError
 from decomp.dsl.parser import parse_fewshot, parse_module, parse_plan, parse_step_line
@@ -10,11 +11,12 @@ from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.registry import handler_kind, python_handler
 from decomp.handlers.service import Service
 from decomp.runtime.engine.session import RunResult, Session
+from decomp.runtime.runs.api import RunOptions, RunSummary, run_dataset
 from decomp.runtime.testing.fake import FakeModel
 
 __all__ = [
-    "Abort", "Call", "DecompError", "Failure", "FakeModel", "Handler", "HandlerError", "Options", "RunResult",
-    "Service", "Session", "handler_kind", "parse_fewshot", "parse_module", "parse_plan", "parse_step_line",
-    "python_handler",
+    "Abort", "Call", "DecompError", "Failure", "FakeModel", "Handler", "HandlerError", "Options", "RunOptions",
+    "RunResult", "RunSummary", "Service", "Session", "handler_kind", "parse_fewshot", "parse_module", "parse_plan",
+    "parse_step_line", "python_handler", "run_dataset",
 ]
 __version__ = "0.1.0"

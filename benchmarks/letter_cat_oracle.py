@@ -219,8 +219,14 @@ def run_batch(session, module, rows: list) -> tuple[Any, list[dict]]:
 
     out = io.StringIO()
     summary = asyncio.run(run_rows(session, module, rows, out))
-    records = sorted((json.loads(line) for line in out.getvalue().splitlines()), key=lambda r: r["index"])
-    return summary, records
+    return summary, records_in_order(out.getvalue())
+
+
+def records_in_order(results: str) -> list[dict]:
+    """The records of results lines (`run_rows`' output), in row order."""
+    from decomp.runtime.runs.jsonl import read_lines
+
+    return sorted((line.value for line in read_lines(results)), key=lambda r: r["index"])
 
 
 def openai_session(base_url: str, concurrency: int = 16, cache=None, session_class=None):
@@ -280,5 +286,7 @@ def tracing_session_class():
 
 def emit(record: dict) -> None:
     """Print the benchmark's one JSON line."""
-    sys.stdout.write(json.dumps(record) + "\n")
+    from decomp.runtime.runs.jsonl import json_line
+
+    sys.stdout.write(json_line(record))
     sys.stdout.flush()

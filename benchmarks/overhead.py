@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from benchmarks.letter_cat_oracle import (  # noqa: E402
     fraction_correct,
     load_program,
     make_rows,
+    records_in_order,
     respond,
 )
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
         model._answer(request)  # the fake's lookups, then the oracle (as during the run)
     lookups_cpu = time.process_time() - lookups_cpu - oracle_cpu
 
-    records = sorted((json.loads(line) for line in out.getvalue().splitlines()), key=lambda r: r["index"])
+    records = records_in_order(out.getvalue())
     usage = summary.usage
     model_calls = usage.calls
     symbolic = sum(n for name, n in usage.handler_calls.items()

@@ -17,7 +17,6 @@ traces.sqlite, then its results line appended and flushed). Then reads the run b
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import sys
 import tempfile
@@ -63,13 +62,14 @@ def main(argv: list[str] | None = None) -> dict:
     p = arguments(__doc__, argv, rows=10000, server=False)
     args = p.parse_args(argv)
 
+    from decomp.runtime.runs.jsonl import write_jsonl
     from decomp.runtime.runs.rundir import RESULTS, TRACES, RunDir, make_manifest
 
     batch = dataset_rows(make_rows(args.rows, args.words, args.seed))
     null_wall = _run(batch, lambda record, trace: None)
     with tempfile.TemporaryDirectory() as tmp:
         path, data = Path(tmp) / "run", Path(tmp) / "rows.jsonl"
-        data.write_text("".join(json.dumps({"id": r.id, **r.fields}) + "\n" for r in batch))
+        write_jsonl(data, ({"id": r.id, **r.fields} for r in batch))
         run = RunDir.create(path, make_manifest(Path(PROGRAM), "letter_cat", [], data, {}))
         wall = _run(batch, run.add)
         run.finish(args.rows, wall)

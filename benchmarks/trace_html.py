@@ -102,10 +102,10 @@ def make_run(folder: Path, args) -> Path:
     """A run directory of `decomp/letter_cat` on args.rows rows, made through the command line."""
     from click.testing import CliRunner
     from decomp.runtime.cli import main as cli
+    from decomp.runtime.runs.jsonl import write_jsonl
 
     data = folder / "data.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in make_rows(args.rows, args.words, args.seed)),
-                    encoding="utf-8")
+    write_jsonl(data, make_rows(args.rows, args.words, args.seed))
     run_dir = folder / "run"
     env = {"OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY") or "unused", "DECOMP_CACHE_DIR": str(folder / "cache")}
     with mock_server(args.latency) as server:

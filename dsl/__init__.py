@@ -1,0 +1,3 @@
+"""The language alone: the grammar (grammar.lark) and its parser into frozen dataclasses with
+spans (nodes), the checker, operator names and semantics, answer values as JSON text, pure walks
+over program bodies, and the one error hierarchy. Imports nothing else of the package."""

@@ -23,6 +23,7 @@ from lark.exceptions import (
 from decomp.dsl import nodes
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.grammar import describe_expected, describe_terminal, parser
+from decomp.dsl.text import shorten
 
 REF_RE = re.compile(r"#(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*))")
 _MODULE_CHUNK = re.compile(r"^(import|model|handler|program|main)\b")
@@ -205,18 +206,15 @@ def _syntax_error(exc: UnexpectedInput, path: str, lines: list[str]) -> DecompSy
 def _token_words(token: Token) -> str:
     if token.type in ("_EOL", "_BLANKS"):
         return "end of the line"
+    text = repr(shorten(str(token), 40, ellipsis="...", one_line=False))
     if token.type == "REST":
-        return repr(_clip(str(token)))
+        return text
     if token.type in _NOUNS:
-        return f"{_NOUNS[token.type]} {_clip(str(token))!r}"
+        return f"{_NOUNS[token.type]} {text}"
     return describe_terminal(token.type)
 
 
 _NOUNS = {"NAME": "name", "NUMBER": "number", "STRING": "string", "LONG_STRING": "string", "REF": "reference"}
-
-
-def _clip(text: str, width: int = 40) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 # ------------------------------------------------------------------ tree -> AST

@@ -15,6 +15,7 @@ import math
 from typing import Any, Callable
 
 from decomp.dsl.errors import CheckError, HandlerError
+from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 from decomp.handlers.registry import Registry, default_registry, handler_kind
@@ -166,9 +167,5 @@ def to_json(value: Any) -> Any:
         if bad:
             raise TypeError(f"dict key {bad[0]!r} is not a string")
         return {k: to_json(v) for k, v in value.items()}
-    raise TypeError(f"{type(value).__name__} {_short(value)} is not JSON-serialisable")
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    raise TypeError(f"{type(value).__name__} {shorten(repr(value), 60, ellipsis='...', one_line=False)} "
+                    "is not JSON-serialisable")

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from decomp.dsl.nodes import Span
 from decomp.dsl.errors import CheckError, HandlerError, _read_line
+from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 from decomp.handlers.registry import handler_kind
@@ -161,8 +162,4 @@ class RegexHandler(Handler):
         if "default" in self.options.model_fields_set:
             return self.options.default
         raise HandlerError(f"pattern {self.options.pattern!r} did not match "
-                           f"{_shorten(call.query)!r}", call.span)
-
-
-def _shorten(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+                           f"{shorten(call.query, 80, ellipsis='...', one_line=False)!r}", call.span)

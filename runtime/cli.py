@@ -1,41 +1,23 @@
 """The `decomp` command line. Each command parses its arguments and calls the library."""
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
-
-from dataclasses import dataclass
 
 import click
 
 from decomp.dsl.checker import check_fewshot
 from decomp.dsl.errors import DecompError, Diagnostics
 from decomp.dsl.parser import read_fewshot
-from decomp.runtime.models.base import ModelSettings
-from decomp.runtime.testing.fake import ReplayModel
-from decomp.runtime.runs import scoring as evaluation
-from decomp.runtime.engine.budgets import Budget
-from decomp.runtime.runs.batch import run_rows
-from decomp.runtime.engine.cache import MODES, StepCache, default_cache_dir
-from decomp.runtime.runs.datasets import read_rows
-from decomp.runtime.views.describe import describe
-from decomp.runtime.runs.progress import progress
-from decomp.runtime.runs.rundir import (
-    RunDir,
-    RunDirError,
-    default_run_dir,
-    latest_run,
-    make_manifest,
-    program_files,
-    record_line,
-    runs_root,
-)
-from decomp.runtime.engine.scheduler import Scheduler
+from decomp.runtime.engine.cache import MODES
 from decomp.runtime.engine.session import Session
-
-PROGRAMS_DIR = Path(__file__).resolve().parent.parent / "programs"
+from decomp.runtime.runs import scoring as evaluation
+from decomp.runtime.runs.api import PROGRAMS_DIR, RunOptions, find_program, run_dataset, use_main
+from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.testing.fake import ReplayModel
+from decomp.runtime.views.describe import describe
 
 
 def _fail(err: Exception) -> None:
@@ -45,13 +27,10 @@ def _fail(err: Exception) -> None:
 
 def resolve_program(name: str) -> Path:
     """A path as given, or the name of a bundled program such as `decomp/letter_cat_symbolic`."""
-    path = Path(name)
-    if path.exists():
-        return path
-    bundled = PROGRAMS_DIR / (name if name.endswith(".decomp") else name + ".decomp")
-    if bundled.is_file():
-        return bundled
-    raise click.BadParameter(f"no such file or bundled program: {name} (see `decomp programs`)")
+    try:
+        return find_program(name)
+    except DecompError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 @click.group()
@@ -112,18 +91,6 @@ def _session_options(command):
     return command
 
 
-def make_session(opts: dict, model=None) -> Session:
-    """A `Session` from the run options (`model` replaces --model, as --dry-run does)."""
-    cache = None
-    if opts["cache_mode"] != "off" and model is None:
-        folder = opts["cache_dir"] or default_cache_dir()
-        cache = StepCache(folder / "steps.sqlite", opts["cache_mode"])
-    budget = Budget(opts["max_row_calls"], opts["max_row_tokens"], opts["max_calls"], opts["max_tokens"])
-    return Session(model=model or opts["model"], settings=ModelSettings(base_url=opts["base_url"]),
-                   scheduler=Scheduler(opts["concurrency"], rpm=opts["rpm"], tpm=opts["tpm"]), cache=cache,
-                   budget=budget, max_depth=opts["max_depth"], max_steps=opts["max_steps"])
-
-
 @main.command()
 @click.argument("file")
 @click.option("--question", "-q", help="Run on this one question and print the answer.")
@@ -148,25 +115,34 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     A dataset run writes a run directory (results.jsonl, traces, summary.json, the program and
     options used) and prints its summary as one JSON line; see `decomp trace --help`.
     """
-    session = make_session(opts, ReplayModel() if dry_run else None)
+    options = RunOptions(**opts)
     program = resolve_program(file)
+    if data is not None and not dry_run:
+        _run_dataset(program, data, options, main_name, run_dir, resume, force, output)
+        return
+    session = options.session(ReplayModel() if dry_run else None)
     try:
-        loaded = session.load(program)
+        loaded = use_main(session.load(program), main_name, program)
     except (DecompError, OSError) as err:
         _fail(err)
-    if main_name is not None:
-        if main_name not in loaded.handlers:
-            _fail(DecompError(f"{program} has no program or handler named '{main_name}' "
-                              f"(it has: {', '.join(sorted(loaded.handlers))})"))
-        loaded.main = main_name
     if dry_run:
         _dry_run(session, loaded, data, question, fields)
-    elif data is not None:
-        _run_batch(session, loaded, program, data, RunPlace(run_dir, resume, force), output, opts)
     elif question is not None:
         _run_one(session, loaded, question, fields, show_trace)
     else:
         raise click.UsageError("give --question TEXT or --input DATA --output OUT.jsonl")
+
+
+def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str | None, run_dir: Path | None,
+                 resume: bool, force: bool, output: Path | None) -> None:
+    """`run_dataset`, its notes on stderr, its summary as one JSON line on stdout."""
+    try:
+        done = run_dataset(program, data, options=options, main=main_name, run_dir=run_dir, resume=resume,
+                           force=force, output=output, progress=None,
+                           on_note=lambda note: click.echo(f"note: {note}", err=True))
+    except (DecompError, OSError, ValueError) as err:
+        _fail(err)
+    click.echo(json.dumps(done.to_dict()))
 
 
 def _run_one(session, loaded, question, fields, show_trace) -> None:
@@ -205,53 +181,6 @@ def _field(text: str) -> tuple[str, str]:
     if not sep:
         raise click.BadParameter(f"expected NAME=VALUE, got {text!r}")
     return name, value
-
-
-@dataclass(frozen=True)
-class RunPlace:
-    """Where a dataset run goes: --run-dir, --resume, --force."""
-
-    run_dir: Path | None
-    resume: bool
-    force: bool
-
-
-def _run_batch(session, loaded, program: Path, data: Path, place: RunPlace, output: Path | None, opts: dict) -> None:
-    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.items()}
-    options["model"] = session.default_model_spec(loaded)
-    try:
-        manifest = make_manifest(program, loaded.main, loaded.files, data, options)
-        run = _open_run(program, data, place, manifest, loaded.files)
-        rows = list(read_rows(data))
-    except (DecompError, OSError, ValueError) as err:
-        _fail(err)
-    for note in run.notes:
-        click.echo(f"note: {note}", err=True)
-    todo = sum(row.index not in run.done for row in rows)
-    with progress(todo, session.usage) as tick:
-        def sink(record, trace):
-            run.add(record, trace)
-            tick(record)
-        summary = asyncio.run(run_rows(session, loaded, rows, sink, skip=run.done))
-    final = run.finish(summary.rows, summary.seconds)
-    if output is not None:
-        _write_lines(output, run.records())
-    click.echo(json.dumps({**final, "run_dir": str(run.path), **({"output": str(output)} if output else {})}))
-
-
-def _open_run(program: Path, data: Path, place: RunPlace, manifest: dict, files) -> RunDir:
-    if place.resume and not place.force:
-        found = place.run_dir or latest_run(runs_root(), manifest)
-        return RunDir.resume(found, manifest)
-    target = place.run_dir or default_run_dir(program, data)
-    return RunDir.create(target, manifest, program_files(program, files), force=place.force)
-
-
-def _write_lines(path: Path, records: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as out:
-        for record in records:
-            out.write(record_line(record))
 
 
 _GOLD_HELP = "Gold data: JSONL rows {id, answer} or DecomP's DROP-style JSON."

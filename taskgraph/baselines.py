@@ -9,6 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
+from decomp.runtime.runs.jsonl import write_jsonl
 from decomp.taskgraph import data, metrics
 from decomp.taskgraph.similarity import get_similarity
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> dict:
             "random": [data.random_order(r, args.seed) for r in gold]}
     if args.out:
         for name, rows in {"gold": gold, **runs}.items():
-            data.write_jsonl(Path(args.out) / f"{name}.jsonl", rows)
+            write_jsonl(Path(args.out) / f"{name}.jsonl", rows)
     similarity = get_similarity(args.encoder)
     result = {name: metrics.evaluate_graphs(gold, rows, similarity) for name, rows in runs.items()}
     print(json.dumps(result, indent=1))

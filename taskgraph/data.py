@@ -28,6 +28,8 @@ from pathlib import Path
 
 import networkx as nx
 
+from decomp.runtime.runs.jsonl import read_lines
+
 
 @dataclass
 class ReadReport:
@@ -133,20 +135,11 @@ def read_jsonl(path: str | Path) -> list[dict]:
     if text.lstrip().startswith("["):
         return json.loads(text)
     rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not JSON: {err.msg}") from err
+    for line in read_lines(text):
+        if line.exception is not None:
+            raise ValueError(f"{path}:{line.number}: not JSON: {line.exception.msg}") from line.exception
+        rows.append(line.value)
     return [r for r in rows if isinstance(r, dict)]
-
-
-def write_jsonl(path: str | Path, rows: list[dict]) -> None:
-    """`rows` as a JSONL file (its folder made if needed)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 def read_results(path: str | Path) -> list[dict]:

@@ -15,7 +15,8 @@ import json
 import random
 from pathlib import Path
 
-from decomp.taskgraph.data import read_mscomplextasks, write_jsonl
+from decomp.runtime.runs.jsonl import write_jsonl
+from decomp.taskgraph.data import read_mscomplextasks
 
 
 def split(rows: list[dict], seed: int = 0, test: int = 20, train: int = 30,

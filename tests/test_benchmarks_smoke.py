@@ -32,6 +32,7 @@ def elsewhere(tmp_path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_critical_path(elsewhere):
     r = _run("critical_path", "--rows", "8", "--latency", "0.01", "--concurrency", "4", cwd=elsewhere)
     assert r["rows"] == 8 and r["concurrency"] == 4 and r["latency_s"] == 0.01
@@ -43,6 +44,7 @@ def test_critical_path(elsewhere):
     assert 1 <= r["max_in_flight"] <= 4 and r["scheduler_max_in_flight"] <= 4
 
 
+@pytest.mark.slow
 def test_overhead(elsewhere):
     r = _run("overhead", "--rows", "8", cwd=elsewhere)
     assert r["correct"] == 1.0 and r["failed"] == 0
@@ -52,6 +54,7 @@ def test_overhead(elsewhere):
     assert r["profiled"] is False
 
 
+@pytest.mark.slow
 def test_cache(elsewhere):
     r = _run("cache", "--rows", "8", "--latency", "0.01", cwd=elsewhere)
     assert r["correct"] == 1.0 and r["rerun_correct"] == 1.0 and r["failed"] == 0
@@ -62,6 +65,8 @@ def test_cache(elsewhere):
     assert 1 <= r["max_in_flight"] <= r["concurrency"] and r["rerun_max_in_flight"] == 0
 
 
+@pytest.mark.slow
+@pytest.mark.chromium
 def test_trace_html(elsewhere):
     if not (Path("/usr/bin/chromium").exists() and Path("/usr/bin/chromedriver").exists()):
         pytest.skip("Debian packages chromium and chromium-driver are not installed")

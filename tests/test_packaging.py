@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # builds a wheel and a virtual environment
 
 
 def _run(*args, **kw):

@@ -21,6 +21,7 @@ from typing import Any
 
 from decomp.dsl.errors import CacheMiss
 from decomp.runtime.paths import default_cache_dir
+from decomp.runtime.sqlite_store import connect
 
 __all__ = ["MODES", "CacheMiss", "StepCache", "cache_key", "default_cache_dir"]
 
@@ -58,13 +59,9 @@ class StepCache:
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("CREATE TABLE IF NOT EXISTS steps (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
-                       "created REAL NOT NULL)")
-            self._db = db
+            self._db = connect(self.path, schema="CREATE TABLE IF NOT EXISTS steps (key TEXT PRIMARY KEY, "
+                               "value TEXT NOT NULL, created REAL NOT NULL)",
+                               isolation_level=None, check_same_thread=False)
         return self._db
 
     def get(self, key: str, what: str = "call") -> Any:

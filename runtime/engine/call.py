@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
-from decomp.dsl.errors import RunError
+from decomp.dsl.errors import InternalError, RunError
 from decomp.handlers.call import Call
 from decomp.handlers.registry import Registry
 from decomp.handlers.service import Service
@@ -64,6 +64,8 @@ class EngineCall(Call):
         except RunError as err:
             _failed(node, started, err, chosen)
             raise
+        except Exception as err:
+            raise _internal(node, started, err, chosen) from err
         texts = [cut(t, stop) for t in completion.texts]
         node.raw_output = texts[0] if len(texts) == 1 else "\n---\n".join(texts)
         node.seconds = time.perf_counter() - started
@@ -80,6 +82,8 @@ class EngineCall(Call):
         except RunError as err:
             _failed(node, started, err, chosen)
             raise
+        except Exception as err:
+            raise _internal(node, started, err, chosen) from err
         node.raw_output = f"logprob {result.logprob:.4f} over {result.tokens} tokens"
         node.seconds, node.prompt_tokens = time.perf_counter() - started, result.tokens
         return result.logprob, result.tokens
@@ -94,6 +98,8 @@ class EngineCall(Call):
         except RunError as err:
             _failed(node, started, err, service)
             raise
+        except Exception as err:
+            raise _internal(node, started, err, service) from err
         node.answer, node.cache_hit, node.seconds = answer, hit, time.perf_counter() - started
         return answer
 
@@ -132,6 +138,15 @@ def _failed(node: TraceNode, started: float, err: RunError, service: Service) ->
     """Record a failed outbound call on its node, with the service's secrets taken out."""
     redact(err, service.secrets())
     node.error, node.seconds = str(err), time.perf_counter() - started
+
+
+def _internal(node: TraceNode, started: float, err: Exception, service: Service) -> InternalError:
+    """A service's own exception (not a `RunError`: a bug in its backend) as the `InternalError`
+    the interpreter would make of it, recorded on the node with the service's secrets taken out
+    (the interpreter, which words it otherwise, does not know the service)."""
+    internal = InternalError(f"internal error: {type(err).__name__}: {err}")
+    _failed(node, started, internal, service)
+    return internal
 
 
 def redact(err: RunError, secrets: tuple[str, ...]) -> None:

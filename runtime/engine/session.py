@@ -170,7 +170,8 @@ class Session:
         row = current_row()
         key = None
         if cache is not None and self.cache is not None:
-            key = cache_key({"op": service.kind, "service": service.name, **cache})
+            # the handler's parts apart, so none of them can stand for the service's kind or name
+            key = cache_key({"op": service.kind, "service": service.name, "parts": dict(cache)})
             value = self._cached(key, f"{service.kind} {what[:60]!r} on {service.name}")
             if value is not None:
                 row.charge(0, 0, 1)
@@ -259,11 +260,30 @@ class Session:
         self._models, self._services = {}, {}
         for service in services:
             await service.aclose()
-        for module in self._modules:
-            for handler in module.handlers.values():
-                await handler.aclose()
+        for handler in self._loaded_handlers():
+            await handler.aclose()
         if self.cache is not None:
             self.cache.flush()
+
+    def _loaded_handlers(self) -> list[Handler]:
+        """Every handler of the loaded modules and of the modules their `program(file=...)`
+        handlers loaded, once each (such a handler's own close hook closes its target)."""
+        found: list[Handler] = []
+        seen: set[int] = set()
+        modules = list(self._modules)
+        while modules:
+            module = modules.pop(0)
+            for handler in module.handlers.values():
+                if id(handler) in seen:
+                    continue
+                seen.add(id(handler))
+                found.append(handler)
+                target = handler.target if isinstance(handler, ProgramHandler) else None
+                if target is not None:
+                    seen.add(id(target))
+                    if target.ctx.module is not None:
+                        modules.append(target.ctx.module)
+        return found
 
     async def _entry(self, module: LoadedModule, target: str | None, fields, trace: TraceNode) -> Any:
         name = target or module.main
@@ -283,6 +303,10 @@ class Session:
             return await handler.run(call)
         except RunError as err:
             raise err.locate(name, handler.kind, None)
+        except DecompError:
+            raise
+        except Exception as err:  # a bug in the main handler: named like any other handler's
+            raise InternalError(f"internal error: {type(err).__name__}: {err}").locate(name, handler.kind, None) from err
 
 
 def _known_settings(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.scoring import as_alternatives, best_score
 from decomp.runtime.engine.loader import LoadedModule
-from decomp.runtime.runs.rundir import record_line
+from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.engine.session import Session
 from decomp.runtime.engine.tracing import TraceNode
 
@@ -124,7 +124,7 @@ class InOrder:
     def done(self, position: int, record: dict) -> None:
         self.waiting[position] = record
         while self.next in self.waiting:
-            self.out.write(record_line(self.waiting.pop(self.next)))
+            self.out.write(json_line(self.waiting.pop(self.next)))
             self.next += 1
         self.out.flush()
 

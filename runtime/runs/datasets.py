@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from decomp.runtime.runs.jsonl import Line, read_lines
 from decomp.runtime.runs.scoring import drop_answer_strings
-from decomp.dsl.values import json_kind
 
 _DROP_SKIPPED = frozenset({"answer", "query_id", "validated_answers", "question"})
 _JSONL_SKIPPED = frozenset({"id", "answer"})
@@ -132,40 +132,20 @@ def _drop_fields(pair: dict, passage: Any) -> dict:
 
 def _jsonl_rows(data: bytes) -> Iterator[Row]:
     seen: dict[str, int] = {}
-    index = 0
-    for number, raw in enumerate(data.splitlines(), start=1):
-        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        if not raw.strip():
-            continue
-        yield _jsonl_row(index, number, raw, seen)
-        index += 1
+    for index, line in enumerate(read_lines(data, objects=True)):
+        yield _jsonl_row(index, line, seen)
 
 
-def _jsonl_row(index: int, number: int, raw: bytes, seen: dict[str, int]) -> Row:
-    fallback_id = f"line-{number}"
-    record, error = _parse_line(number, raw)
+def _jsonl_row(index: int, line: Line, seen: dict[str, int]) -> Row:
+    fallback_id = f"line-{line.number}"
+    record, error = line.value, line.problem if line.error else None
     if error is None:
-        row_id, error = _jsonl_id(number, record, fallback_id, seen)
+        row_id, error = _jsonl_id(line.number, record, fallback_id, seen)
     if error is not None:
         return Row(index, fallback_id, None, error)
-    seen[row_id] = number
+    seen[row_id] = line.number
     fields = {key: value for key, value in record.items() if key not in _JSONL_SKIPPED}
     return Row(index, row_id, fields, None, record.get("answer"))
-
-
-def _parse_line(number: int, raw: bytes) -> tuple[Any, str | None]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, f"line {number}: not valid UTF-8 text (byte {exc.start + 1} of the line)"
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
-    if not isinstance(record, dict):
-        return None, f"line {number}: expected a JSON object, got {json_kind(record)}"
-    return record, None
 
 
 def _jsonl_id(number: int, record: dict, fallback_id: str,

@@ -35,6 +35,8 @@ from typing import Any, Iterable, Iterator
 from decomp.dsl.errors import DecompError
 from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.engine.tracing import TraceNode
+from decomp.runtime.runs.jsonl import json_line, read_lines
+from decomp.runtime.sqlite_store import connect
 
 FORMAT = 1
 MANIFEST, RESULTS, TRACES, SUMMARY, PROGRAM = "run.json", "results.jsonl", "traces.sqlite", "summary.json", "program"
@@ -239,20 +241,53 @@ class RunDir:
                 raise RunDirError(f"{self.path} was run with --{name} {old}; resuming with {new} would mix two "
                                   f"runs: pass --{name} {old}, or --force to start over")
 
+    # ---- what the manifest says (None where a field is missing)
+    @property
+    def program_path(self) -> str | None:
+        """The program's main file, as it was run (absolute)."""
+        return self._manifest_field("program", "path")
+
+    @property
+    def program_name(self) -> str | None:
+        """The program's file name, without folders."""
+        path = self.program_path
+        return path.replace("\\", "/").rsplit("/", 1)[-1] if path else None
+
+    @property
+    def main(self) -> str | None:
+        """The program run (`--main`), when not the file's default."""
+        return self._manifest_field("program", "main")
+
+    @property
+    def input_path(self) -> str | None:
+        """The input data file (absolute)."""
+        return self._manifest_field("input", "path")
+
+    @property
+    def model(self) -> str | None:
+        """The model the run was given (`--model`), if any."""
+        return self._manifest_field("options", "model")
+
+    def _manifest_field(self, part: str, key: str) -> Any:
+        section = self.manifest.get(part)
+        return section.get(key) if isinstance(section, dict) else None
+
+    def summary(self) -> dict:
+        """The run's totals over its complete rows (see `summarize`)."""
+        return summarize(self.records(), self.manifest)
+
     # ---- results
     def _read_results(self, repair: bool) -> None:
         file = self.path / RESULTS
         if not file.exists():
             return
         data = file.read_bytes()
-        good = 0  # bytes of complete, valid lines
-        for number, line in enumerate(data.split(b"\n")[:-1], 1):
-            record = _record(line)
-            if record is None:
-                raise RunDirError(f"{file}:{number}: not a results line (corrupt file); fix or delete that "
+        good = data.rfind(b"\n") + 1  # bytes of complete lines: what follows was cut off mid-write
+        for line in read_lines(data[:good], objects=True, blank=True):
+            if line.error or not isinstance(line.value.get("index"), int):
+                raise RunDirError(f"{file}:{line.number}: not a results line (corrupt file); fix or delete that "
                                   "line, or start over with --force")
-            self.done.setdefault(record["index"], record)
-            good += len(line) + 1
+            self.done.setdefault(line.value["index"], line.value)
         if good < len(data):
             self.notes.append(f"{file}: the last line was cut off mid-write; that row runs again")
             if repair:
@@ -284,7 +319,7 @@ class RunDir:
                        (record["index"], record.get("id"), "error" not in record, tree))
         if self._results is None:
             self._results = (self.path / RESULTS).open("a", encoding="utf-8")
-        self._results.write(record_line(record))
+        self._results.write(json_line(record))
         self._results.flush()
         self.done[record["index"]] = record
 
@@ -307,12 +342,8 @@ class RunDir:
 
     def _db(self) -> sqlite3.Connection:
         if self._traces is None:
-            file = self.path / TRACES
-            self._traces = sqlite3.connect(file)
-            self._traces.execute("PRAGMA journal_mode=WAL")
-            self._traces.execute("PRAGMA synchronous=NORMAL")
-            self._traces.execute("CREATE TABLE IF NOT EXISTS traces (idx INTEGER PRIMARY KEY, id TEXT, "
-                                 "ok INTEGER, tree BLOB)")
+            self._traces = connect(self.path / TRACES, schema="CREATE TABLE IF NOT EXISTS traces "
+                                   "(idx INTEGER PRIMARY KEY, id TEXT, ok INTEGER, tree BLOB)")
         return self._traces
 
     # ---- sessions and the summary
@@ -325,7 +356,7 @@ class RunDir:
         session = self.manifest["sessions"][-1]
         session.update(rows=rows, seconds=round(seconds, 3), ended=_now())
         self._write_manifest()
-        summary = summarize(self.records(), self.manifest)
+        summary = self.summary()
         _write_json(self.path / SUMMARY, summary)
         self.close()
         return summary
@@ -363,9 +394,6 @@ def summarize(records: list[dict], manifest: dict) -> dict:
     }
 
 
-def record_line(record: dict) -> str:
-    """A results line: the row's record as one line of JSON (what JSON cannot hold, as text)."""
-    return json.dumps(record, ensure_ascii=False, default=str) + "\n"
 
 
 _MANIFEST_SHAPE = {"program": ("path", "sha256", "files"), "input": ("path", "sha256"), "options": ()}
@@ -382,16 +410,6 @@ def _manifest_problem(manifest: dict) -> str:
     if not isinstance(manifest.get("sessions"), list):
         return "'sessions'"
     return ""
-
-
-def _record(line: bytes) -> dict | None:
-    try:
-        record = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("index"), int):
-        return None
-    return record
 
 
 def _write_json(path: Path, value: Any) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from decomp.dsl.values import json_kind
+from decomp.runtime.runs.jsonl import Line, read_lines
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -318,22 +318,17 @@ def read_predictions(path: str | Path) -> Predictions:
     raises ``OSError``.
     """
     result = Predictions()
-    with open(path, encoding="utf-8-sig", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                _add_prediction(result, number, line)
+    text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
+    for line in read_lines(text, objects=True):
+        _add_prediction(result, line)
     return result
 
 
-def _add_prediction(result: Predictions, number: int, line: str) -> None:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        result.warnings.append(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+def _add_prediction(result: Predictions, line: Line) -> None:
+    if line.error:
+        result.warnings.append(line.problem)
         return
-    if not isinstance(record, dict):
-        result.warnings.append(f"line {number}: expected a JSON object, got {json_kind(record)}")
-        return
+    record, number = line.value, line.number
     if record.get("id") in (None, ""):
         result.warnings.append(f"line {number}: the line has no 'id'")
         return

@@ -49,15 +49,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from decomp.dsl.text import shorten
 from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.views.tree import short_paths, shorten, show_value, where
+from decomp.runtime.views.tree import short_paths, show_value, where
 
 _SAYS = {"kind": "another kind of node", "handler": "another handler", "operator": "another operator",
          "query": "another sub-query", "prompt": "another prompt", "missing": "a node on one side only",
@@ -226,11 +226,8 @@ def show_diff(differences: list[dict], a: RunDir, b: RunDir, console: Console) -
 
 
 def _run_line(name: str, run: RunDir) -> Text:
-    manifest = run.manifest
-    program = (manifest.get("program") or {}).get("path", "?")
-    model = (manifest.get("options") or {}).get("model")
     return Text(f"{name}  ", style="bold").append(str(run.path)).append(
-        f"  ({Path(program).name}, model {model or 'none'})", style="dim")
+        f"  ({run.program_name or '?'}, model {run.model or 'none'})", style="dim")
 
 
 def _difference(d: dict) -> Text:

@@ -49,7 +49,7 @@ import json
 import re
 from typing import Any
 
-from decomp.runtime.runs.rundir import RunDir, summarize
+from decomp.runtime.runs.rundir import RunDir
 
 #: Texts longer than this are cut into paragraphs (after each blank line) before being stored.
 _CUT_ABOVE = 80
@@ -61,14 +61,14 @@ _TOTALS = ("rows", "failed", "score", "scored_rows", "calls", "cache_hits", "pro
 def render_html(run: RunDir) -> str:
     """The whole page for `run`: header, rows' table, and every stored tree as embedded JSON."""
     records = run.records()
-    summary = summarize(records, run.manifest)
+    summary = run.summary()
     data = page_data(run)
-    title = f"decomp run: {_program_name(run.manifest)}"
+    title = f"decomp run: {run.program_name or '?'}"
     return "".join((
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
         f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n",
-        _header_html(run.manifest, summary),
+        _header_html(run, summary),
         "<main id=\"panes\">\n<section id=\"rows-pane\">\n",
         _rows_html(records),
         "</section>\n<section id=\"tree-pane\">\n",
@@ -161,15 +161,8 @@ def _esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _program_name(manifest: dict) -> str:
-    path = (manifest.get("program") or {}).get("path") or "?"
-    return path.replace("\\", "/").rsplit("/", 1)[-1]
-
-
-def _header_html(manifest: dict, summary: dict) -> str:
-    program, data = manifest.get("program") or {}, manifest.get("input") or {}
-    model = (manifest.get("options") or {}).get("model")
-    facts = [("program", program.get("path")), ("input", data.get("path")), ("model", model)]
+def _header_html(run: RunDir, summary: dict) -> str:
+    facts = [("program", run.program_path), ("input", run.input_path), ("model", run.model)]
     parts = ["<header id=\"run-header\">\n<h1>decomp run</h1>\n<dl id=\"run-facts\">"]
     parts += [f"<div><dt>{name}</dt><dd id=\"{name}\">{_esc(value)}</dd></div>" for name, value in facts]
     parts.append("</dl>\n<dl id=\"summary\">")

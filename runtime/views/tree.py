@@ -25,7 +25,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from decomp.runtime.runs.rundir import RunDir, summarize
+from decomp.dsl.text import shorten
+from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.engine.tracing import TraceNode
 
 #: Runs with more rows than this show failed rows first, then the first rows.
@@ -42,13 +43,7 @@ _STEP_HEAD = re.compile(r"^\s*(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*)?")  # "(op) [ha
 _PATH = re.compile(r"(?<![\w.<])/(?:[^\s:/]+/)+([^\s:/]+(?::\d+)+)")
 
 
-# ---- small text helpers (also used by trace_diff)
-def shorten(text: str, width: int) -> str:
-    """`text` on one line, cut to `width` characters with an ellipsis."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
-
-
+# ---- small text helpers (also used by views.diff)
 def show_value(value: Any, width: int = ANSWER_WIDTH) -> str:
     """An answer as JSON (a string in quotes, so "3" and 3 differ), shortened."""
     try:
@@ -77,7 +72,7 @@ def where(location: str | None) -> str:
 def show_rows(run: RunDir, console: Console) -> None:
     """Print the run's header and a table of its rows (failed rows in red)."""
     records = run.records()
-    console.print(_run_header(run, summarize(records, run.manifest)))
+    console.print(_run_header(run, run.summary()))
     if not records:
         console.print(Text("no complete rows yet", style="yellow"))
     else:
@@ -91,12 +86,9 @@ def show_rows(run: RunDir, console: Console) -> None:
 
 
 def _run_header(run: RunDir, summary: dict) -> Text:
-    manifest = run.manifest
-    program = manifest.get("program") or {}
-    main = f" (main {program['main']})" if program.get("main") else ""
-    model = (manifest.get("options") or {}).get("model")
-    lines = [("run", str(run.path)), ("program", f"{program.get('path', '?')}{main}"),
-             ("input", str((manifest.get("input") or {}).get("path", "?"))), ("model", str(model or "none"))]
+    main = f" (main {run.main})" if run.main else ""
+    lines = [("run", str(run.path)), ("program", f"{run.program_path or '?'}{main}"),
+             ("input", run.input_path or "?"), ("model", str(run.model or "none"))]
     text = Text()
     for name, value in lines:
         text.append(f"{name:<8}", style="bold").append(value + "\n")

@@ -155,10 +155,13 @@ def test_file_uses_wal(tmp_path):
 
 
 WRITER = textwrap.dedent('''
-    import sys, time
+    import pathlib, sys, time
     from decomp.runtime.engine.cache import StepCache
-    path, tag, n, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    while time.time() < start:
+    path, tag, n, ready = sys.argv[1], sys.argv[2], int(sys.argv[3]), pathlib.Path(sys.argv[4])
+    # a start line: write only once both writers are up (the deadline only stops a hang)
+    (ready / tag).touch()
+    deadline = time.monotonic() + 60
+    while len(list(ready.iterdir())) < 2 and time.monotonic() < deadline:
         time.sleep(0.001)
     cache = StepCache(path, flush_every=7, flush_seconds=3600)
     for i in range(n):
@@ -170,13 +173,13 @@ WRITER = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_two_processes_write_one_file_concurrently(tmp_path):
-    import time
-
     path = tmp_path / "shared" / "steps.sqlite"
-    start = time.time() + 1.5
+    ready = tmp_path / "ready"
+    ready.mkdir()
     n = 400
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), tag, str(n), str(start)],
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), tag, str(n), str(ready)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for tag in ("left", "right")]
     outputs = [p.communicate(timeout=120) for p in procs]
@@ -428,6 +431,7 @@ def test_python_handler_with_changed_called_name_misses(tmp_path):
     assert second.usage.cache_hits == 0
 
 
+@pytest.mark.slow
 def test_python_handler_with_a_comprehension_hits_the_cache_in_a_new_process(tmp_path):
     """The key of a python handler must not depend on the process: a function holding a
     nested code object (a comprehension, a lambda) must still hit the cache on the next run."""
@@ -456,6 +460,7 @@ def test_python_handler_with_a_comprehension_hits_the_cache_in_a_new_process(tmp
 
 
 # ------------------------------------------------------------------ no secrets on disk
+@pytest.mark.network
 def test_api_key_never_reaches_the_cache_file(tmp_path, monkeypatch):
     import decomp.runtime.models.openai_backend  # noqa: F401  (registers `openai:`)
     from decomp.runtime.testing.mock_server import MockOpenAIServer
@@ -487,6 +492,8 @@ main p
     assert len(StepCache(path)) == 2
 
 
+@pytest.mark.slow
+@pytest.mark.network
 def test_api_key_never_reaches_the_cache_file_through_the_cli(tmp_path):
     """`decomp run --model openai:NAME --base-url URL` in a fresh process (nothing imported
     beforehand), with the key in OPENAI_API_KEY and the cache in --cache-dir."""

@@ -14,6 +14,8 @@ from decomp.runtime.engine.scheduler import Scheduler
 
 oracle = pytest.importorskip("benchmarks.letter_cat_oracle", reason="run from the repository root")
 
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
 FAULTS = {"429": 0.06, "500": 0.06, "garbage": 0.05, "timeout": 0.03}
 
 

@@ -11,8 +11,9 @@ import logging
 import socket
 import subprocess
 import sys
-import time
+import threading
 import traceback
+import types
 import urllib.request
 
 import pytest
@@ -72,18 +73,21 @@ def failure(model: OpenAIModel, request: Request | None = None) -> ModelError:
 
 # --- round trips ---------------------------------------------------------------------------------
 
+@pytest.mark.network
 def test_completions_round_trip_with_usage(server):
     out = complete(make(server.base_url), Request("Q: what?\nthe answer is four", max_tokens=20))
     assert out.texts == ("the answer is four",)
     assert (out.prompt_tokens, out.completion_tokens) == (6, 4)
 
 
+@pytest.mark.network
 def test_chat_round_trip(server):
     out = complete(make(server.base_url, api="chat"), Request("Q: what?\nchat answer", max_tokens=20))
     assert out.texts == ("chat answer",)
     assert (out.prompt_tokens, out.completion_tokens) == (4, 2)
 
 
+@pytest.mark.network
 def test_n_samples_keep_their_order():
     count = iter(range(100))
     with MockOpenAIServer(responder=lambda prompt, req: f"sample {next(count)}") as s:
@@ -94,6 +98,7 @@ def test_n_samples_keep_their_order():
     assert out.completion_tokens == 6
 
 
+@pytest.mark.network
 def test_sampling_options_reach_the_server():
     seen = []
     with MockOpenAIServer(responder=lambda prompt, req: seen.append(req) or "ok. more") as s:
@@ -106,6 +111,7 @@ def test_sampling_options_reach_the_server():
     assert "stop" not in seen[1] and "seed" not in seen[1]
 
 
+@pytest.mark.network
 def test_stop_sequences_on_both_apis(server):
     request = Request("say first, then second", stop=(",", "then"))
     assert complete(make(server.base_url), request).text == "say first"
@@ -114,6 +120,7 @@ def test_stop_sequences_on_both_apis(server):
 
 # --- score ---------------------------------------------------------------------------------------
 
+@pytest.mark.network
 def test_score_sums_the_continuation_logprobs(server):
     model = make(server.base_url, api="chat")  # scoring always uses the completions API
     score = run(model, lambda: model.score("Q: Is the sky blue?\nA:", " yes it is"))[0]
@@ -121,12 +128,14 @@ def test_score_sums_the_continuation_logprobs(server):
     assert score == Score(pytest.approx(-1.0), 3)
 
 
+@pytest.mark.network
 def test_score_skips_the_first_token_without_logprob(server):
     model = make(server.base_url)
     score = run(model, lambda: model.score("", "hello world"))[0]
     assert score == Score(pytest.approx(-0.6), 1)
 
 
+@pytest.mark.network
 def test_score_retries_once_with_max_tokens_1_when_0_is_refused():
     with MockOpenAIServer(min_max_tokens=1) as s:
         model = make(s.base_url)
@@ -137,6 +146,7 @@ def test_score_retries_once_with_max_tokens_1_when_0_is_refused():
     assert first == second == Score(pytest.approx(-0.4), 2)
 
 
+@pytest.mark.network
 def test_score_on_a_server_without_logprobs():
     with MockOpenAIServer(logprobs=False) as s:
         model = make(s.base_url)
@@ -147,6 +157,7 @@ def test_score_on_a_server_without_logprobs():
 
 # --- failures ------------------------------------------------------------------------------------
 
+@pytest.mark.network
 @pytest.mark.parametrize("kind, message", [
     ("500", "failed (500"), ("garbage", "not JSON"), ("html", "not JSON"), ("empty", "without choices")])
 def test_transient_failures(server, kind, message):
@@ -157,6 +168,7 @@ def test_transient_failures(server, kind, message):
     assert message in str(err) and f"openai:fault-{kind}" in str(err)
 
 
+@pytest.mark.network
 def test_rate_limit_carries_retry_after(server):
     before = server.stats()["requests"]
     err = failure(make(server.base_url, "fault-429"))
@@ -166,21 +178,29 @@ def test_rate_limit_carries_retry_after(server):
     assert "rate limited" in str(err) and "openai:fault-429" in str(err)
 
 
+@pytest.mark.network
 def test_probabilistic_429_and_custom_retry_after():
     with MockOpenAIServer(faults={"429": 1.0}, retry_after_ms=1500) as s:
         err = failure(make(s.base_url))
     assert isinstance(err, TransientModelError) and err.retry_after == pytest.approx(1.5)
 
 
-def test_retry_after_headers():
+def test_retry_after_headers(monkeypatch):
+    import decomp.runtime.models.openai_backend as backend
+
+    now = 1_700_000_000.0  # a fake clock: an HTTP date 30 s ahead is exactly 30 s away
+    monkeypatch.setattr(backend, "time", types.SimpleNamespace(time=lambda: now))
     assert _retry_after({"retry-after-ms": "250"}) == pytest.approx(0.25)
     assert _retry_after({"retry-after": "2"}) == 2.0
-    later = email.utils.formatdate(time.time() + 30, usegmt=True)
-    assert 20 < _retry_after({"retry-after": later}) <= 31
+    later = email.utils.formatdate(now + 30, usegmt=True)
+    assert _retry_after({"retry-after": later}) == pytest.approx(30.0)
+    earlier = email.utils.formatdate(now - 30, usegmt=True)
+    assert _retry_after({"retry-after": earlier}) == 0.0
     assert _retry_after({"retry-after": "soon"}) is None
     assert _retry_after({}) is None
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("kind", ["401", "403"])
 def test_refused_key_is_final(server, kind):
     err = failure(make(server.base_url, f"fault-{kind}"))
@@ -189,6 +209,7 @@ def test_refused_key_is_final(server, kind):
     assert f"openai:fault-{kind}" in str(err)
 
 
+@pytest.mark.network
 def test_wrong_key_is_refused_without_naming_it(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with MockOpenAIServer(require_key="sk-the-right-one") as s:
@@ -196,12 +217,14 @@ def test_wrong_key_is_refused_without_naming_it(monkeypatch):
     assert type(err) is ModelError and "refused the API key (401)" in str(err) and KEY not in str(err)
 
 
+@pytest.mark.network
 def test_unknown_model(server):
     err = failure(make(server.base_url, "fault-404"))
     assert type(err) is ModelError
     assert "unknown model 'fault-404'" in str(err) and "does not exist" in str(err)
 
 
+@pytest.mark.network
 def test_prompt_too_long():
     with MockOpenAIServer(max_context=8) as s:
         err = failure(make(s.base_url, "small"), Request("one two three four five", max_tokens=10))
@@ -210,12 +233,14 @@ def test_prompt_too_long():
     assert str(err).startswith("prompt too long for openai:small")
 
 
+@pytest.mark.network
 def test_other_bad_request_is_final_with_the_servers_message(server):
     err = failure(make(server.base_url, "fault-400"))
     assert not isinstance(err, TransientModelError)
     assert "rejected the request (400" in str(err) and "Invalid value for 'temperature'" in str(err)
 
 
+@pytest.mark.network
 def test_timeout_is_transient():
     with MockOpenAIServer(faults={"timeout": 1.0}, timeout_sleep=10) as s:
         err = failure(make(s.base_url, timeout=0.3))
@@ -236,6 +261,7 @@ def test_unreachable_endpoint_is_transient():
 
 # --- the key never leaks -------------------------------------------------------------------------
 
+@pytest.mark.network
 def test_the_key_never_leaks(monkeypatch, server, caplog):
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -298,12 +324,14 @@ def test_registered_as_the_openai_scheme():
     assert isinstance(model, OpenAIModel) and model.name == "openai:served"
 
 
+@pytest.mark.slow
 def test_importing_the_module_does_not_import_openai():
     code = "import sys, decomp.runtime.models.openai_backend; print('openai' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert out.stdout.strip() == "False", out.stderr
 
 
+@pytest.mark.network
 def test_one_lazily_made_client_serves_every_call(server):
     model = make(server.base_url)
     assert model._client is None
@@ -321,8 +349,16 @@ def test_one_lazily_made_client_serves_every_call(server):
     assert complete(model, Request("again")).text == "again"  # a new event loop gets a new client
 
 
+@pytest.mark.network
 def test_concurrent_calls_share_the_connection_pool():
-    with MockOpenAIServer(latency=0.3) as s:
+    # every request is held at the server until all 8 are there: only concurrent requests get through
+    all_in = threading.Barrier(8, timeout=20)
+
+    def answer(prompt, request):
+        all_in.wait()
+        return prompt.strip().splitlines()[-1]
+
+    with MockOpenAIServer(responder=answer) as s:
         model = make(s.base_url)
 
         async def eight():
@@ -334,6 +370,7 @@ def test_concurrent_calls_share_the_connection_pool():
     assert stats["max_in_flight"] == 8 and stats["requests"] == 8
 
 
+@pytest.mark.network
 def test_a_declared_default_model_keeps_its_options():
     """`model default = "openai:NAME" (base_url=...)`: handlers that name no model use it, with
     the declaration's base_url (not the session's)."""

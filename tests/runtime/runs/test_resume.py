@@ -4,9 +4,11 @@ one-line message, never a traceback, and nothing in them is overwritten without 
 
 Two kinds of kill:
 
-* from outside, by timing: the real `decomp run` of the bundled `decomp/letter_cat` against the
-  mock OpenAI server (out of process, a little latency, the oracle responder that answers every
-  prompt right), killed when results.jsonl reaches a number of lines, then resumed;
+* from outside: the real `decomp run` of the bundled `decomp/letter_cat` against the mock OpenAI
+  server (in this process, the oracle responder that answers every prompt right), killed when
+  results.jsonl reaches a number of lines, then resumed. The server holds every request until the
+  test lets it through (`Gate`), so where the kill lands depends on no timing: the run cannot get
+  further while the test looks, and never gets all the answers it needs to finish;
 * from inside, at exact points (resume_helpers.py): while run.json is first written, between a
   row's trace and its results line, halfway through a results line, before the summary.
 """
@@ -18,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from itertools import pairwise
@@ -26,17 +29,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.letter_cat_oracle import make_rows, mock_server
+from benchmarks.letter_cat_oracle import make_rows, respond
 from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.testing.mock_server import MockOpenAIServer
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 HOOKED = HERE / "resume_helpers.py"
 SYMBOLIC = REPO / "programs" / "decomp" / "letter_cat_symbolic.decomp"
-ROWS = 32           # model rows: 11 calls each, 7 of them one after another
-LATENCY = 0.02      # seconds per mock request
-TIMEOUT = 120       # seconds any one `decomp run` may take before the test gives up on it
+ROWS = 32           # model rows
+CALLS_PER_ROW = 11  # requests each model row makes, 7 of them one after another
+TIMEOUT = 120       # seconds any one `decomp run` may take before the test gives up on it (a hang guard)
 
 
 # ------------------------------------------------------------------------------ shared checks
@@ -117,9 +121,52 @@ def assert_clear_failure(result, *fragments: str) -> str:
 
 
 # ------------------------------------------------------------------------------ the model runs
+class Gate:
+    """Where the mock server holds each request until the test lets it through: open (every
+    request passes), or a number of permits. `set` starts afresh: requests still held from a
+    killed process are let go (their client is gone), and `waiting` counts the requests held."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._permits: int | None = None  # None: open
+        self._generation = 0
+        self.waiting = 0
+
+    def through(self) -> None:
+        with self._cond:
+            generation = self._generation
+            self.waiting += 1
+            try:
+                self._cond.wait_for(lambda: self._permits != 0 or self._generation != generation)
+                if self._generation == generation and self._permits is not None:
+                    self._permits -= 1
+            finally:
+                self.waiting -= 1
+
+    def set(self, permits: int | None) -> None:
+        with self._cond:
+            self._generation += 1
+            self._permits = permits
+            self._cond.notify_all()
+
+    def release(self, n: int = 1) -> None:
+        with self._cond:
+            self._permits += n
+            self._cond.notify_all()
+
+
 @pytest.fixture(scope="module")
-def server():
-    with mock_server(LATENCY) as srv:
+def gate():
+    return Gate()
+
+
+@pytest.fixture(scope="module")
+def server(gate):
+    def answer(prompt: str, request: dict) -> str:
+        gate.through()
+        return respond(prompt, request)
+
+    with MockOpenAIServer(responder=answer) as srv:
         yield srv
 
 
@@ -146,10 +193,12 @@ def invoke(args: list[str], **env: str):
 def baseline(server, dataset, tmp_path_factory) -> Path:
     """The same run, never interrupted."""
     run_dir = tmp_path_factory.mktemp("baseline") / "run"
+    server.reset_stats()
     result = invoke(model_args(dataset, run_dir, server))
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["rows"], summary["failed"], summary["score"]) == (ROWS, 0, 1.0)
+    assert server.stats()["requests"] == CALLS_PER_ROW * ROWS  # what run_until's permits count on
     return run_dir
 
 
@@ -161,10 +210,15 @@ class Killed:
     stderr: str
 
 
-def run_until(args: list[str], run_dir: Path, tmp_path: Path, kill_at: int | None) -> Killed:
+def run_until(args: list[str], run_dir: Path, tmp_path: Path, kill_at: int | None, gate: Gate) -> Killed:
     """`decomp ARGS` as a real process, killed with SIGKILL as soon as results.jsonl has `kill_at`
-    complete lines (0: as soon as run.json exists); `kill_at=None` lets it finish."""
+    complete lines (0: as soon as run.json exists, no request answered); `kill_at=None` lets it
+    finish. Until the kill, the server answers the requests it holds only while fewer lines than
+    `kill_at` are written, and at most one request fewer than the rows left need: the kill lands
+    at `kill_at` lines or a little after, never after the last row, however slow the machine."""
     env = {**os.environ, **MODEL_ENV, "DECOMP_CACHE_DIR": str(tmp_path / "cache")}
+    permits = CALLS_PER_ROW * (ROWS - len(complete_records(run_dir))) - 1
+    gate.set(None if kill_at is None else 0)
     out, err = (tmp_path / "stdout.txt").open("w+"), (tmp_path / "stderr.txt").open("w+")
     proc = subprocess.Popen([sys.executable, "-m", "decomp.runtime.cli", *args], env=env, stdout=out,
                             stderr=err, stdin=subprocess.DEVNULL)
@@ -177,40 +231,48 @@ def run_until(args: list[str], run_dir: Path, tmp_path: Path, kill_at: int | Non
                 if lines >= kill_at:
                     proc.send_signal(signal.SIGKILL)
                     break
-            time.sleep(0.002)
+                held = min(gate.waiting, permits)
+                if held > 0:
+                    gate.release(held)
+                    permits -= held
+                    continue
+            time.sleep(0.001)
         proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         out.close()
+        gate.set(None)  # open again for the other tests; lets go what the killed process left held
     err.seek(0)
     stderr = err.read()
     err.close()
     return Killed(len(complete_records(run_dir)), has_half_line(run_dir), proc.returncode, stderr)
 
 
-def test_killed_at_several_points_then_resumed_equals_an_uninterrupted_run(server, dataset, baseline, tmp_path):
+@pytest.mark.slow
+@pytest.mark.network
+def test_killed_at_several_points_then_resumed_equals_an_uninterrupted_run(server, gate, dataset, baseline, tmp_path):
     run_dir = tmp_path / "run"
     args = model_args(dataset, run_dir, server)
     history: list[dict[int, dict]] = []
 
-    # (a) as soon as run.json is there: before any row ends (each row takes >= 7 x LATENCY)
-    first = run_until(args, run_dir, tmp_path, kill_at=0)
+    # (a) as soon as run.json is there: before any row ends (the server has answered nothing)
+    first = run_until(args, run_dir, tmp_path, kill_at=0, gate=gate)
     assert first.returncode == -signal.SIGKILL, first.stderr
     assert first.lines == 0 and not first.half_line
     history.append(complete_records(run_dir))
 
     # (b) after a few rows, (c) mid-run: each time resumed (no --force), killed again
     for kill_at in (3, ROWS // 2):
-        killed = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=kill_at)
+        killed = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=kill_at, gate=gate)
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         assert "Traceback" not in killed.stderr
         assert kill_at <= killed.lines < ROWS
         history.append(complete_records(run_dir))
 
     # (d) resumed to the end
-    last = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=None)
+    last = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=None, gate=gate)
     assert last.returncode == 0, last.stderr
     assert "Traceback" not in last.stderr
     history.append(complete_records(run_dir))
@@ -225,6 +287,7 @@ def test_killed_at_several_points_then_resumed_equals_an_uninterrupted_run(serve
     assert_same_as(run_dir, baseline, ROWS, n_sessions=4)
 
 
+@pytest.mark.network
 def test_a_half_written_last_line_is_detected_and_redone(server, dataset, baseline, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(baseline, run_dir)
@@ -243,6 +306,7 @@ def test_a_half_written_last_line_is_detected_and_redone(server, dataset, baseli
     assert_same_as(run_dir, baseline, ROWS, n_sessions=2)
 
 
+@pytest.mark.network
 def test_resuming_a_finished_run_runs_nothing(server, dataset, baseline, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(baseline, run_dir)
@@ -259,6 +323,7 @@ def test_resuming_a_finished_run_runs_nothing(server, dataset, baseline, tmp_pat
     assert_same_as(run_dir, baseline, ROWS, n_sessions=2)
 
 
+@pytest.mark.network
 def test_resuming_with_another_model_is_refused(server, dataset, baseline, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(baseline, run_dir)
@@ -306,6 +371,7 @@ def hooked(point: str, n: int, program: Path, data: Path, run_dir: Path) -> subp
     return proc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point, note", [("trace-only", False), ("half-line", True), ("summary", False)])
 def test_killed_at_an_exact_point_then_resumed(symbolic, tmp_path, point, note):
     program, data, done = symbolic
@@ -324,6 +390,7 @@ def test_killed_at_an_exact_point_then_resumed(symbolic, tmp_path, point, note):
     assert_same_as(run_dir, done, 13, n_sessions=2)
 
 
+@pytest.mark.slow
 def test_killed_while_creating_the_run_directory(symbolic, tmp_path):
     """A kill while run.json is first written (the program already copied) leaves a directory
     that --resume reports clearly and --force can start over in: the user has no file to delete."""

@@ -58,12 +58,14 @@ def server():
 
 # --- replies -------------------------------------------------------------------------------------
 
+@pytest.mark.network
 def test_binds_to_localhost_on_a_free_port(server):
     assert server.base_url.startswith("http://127.0.0.1:")
     assert server.base_url.endswith("/v1")
     assert int(server.base_url.split(":")[2].split("/")[0]) > 0
 
 
+@pytest.mark.network
 def test_completion_answers_the_last_line_with_usage(server):
     reply = complete(server.base_url, prompt="Q: first\nA: one\nsecond line here\n", max_tokens=50)
     assert reply["object"] == "text_completion"
@@ -73,12 +75,14 @@ def test_completion_answers_the_last_line_with_usage(server):
     assert reply["usage"] == {"prompt_tokens": 8, "completion_tokens": 3, "total_tokens": 11}
 
 
+@pytest.mark.network
 def test_n_choices_are_indexed(server):
     reply = complete(server.base_url, prompt="x y", n=3)
     assert [c["index"] for c in reply["choices"]] == [0, 1, 2]
     assert reply["usage"]["completion_tokens"] == 6
 
 
+@pytest.mark.network
 def test_stop_sequences_and_max_tokens_cut_the_text(server):
     reply = complete(server.base_url, prompt="say one two three. four", stop=["."])
     assert reply["choices"][0]["text"] == "say one two three"
@@ -87,6 +91,7 @@ def test_stop_sequences_and_max_tokens_cut_the_text(server):
     assert reply["choices"][0]["finish_reason"] == "length"
 
 
+@pytest.mark.network
 def test_chat_completion_shape(server):
     status, _, body = post(server.base_url, "/chat/completions", {
         "model": "m", "messages": [{"role": "system", "content": "be brief"},
@@ -97,6 +102,7 @@ def test_chat_completion_shape(server):
     assert reply["usage"]["prompt_tokens"] == 6  # "be brief\nQ: hi\nanswer me"
 
 
+@pytest.mark.network
 def test_echo_logprobs_tile_the_text(server):
     reply = complete(server.base_url, prompt="The cat  sat", echo=True, logprobs=1, max_tokens=0)
     choice = reply["choices"][0]
@@ -115,6 +121,7 @@ def test_tokenize_covers_every_character():
     assert "".join(t for t, _ in tokenize(text)) == text
 
 
+@pytest.mark.network
 def test_custom_responder_sees_prompt_and_request():
     seen = []
 
@@ -128,12 +135,14 @@ def test_custom_responder_sees_prompt_and_request():
     assert seen == [("p", 0.7), ("p", 0.7)]
 
 
+@pytest.mark.network
 def test_logprobs_can_be_switched_off():
     with MockOpenAIServer(logprobs=False) as s:
         reply = complete(s.base_url, prompt="a b", echo=True, logprobs=1, max_tokens=0)
     assert reply["choices"][0]["logprobs"] is None
 
 
+@pytest.mark.network
 def test_context_length_and_minimum_max_tokens():
     with MockOpenAIServer(max_context=5, min_max_tokens=1) as s:
         status, _, body = post(s.base_url, "/completions", {"model": "m", "prompt": "a b c d", "max_tokens": 4})
@@ -143,12 +152,14 @@ def test_context_length_and_minimum_max_tokens():
         assert status == 400 and "at least 1" in json.loads(body)["error"]["message"]
 
 
+@pytest.mark.network
 def test_required_key():
     with MockOpenAIServer(require_key="right") as s:
         assert post(s.base_url, "/completions", {"model": "m", "prompt": "a"}, key="wrong")[0] == 401
         assert post(s.base_url, "/completions", {"model": "m", "prompt": "a"}, key="right")[0] == 200
 
 
+@pytest.mark.network
 def test_unknown_route_and_bad_json(server):
     assert post(server.base_url, "/embeddings", {})[0] == 404
     req = urllib.request.Request(server.base_url + "/completions", data=b"{not json", method="POST")
@@ -159,6 +170,7 @@ def test_unknown_route_and_bad_json(server):
 
 # --- faults --------------------------------------------------------------------------------------
 
+@pytest.mark.network
 def test_forced_faults_by_model_name(server):
     status, headers, body = post(server.base_url, "/completions", {"model": "fault-429", "prompt": "a"})
     assert status == 429 and headers["retry-after-ms"] == "50"
@@ -177,6 +189,7 @@ def test_unknown_fault_kind_is_refused():
         MockOpenAIServer(faults={"418": 0.5})
 
 
+@pytest.mark.network
 def test_timeout_fault_answers_late():
     with MockOpenAIServer(faults={"timeout": 1.0}, timeout_sleep=0.3) as s:
         start = time.monotonic()
@@ -186,6 +199,7 @@ def test_timeout_fault_answers_late():
         assert s.stats()["faults"] == {"timeout": 1}
 
 
+@pytest.mark.network
 def test_stop_wakes_a_stalled_request():
     s = MockOpenAIServer(faults={"timeout": 1.0}, timeout_sleep=60)
     s.start()
@@ -217,6 +231,7 @@ def _outcomes(seed: int, count: int = 40) -> tuple[list[str], dict]:
         return seen, s.stats()
 
 
+@pytest.mark.network
 def test_seeded_faults_are_reproducible_and_counted():
     first, stats = _outcomes(seed=7)
     second, _ = _outcomes(seed=7)
@@ -230,6 +245,7 @@ def test_seeded_faults_are_reproducible_and_counted():
 
 # --- statistics and concurrency ------------------------------------------------------------------
 
+@pytest.mark.network
 def test_stats_routes(server):
     post(root(server.base_url), "/reset-stats")
     complete(server.base_url, prompt="a")
@@ -240,24 +256,28 @@ def test_stats_routes(server):
     assert server.stats()["requests"] == 0
 
 
+@pytest.mark.network
 def test_max_in_flight_counts_concurrent_requests():
-    with MockOpenAIServer(latency=0.2) as s:
-        barrier = threading.Barrier(8)
+    # Each request is held inside the server until `parties` requests are in it at once (no
+    # latency to race against: a request that never gets company breaks the barrier after 20 s).
+    held = {"at": threading.Barrier(8, timeout=20)}
 
-        def one(_):
-            barrier.wait()
-            return complete(s.base_url, prompt="a")
+    def responder(prompt, request):
+        held["at"].wait()
+        return "a"
 
+    with MockOpenAIServer(responder=responder) as s:
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(one, range(8)))
+            list(pool.map(lambda _: complete(s.base_url, prompt="a"), range(8)))
         stats = s.stats()
         assert stats["max_in_flight"] == 8 and stats["in_flight"] == 0 and stats["requests"] == 8
 
         s.reset_stats()
+        held["at"] = threading.Barrier(4, timeout=20)  # four at a time, three times over
         with ThreadPoolExecutor(4) as pool:  # 12 requests, never more than 4 at once
             list(pool.map(lambda _: complete(s.base_url, prompt="a"), range(12)))
         stats = s.stats()
-        assert 1 <= stats["max_in_flight"] <= 4 and stats["requests"] == 12
+        assert stats["max_in_flight"] == 4 and stats["requests"] == 12
 
 
 # --- out of process ------------------------------------------------------------------------------
@@ -272,6 +292,8 @@ def test_cli_parses_faults():
         _parser().parse_args(["--fault", "teapot=1"])
 
 
+@pytest.mark.slow
+@pytest.mark.network
 def test_subprocess_starts_answers_and_stops():
     proc, base_url = start_subprocess(latency=0.01, faults={"429": 0.0}, seed=1,
                                       responder="decomp.runtime.testing.mock_server:shout")
@@ -287,6 +309,7 @@ def test_subprocess_starts_answers_and_stops():
         post(base_url, "/completions", {"model": "m", "prompt": "a"}, timeout=5)
 
 
+@pytest.mark.slow
 def test_subprocess_that_fails_to_start_reports_why():
     with pytest.raises(RuntimeError, match="exited with code 1(.|\n)*module:function"):
         start_subprocess(responder="no-colon-here", ready_timeout=60)

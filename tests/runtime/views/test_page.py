@@ -137,6 +137,7 @@ def _walk(node: dict):
 
 
 # ---------------------------------------------------------------- the page as text
+@pytest.mark.network
 def test_page_is_standalone(model_page):
     page = model_page.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and '<meta charset="utf-8">' in page
@@ -147,6 +148,7 @@ def test_page_is_standalone(model_page):
     assert not re.search(r"<(?:img|iframe|object|embed)\b", page, re.IGNORECASE)
 
 
+@pytest.mark.network
 def test_header_shows_program_input_model_and_totals(model_run, model_page):
     page = model_page.read_text(encoding="utf-8")
     assert f'<dd id="program">{model_run.manifest["program"]["path"]}</dd>' in page
@@ -159,6 +161,7 @@ def test_header_shows_program_input_model_and_totals(model_run, model_page):
     assert '<table id="handlers">' in page
 
 
+@pytest.mark.network
 def test_rows_are_listed_with_usage_and_the_failure_marked(model_run, model_page):
     table = _table(model_page.read_text(encoding="utf-8"))
     rows = re.findall(r'<tr class="([^"]*)" data-index="(\d+)" data-id="([^"]*)"', table)
@@ -175,6 +178,7 @@ def test_rows_are_listed_with_usage_and_the_failure_marked(model_run, model_page
     assert '<td class="status" title="' in table and ">failed</td>" in table
 
 
+@pytest.mark.network
 def test_html_special_characters_are_escaped(symbolic_run, model_page):
     page = render_html(symbolic_run)
     table = _table(page)
@@ -184,6 +188,7 @@ def test_html_special_characters_are_escaped(symbolic_run, model_page):
     assert "<b>" not in model_table
 
 
+@pytest.mark.network
 def test_script_end_tag_in_a_prompt_stays_inside_the_json(model_run, model_page):
     page = model_page.read_text(encoding="utf-8")
     assert page.count("</script>") == 2  # the JSON's and the script's own end tags, nothing else
@@ -196,6 +201,7 @@ def test_script_end_tag_in_a_prompt_stays_inside_the_json(model_run, model_page)
     assert script_json({"x": "</script></SCRIPT><!--"}) == '{"x":"<\\/script><\\/SCRIPT>\\u003c!--"}'
 
 
+@pytest.mark.network
 def test_embedded_trees_decode_to_the_stored_trees(model_run):
     data = page_data(model_run)
     assert set(data["trees"]) == {"0", "1", "2"}
@@ -212,6 +218,7 @@ def test_embedded_trees_decode_to_the_stored_trees(model_run):
                                       else json.dumps(answer, ensure_ascii=False))
 
 
+@pytest.mark.network
 def test_repeated_prompts_are_stored_once(model_run, model_page):
     data = _embedded(model_page.read_text(encoding="utf-8"))
     prompts = [n.prompt for _, tree in model_run.traces() for n in tree.walk() if n.prompt]
@@ -228,6 +235,7 @@ def test_a_run_without_rows_renders(tmp_path):
     assert "This run has no finished rows." in page and '<tr class="row' not in _table(page)
 
 
+@pytest.mark.network
 def test_cli_refuses_to_overwrite_without_force(model_run, tmp_path):
     page = tmp_path / "page.html"
     page.write_text("old")
@@ -270,7 +278,8 @@ def _errors(driver) -> list[dict]:
     return [entry for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
 
 
-def _wait(condition, timeout: float = 5.0):
+def _wait(condition, timeout: float = 30.0):
+    """`condition()` once it holds (polled); the timeout only stops a hang, so it is generous."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
@@ -279,6 +288,8 @@ def _wait(condition, timeout: float = 5.0):
         time.sleep(0.02)
 
 
+@pytest.mark.chromium
+@pytest.mark.network
 def test_chromium_shows_a_row_tree_and_a_prompt(browser, model_page):
     from selenium.webdriver.common.by import By
 
@@ -315,6 +326,8 @@ def test_chromium_shows_a_row_tree_and_a_prompt(browser, model_page):
     assert _errors(browser) == []
 
 
+@pytest.mark.chromium
+@pytest.mark.network
 def test_chromium_marks_the_failure_and_shows_data_as_text(browser, model_page):
     from selenium.webdriver.common.by import By
 

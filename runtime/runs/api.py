@@ -1,0 +1,289 @@
+"""Run a program over a dataset into a run directory, from Python: what `decomp run FILE --input
+DATA` does, as one call.
+
+    from decomp import run_dataset
+
+    done = run_dataset("prog.decomp", "data.jsonl", model="fake:answers.json")
+    done.run_dir, done.rows, done.failed, done.score   # the run directory and its totals
+    done.records()                                     # every row's results line, in input order
+
+`run_dataset` loads and checks the program (or takes a module a session loaded), reads the
+rows, opens the run directory (a new one, or with `resume=True` the unfinished one, checked to
+be of the same program, input and model; `force=True` starts over), runs every row not yet done
+while writing each row's results line and trace as it ends, writes summary.json, optionally
+copies every row's line to `output` in input order, and returns the summary: the very line
+`decomp run` prints. The command line is a thin layer over it (runtime/cli.py).
+
+What shapes the run (model, endpoint limits, step cache, budgets) is a `RunOptions`, the
+`decomp run` options with the same defaults: the step cache is on, in $DECOMP_CACHE_DIR or
+~/.cache/decomp. A `Session` of one's own can be passed instead.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from decomp.dsl.errors import DecompError
+from decomp.runtime.engine.budgets import Budget
+from decomp.runtime.engine.cache import StepCache, default_cache_dir
+from decomp.runtime.engine.loader import LoadedModule
+from decomp.runtime.engine.scheduler import Scheduler
+from decomp.runtime.engine.session import Session
+from decomp.runtime.models.base import Model, ModelSettings
+from decomp.runtime.runs.batch import run_rows
+from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.runs.progress import progress as progress_bar
+from decomp.runtime.runs.jsonl import json_line
+from decomp.runtime.runs.rundir import (
+    RunDir,
+    default_run_dir,
+    latest_run,
+    make_manifest,
+    program_files,
+    runs_root,
+)
+
+__all__ = ["PROGRAMS_DIR", "RunOptions", "RunSummary", "arun_dataset", "find_program", "run_dataset", "use_main"]
+
+#: The bundled programs (`decomp programs` lists them); a program name may be one of them.
+PROGRAMS_DIR = Path(__file__).resolve().parents[2] / "programs"
+
+
+def find_program(name: str | Path) -> Path:
+    """`name` as a path when it exists, else the bundled program it names, such as
+    `decomp/letter_cat_symbolic` (with or without `.decomp`); a `DecompError` otherwise."""
+    path = Path(name)
+    if path.exists():
+        return path
+    text = str(name)
+    bundled = PROGRAMS_DIR / (text if text.endswith(".decomp") else text + ".decomp")
+    if bundled.is_file():
+        return bundled
+    raise DecompError(f"no such file or bundled program: {name} (see `decomp programs`)")
+
+
+def use_main(loaded: LoadedModule, main: str | None, program: str | Path | None = None) -> LoadedModule:
+    """`loaded` running its program or handler `main` instead of its `main` line (a copy;
+    `loaded` itself is unchanged); `loaded` when `main` is None. A `DecompError` names the
+    programs and handlers there are when `main` is none of them."""
+    if main is None:
+        return loaded
+    if main not in loaded.handlers:
+        raise DecompError(f"{program if program is not None else loaded.path} has no program or handler named "
+                          f"'{main}' (it has: {', '.join(sorted(loaded.handlers))})")
+    return dataclasses.replace(loaded, main=main)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What shapes a run beyond the program and its data: the `decomp run` options, with the
+    same names and defaults.
+
+    model:         the model of every handler that names none (`openai:NAME`, `local:...`,
+                   `fake:FILE.json`); None: the program's `model default`, else the embedded one
+    base_url:      an OpenAI-compatible endpoint (else $OPENAI_BASE_URL)
+    concurrency:   model calls in flight at once, per endpoint; rpm, tpm: rate limits per endpoint
+    cache_mode:    the step cache: "read-write", "refresh", "off" or "replay"
+    cache_dir:     where the step cache lives (None: $DECOMP_CACHE_DIR, else ~/.cache/decomp)
+    max_calls, max_tokens:         budgets for the whole run
+    max_row_calls, max_row_tokens: budgets per row
+    max_depth:     the deepest nesting of programs; max_steps: most steps any decomposer takes
+    """
+
+    model: str | None = None
+    base_url: str | None = None
+    concurrency: int = 8
+    rpm: float | None = None
+    tpm: float | None = None
+    cache_mode: str = "read-write"
+    cache_dir: Path | None = None
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    max_row_calls: int | None = None
+    max_row_tokens: int | None = None
+    max_depth: int = 64
+    max_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.cache_dir is not None and not isinstance(self.cache_dir, Path):
+            object.__setattr__(self, "cache_dir", Path(self.cache_dir))
+
+    def session(self, model: Model | None = None) -> Session:
+        """A `Session` with these options. A `Model` instance given here replaces `model` and
+        runs uncached (as `decomp run --dry-run` does with its stand-in): the cache keys answers
+        by model name, which does not tell two instances apart."""
+        cache = None
+        if self.cache_mode != "off" and model is None:
+            cache = StepCache((self.cache_dir or default_cache_dir()) / "steps.sqlite", self.cache_mode)
+        budget = Budget(self.max_row_calls, self.max_row_tokens, self.max_calls, self.max_tokens)
+        return Session(model=model or self.model, settings=ModelSettings(base_url=self.base_url),
+                       scheduler=Scheduler(self.concurrency, rpm=self.rpm, tpm=self.tpm), cache=cache,
+                       budget=budget, max_depth=self.max_depth, max_steps=self.max_steps)
+
+    @classmethod
+    def of(cls, session: Session) -> "RunOptions":
+        """The options `session` runs with (what a run directory records for it; its model is
+        recorded as the spec the program's handlers resolve to)."""
+        cache, budget, scheduler = session.cache, session.budget, session.scheduler
+        return cls(model=None, base_url=session.settings.base_url, concurrency=scheduler.concurrency,
+                   rpm=scheduler.rpm, tpm=scheduler.tpm, cache_mode=cache.mode if cache is not None else "off",
+                   cache_dir=cache.path.parent if cache is not None else None, max_calls=budget.run_calls,
+                   max_tokens=budget.run_tokens, max_row_calls=budget.row_calls, max_row_tokens=budget.row_tokens,
+                   max_depth=session.max_depth, max_steps=session.max_steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as run.json records them (paths as text)."""
+        return {f.name: (str(value) if isinstance(value, Path) else value)
+                for f in dataclasses.fields(self) for value in [getattr(self, f.name)]}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a dataset run left: its run directory, its totals (summary.json, over every
+    session of the run), the `output` file written, and what opening the directory found."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    output: Path | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def rows(self) -> int:
+        return self.summary["rows"]
+
+    @property
+    def failed(self) -> int:
+        return self.summary["failed"]
+
+    @property
+    def score(self) -> float | None:
+        """Mean exact match over the rows with gold answers (None without gold)."""
+        return self.summary["score"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The line `decomp run --input` prints: summary.json with `run_dir` (and `output`)."""
+        extra = {"output": str(self.output)} if self.output is not None else {}
+        return {**self.summary, "run_dir": str(self.run_dir), **extra}
+
+    def records(self) -> list[dict]:
+        """Every row's results line, in input order."""
+        return RunDir.open(self.run_dir).records()
+
+
+def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: str | Model | None = None,
+                options: RunOptions | None = None, session: Session | None = None, main: str | None = None,
+                run_dir: str | Path | None = None, resume: bool = False, force: bool = False,
+                output: str | Path | None = None, progress: bool | None = False,
+                on_note: Callable[[str], None] | None = None) -> RunSummary:
+    """Run `program` on every row of `data` into a run directory: `decomp run PROGRAM --input DATA`.
+
+    program:  a .decomp file, the name of a bundled program (`decomp/letter_cat`), or a module
+              that `session` loaded
+    data:     JSONL rows {id, question, ..., answer?} or DecomP's DROP-style JSON
+    model:    the model spec (or a `Model`, which runs uncached) of every handler naming none
+    options:  the rest of the run's options (`RunOptions()`: the command line's defaults,
+              the step cache on); or give a `session` of one's own instead of model and options
+    main:     run this program or handler of the module instead of its `main`
+    run_dir:  the run directory; None: runs/PROGRAM-INPUT-TIME, under $DECOMP_RUNS_DIR if set
+    resume:   finish the run in `run_dir` (None: the latest run of this program on this input),
+              running only the rows it lacks; refused when the program, the input, `main` or
+              the model differ from that run's
+    force:    start over in `run_dir`, deleting the run there (never a folder holding no run)
+    output:   also write every row's results line to this file, in input order
+    progress: draw a progress bar on stderr (None: when stderr is a terminal)
+    on_note:  called with each thing opening the run directory found and repaired (a
+              half-written last line, rerun), before any row runs; they are in `notes` too
+
+    Returns the `RunSummary` (its `to_dict()` is the line `decomp run` prints). A row that fails
+    is recorded in its line and the run goes on. Raises `DecompError` for a program that does
+    not load or check, or a `main` it lacks; `RunDirError` (a `DecompError`) for a run directory
+    that cannot be used as asked (it holds a run and neither `resume` nor `force` is given, it
+    holds something else, or it differs from what `resume` would continue); `OSError` for a
+    file that cannot be read or written; `ValueError` for a data file in neither format.
+    Inside a running event loop (Jupyter), `await arun_dataset(...)` instead.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("run_dataset cannot run inside a running event loop: await arun_dataset(...) instead")
+    return asyncio.run(arun_dataset(program, data, model=model, options=options, session=session, main=main,
+                                    run_dir=run_dir, resume=resume, force=force, output=output,
+                                    progress=progress, on_note=on_note))
+
+
+async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: str | Model | None = None,
+                       options: RunOptions | None = None, session: Session | None = None, main: str | None = None,
+                       run_dir: str | Path | None = None, resume: bool = False, force: bool = False,
+                       output: str | Path | None = None, progress: bool | None = False,
+                       on_note: Callable[[str], None] | None = None) -> RunSummary:
+    """`run_dataset` in a running event loop."""
+    session, options = _session(program, model, options, session)
+    loaded, path = _load(session, program, main)
+    data = Path(data)
+    recorded = {**options.to_dict(), "model": session.default_model_spec(loaded)}
+    manifest = make_manifest(path, loaded.main, loaded.files, data, recorded)
+    rows = list(read_rows(data))
+    run = _open_run(path, data, manifest, loaded.files, run_dir, resume, force)
+    try:
+        for note in run.notes:
+            if on_note is not None:
+                on_note(note)
+        todo = sum(row.index not in run.done for row in rows)
+        with progress_bar(todo, session.usage, progress) as tick:
+            def sink(record, trace):
+                run.add(record, trace)
+                tick(record)
+            ran = await run_rows(session, loaded, rows, sink, skip=run.done)
+        summary = run.finish(ran.rows, ran.seconds)
+    except BaseException:
+        run.close()
+        raise
+    output = Path(output) if output is not None else None
+    if output is not None:
+        _write_lines(output, run.records())
+    return RunSummary(run.path, summary, output, tuple(run.notes))
+
+
+def _session(program, model, options: RunOptions | None, session: Session | None) -> tuple[Session, RunOptions]:
+    """The session to run in and the options to record for it."""
+    if session is not None:
+        if model is not None or options is not None:
+            raise TypeError("give a session, or model and options to build one, not both")
+        return session, RunOptions.of(session)
+    if isinstance(program, LoadedModule):
+        raise TypeError("a loaded module runs in the session that loaded it: pass session=")
+    options = options or RunOptions()
+    if isinstance(model, Model):
+        return options.session(model), options
+    if model is not None:
+        options = dataclasses.replace(options, model=model)
+    return options.session(), options
+
+
+def _load(session: Session, program, main: str | None) -> tuple[LoadedModule, Path]:
+    """The module to run (with `main` chosen) and the path of its main file."""
+    if isinstance(program, LoadedModule):
+        return use_main(program, main), Path(program.path)
+    path = find_program(program)
+    return use_main(session.load(path), main, path), path
+
+
+def _open_run(program: Path, data: Path, manifest: dict, files, run_dir: str | Path | None, resume: bool,
+              force: bool) -> RunDir:
+    run_dir = Path(run_dir) if run_dir is not None else None
+    if resume and not force:
+        return RunDir.resume(run_dir or latest_run(runs_root(), manifest), manifest)
+    target = run_dir or default_run_dir(program, data)
+    return RunDir.create(target, manifest, program_files(program, files), force=force)
+
+
+def _write_lines(path: Path, records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        for record in records:
+            out.write(json_line(record))

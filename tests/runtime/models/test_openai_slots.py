@@ -1,0 +1,76 @@
+"""The scheduler's slot covers only the time a request is at the server, on the real
+`OpenAIModel` against the mock server: the HTTP client's event hooks give the slot back as the
+reply's headers arrive, before the client reads and parses the body; and the server never sees
+more requests at once than the concurrency allows."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from decomp.runtime.engine.scheduler import Scheduler
+from decomp.runtime.models.base import ModelSettings, Request
+from decomp.runtime.models.openai_backend import OpenAIModel
+from decomp.runtime.testing.mock_server import MockOpenAIServer
+
+pytestmark = pytest.mark.network
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def make(base_url: str) -> OpenAIModel:
+    return OpenAIModel("m", ModelSettings(base_url=base_url, api="completions"))
+
+
+def test_the_real_class_defers_its_slot():
+    assert OpenAIModel.defers_slot is True
+    assert make("http://127.0.0.1:9/v1").defers_slot is True
+
+
+def test_slot_is_given_back_while_the_client_still_parses(monkeypatch):
+    with MockOpenAIServer() as server:
+        model = make(server.base_url)
+        scheduler = Scheduler(concurrency=2)
+        held_while_parsing: list[int] = []
+        parse = model._parse
+
+        def watching(body):
+            held_while_parsing.append(scheduler.in_flight[model.endpoint])
+            return parse(body)
+
+        monkeypatch.setattr(model, "_parse", watching)
+
+        async def go():
+            try:
+                return await scheduler.complete(model, Request("Q: hi\nA: there", max_tokens=4))
+            finally:
+                await model.aclose()
+
+        done = asyncio.run(go())
+    assert done.texts == ("A: there",)
+    assert held_while_parsing == [0]  # the slot was back before the body was parsed
+    assert scheduler.max_in_flight[model.endpoint] == 1
+    assert scheduler.in_flight[model.endpoint] == 0
+
+
+def test_the_server_sees_at_most_the_concurrency(monkeypatch):
+    with MockOpenAIServer(latency=0.03) as server:
+        model = make(server.base_url)
+        scheduler = Scheduler(concurrency=4)
+
+        async def go():
+            try:
+                return await asyncio.gather(*(scheduler.complete(model, Request(f"Q: {i}\nA: {i}", max_tokens=2))
+                                              for i in range(24)))
+            finally:
+                await model.aclose()
+
+        answers = asyncio.run(go())
+        stats = server.stats()
+    assert [a.texts[0] for a in answers] == [f"A: {i}" for i in range(24)]
+    assert stats["requests"] == 24
+    assert stats["max_in_flight"] == 4 == scheduler.max_in_flight[model.endpoint]
