@@ -43,7 +43,7 @@ class RunResult:
         return self.error is None
 
 
-#: The model used when nothing names one: the embedded local model (see handlers/models/local.py).
+#: The model used when nothing names one: the embedded local model (see runtime/models/local.py).
 DEFAULT_MODEL = "local:gemma-3-270m"
 
 

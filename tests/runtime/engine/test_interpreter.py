@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 
@@ -19,6 +18,9 @@ from decomp.dsl.values import item_text, json_text, named_text, parse_output, su
 # --- a custom kind, registered exactly as a plugin would be ----------------------------------
 
 from conftest import registry_with  # noqa: E402
+
+
+HANG_GUARD = 30.0  # seconds an item waits for another before it gives up: only a hang gets there
 
 
 def session_with(functions, calls=None, **kwargs) -> Session:
@@ -242,23 +244,26 @@ def test_foreach_over_empty_list():
 
 
 def test_foreach_keeps_order_when_items_finish_out_of_order():
-    delays = {"item <slow>": 0.40, "item <medium>": 0.20, "item <fast>": 0.0}
+    # "slow" ends only after "medium" has ended, "medium" only after "fast": run one after another,
+    # the first item would wait for the last (and fail after HANG_GUARD s); at the same time,
+    # they end last item first
+    waits_for = {"item <slow>": "item <medium>", "item <medium>": "item <fast>"}
+    ended = {q: asyncio.Event() for q in ("item <slow>", "item <medium>", "item <fast>")}
     finished: list[str] = []
 
     async def per(query):
-        await asyncio.sleep(delays[query])
+        if query in waits_for:
+            await asyncio.wait_for(ended[waits_for[query]].wait(), HANG_GUARD)
         finished.append(query)
+        ended[query].set()
         return query.upper()
 
     session = session_with({"make": lambda q: ["slow", "medium", "fast"], "per": per})
     module = session.load("x.decomp", text=FANOUT.format(op="foreach"))
-    begin = time.perf_counter()
     result = session.run(module, {"question": "q"})
-    elapsed = time.perf_counter() - begin
     assert result.error is None, result.error
     assert result.answer == ["ITEM <SLOW>", "ITEM <MEDIUM>", "ITEM <FAST>"]
-    assert finished == ["item <fast>", "item <medium>", "item <slow>"]
-    assert elapsed < sum(delays.values()) - 0.1  # ran at the same time, not one after another
+    assert finished == ["item <fast>", "item <medium>", "item <slow>"]  # ran at the same time
     items = [n for n in result.trace.walk() if n.kind == "item"]
     assert [i.label for i in items] == ["slow", "medium", "fast"]  # the trace keeps item order too
 
@@ -266,14 +271,17 @@ def test_foreach_keeps_order_when_items_finish_out_of_order():
 def test_foreach_items_run_concurrently():
     """Each item waits until all three have started: only concurrent execution finishes."""
     state = {"started": 0}
+    all_started = asyncio.Event()
 
     async def per(query):
         state["started"] += 1
-        for _ in range(200):
-            if state["started"] == 3:
-                return query
-            await asyncio.sleep(0.005)
-        return "timed out waiting for the other items"
+        if state["started"] == 3:
+            all_started.set()
+        try:
+            await asyncio.wait_for(all_started.wait(), HANG_GUARD)
+        except TimeoutError:
+            return "timed out waiting for the other items"
+        return query
 
     result = fanout("foreach", ["a", "b", "c"], per)
     assert result.answer == ["item <a>", "item <b>", "item <c>"]

@@ -5,13 +5,14 @@ more requests at once than the concurrency allows."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.models.base import ModelSettings, Request
 from decomp.runtime.models.openai_backend import OpenAIModel
-from decomp.runtime.testing.mock_server import MockOpenAIServer
+from decomp.runtime.testing.mock_server import MockOpenAIServer, last_line
 
 pytestmark = pytest.mark.network
 
@@ -58,7 +59,15 @@ def test_slot_is_given_back_while_the_client_still_parses(monkeypatch):
 
 
 def test_the_server_sees_at_most_the_concurrency(monkeypatch):
-    with MockOpenAIServer(latency=0.03) as server:
+    # every request waits at the server until four are there at once: the limit is reached each
+    # time (events, not a latency window), and a fifth in flight would show in the statistics
+    together = threading.Barrier(4, timeout=20)
+
+    def answer(prompt, request):
+        together.wait()
+        return last_line(prompt, request)
+
+    with MockOpenAIServer(responder=answer) as server:
         model = make(server.base_url)
         scheduler = Scheduler(concurrency=4)
 

@@ -162,23 +162,28 @@ def test_a_second_run_into_the_same_directory_is_refused_until_force(tmp_path, f
 
 def test_output_is_written_in_input_order_although_rows_end_out_of_order(tmp_path):
     """A session of one's own (here with a handler kind that waits): rows end last-first."""
-    ended = []
+    ended, done_events = [], {}
 
     async def wait(query):
-        await asyncio.sleep(float(query))
+        """Row i ends only after row i+1 has ended (events, not timing): the last row ends first."""
+        index = int(query)
+        mine = done_events.setdefault(index, asyncio.Event())
+        if index < 4:
+            await asyncio.wait_for(done_events.setdefault(index + 1, asyncio.Event()).wait(), 30)
         ended.append(query)
+        mine.set()
         return query
 
     program = tmp_path / "wait.decomp"
     program.write_text('handler wait = fn(fn="wait")\nprogram p(question) {\n    QS: [wait] #question\n}\nmain p\n')
-    delays = ["0.2", "0.15", "0.1", "0.05", "0.0"]
+    delays = ["0", "1", "2", "3", "4"]
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps({"id": f"r{i}", "question": d}) + "\n" for i, d in enumerate(delays)))
     out = tmp_path / "out" / "lines.jsonl"
 
     session = Session(registry=registry_with({"wait": wait}))
     done = run_dataset(program, data, session=session, run_dir=tmp_path / "run", output=out)
-    assert ended == sorted(delays)  # they did end out of order
+    assert ended == delays[::-1]  # they did end out of order
     assert done.output == out and done.to_dict()["output"] == str(out)
     ids = [f"r{i}" for i in range(5)]
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ids

@@ -10,33 +10,34 @@ from decomp.runtime.runs.batch import run_rows
 from decomp.runtime.runs.datasets import Row
 
 SRC = 'handler wait = fn(fn="wait")\nprogram p(question) {\n    QS: [wait] #question\n}\nmain p\n'
-
-
-async def _wait(query):
-    await asyncio.sleep(float(query))
-    return query
+HANG_GUARD = 30.0  # seconds a row waits for another before it gives up: only a hang gets there
 
 
 def test_lines_come_out_in_input_order_although_rows_end_out_of_order():
+    # each row ends only after the one before it in `ends` (events, not sleeps: no timing involved)
+    ends = ["d", "b", "e", "c", "a"]
+    ended = {q: asyncio.Event() for q in ends}
     finished = []
 
     async def wait(query):
-        await _wait(query)
+        before = ends.index(query) - 1
+        if before >= 0:
+            await asyncio.wait_for(ended[ends[before]].wait(), HANG_GUARD)
         finished.append(query)
+        ended[query].set()
         return query
 
     session = Session(registry=registry_with({"wait": wait}))
     module = session.load("b.decomp", text=SRC)
-    delays = ["0.3", "0.05", "0.2", "0.0", "0.1"]
-    rows = [Row(i, f"r{i}", {"question": d}, None) for i, d in enumerate(delays)]
+    rows = [Row(i, f"r{i}", {"question": q}, None) for i, q in enumerate("abcde")]
     rows.insert(2, Row(5, "bad", None, "line 3: not valid JSON"))
     out = io.StringIO()
     summary = asyncio.run(run_rows(session, module, rows, out))
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [r["id"] for r in lines] == ["r0", "r1", "bad", "r2", "r3", "r4"]
-    assert finished[0] == "0.0" and finished[-1] == "0.3"  # they did end out of order
+    assert finished == ends  # they did end out of order
     assert lines[2] == {"id": "bad", "index": 5, "answer": None, "error": "line 3: not valid JSON"}
-    assert lines[0]["answer"] == "0.3" and lines[0]["usage"]["calls"] == 0
+    assert lines[0]["answer"] == "a" and lines[0]["usage"]["calls"] == 0
     assert (summary.rows, summary.failed) == (6, 1)
 
 
