@@ -1,6 +1,6 @@
 """Benchmark: re-running a batch from the step cache.
 
-Runs `decomp/letter_cat` on ROWS letter-concatenation questions against the mock OpenAI server
+Runs `decomp/letter_cat_llm` on ROWS letter-concatenation questions against the mock OpenAI server
 in a child process (LATENCY seconds per request, concurrency C) with a read-write `StepCache` in
 a temporary folder, then runs the same rows again in a second `Session` over the same cache
 file (a new `StepCache` object: nothing is shared in memory). Prints one JSON line:

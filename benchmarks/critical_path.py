@@ -1,6 +1,6 @@
 """Benchmark: how close a batch run comes to its critical-path bound.
 
-Runs `decomp/letter_cat` (an LLM decomposer) on ROWS letter-concatenation questions of WORDS
+Runs `decomp/letter_cat_llm` (an LLM decomposer) on ROWS letter-concatenation questions of WORDS
 words against the mock OpenAI server in a child process, which answers every request after
 LATENCY seconds with a perfect answer (benchmarks/letter_cat_oracle.py). Concurrency C, no cache.
 

@@ -1,7 +1,7 @@
-"""Shared helpers of the benchmarks: a perfect model for the bundled `decomp/letter_cat` program,
+"""Shared helpers of the benchmarks: a perfect model for the bundled `decomp/letter_cat_llm` program,
 the rows it is run on, the out-of-process mock server, and the longest dependent chain of a trace.
 
-`respond(prompt)` answers every prompt letter_cat.decomp renders, with string operations only:
+`respond(prompt)` answers every prompt letter_cat_llm.decomp renders, with string operations only:
 
 * a decomposer prompt (ending in `QS:`): the next `QS:` line for the last `QC:` question, chosen
   by how many `QS:` lines follow that question (split, foreach str_position, merge, EOQ);
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
-PROGRAM = REPO / "programs" / "decomp" / "letter_cat.decomp"
+PROGRAM = REPO / "programs" / "decomp" / "letter_cat_llm.decomp"
 RESPONDER = "benchmarks.letter_cat_oracle:respond"
 
 DELIMITERS = {"space": " ", "comma": ",", "semi-colon": ";"}
@@ -110,7 +110,7 @@ def dataset_rows(rows: list[dict]) -> list:
 
 # ---------------------------------------------------------------- the model
 def respond(prompt: str, request_json: dict | None = None) -> str:
-    """A perfect model for letter_cat.decomp's prompts ("" for a prompt it does not know)."""
+    """A perfect model for letter_cat_llm.decomp's prompts ("" for a prompt it does not know)."""
     if prompt.endswith("QS:"):
         return _next_step(prompt)
     start = prompt.rfind("\nQ: ") + 1  # 0 when not found: the prompt may start with it

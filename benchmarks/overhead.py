@@ -1,6 +1,6 @@
 """Benchmark: the interpreter's own CPU time per handler call.
 
-Runs `decomp/letter_cat` on ROWS letter-concatenation questions with an in-process `FakeModel`
+Runs `decomp/letter_cat_llm` on ROWS letter-concatenation questions with an in-process `FakeModel`
 whose `default` is the perfect oracle (benchmarks/letter_cat_oracle.py): zero latency, no
 network, no cache. Measures the process CPU time (`time.process_time`) of the batch run, then
 subtracts the oracle's own CPU time (measured afterwards by answering every recorded prompt

@@ -1,6 +1,6 @@
 """Benchmark: writing and reading a large run directory.
 
-Runs `decomp/letter_cat` (an LLM decomposer: 11 model calls per 5-word row, each with its
+Runs `decomp/letter_cat_llm` (an LLM decomposer: 11 model calls per 5-word row, each with its
 few-shot prompt in the trace) on ROWS rows against an in-process FakeModel that answers like
 the oracle, twice: once into a null sink, once into a `RunDir` (each row's trace committed to
 traces.sqlite, then its results line appended and flushed). Then reads the run back. Prints:

@@ -1,6 +1,6 @@
 """Benchmark: how fast the page of `decomp trace html` opens in a browser, for a 200-row run.
 
-Runs `decomp/letter_cat` through the command line (`decomp run --input ... --run-dir ...`) on
+Runs `decomp/letter_cat_llm` through the command line (`decomp run --input ... --run-dir ...`) on
 ROWS letter-concatenation questions against the mock OpenAI server answering with the oracle
 (benchmarks/letter_cat_oracle.py; no latency by default, concurrency 16, no cache), renders the
 run directory with `render_html`, and opens the page from a file:// URL in headless Chromium
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def make_run(folder: Path, args) -> Path:
-    """A run directory of `decomp/letter_cat` on args.rows rows, made through the command line."""
+    """A run directory of `decomp/letter_cat_llm` on args.rows rows, made through the command line."""
     from click.testing import CliRunner
     from decomp.runtime.cli import main as cli
     from decomp.runtime.runs.jsonl import write_jsonl

@@ -3,17 +3,23 @@
 Finds, all at once: unknown handlers, unknown operators, `#n` beyond the steps so far (or in
 a branch that may not have run), fan-out operators without exactly one `#n`, unknown named
 inputs, and recursion (direct or through other handlers) without a declared max_depth.
+
+Warnings (`CheckWarning`) are kept apart from errors: what is accepted but probably not meant,
+such as a `# comment` after a `QS:` line, which is part of the query (`module_warnings`).
 """
 from __future__ import annotations
 
+import re
 from typing import Iterable, Mapping, Protocol
 
 import networkx as nx
 
 from decomp.dsl import nodes
-from decomp.dsl.errors import CheckError
+from decomp.dsl.errors import CheckError, CheckWarning
 
 FAN_OUT_HINT = "exactly one #n naming the list to iterate over"
+#: `#` then a blank or the end, at the start of a query or after a blank: a comment, to the eye
+_COMMENT_IN_QUERY = re.compile(r"(?:^|(?<=[ \t]))#(?=[ \t]|$)")
 
 
 class Checkable(Protocol):
@@ -43,6 +49,37 @@ def check_fewshot(fewshot: nodes.FewShot, handlers: Iterable[str] | None = None)
         for number, item in enumerate(example.steps):
             errors += _step_problems(item.step, set(range(1, number + 1)), None, known)
     return errors
+
+
+def program_warnings(program: nodes.Program) -> list[CheckWarning]:
+    """What a program's body accepts but probably does not mean: a `# comment` written after a
+    step, which is part of the step's query (a `QS:` line's text runs to the end of the line)."""
+    warnings = []
+    for step in _steps(program.body):
+        if step.query_span is None:
+            continue
+        match = _COMMENT_IN_QUERY.search(step.query)
+        if match is not None:
+            span = step.query_span.at(match.start(), len(step.query) - match.start())
+            warnings.append(CheckWarning(
+                "this looks like a comment, but a QS line's text runs to the end of the line: "
+                f"{step.query[match.start():]!r} is part of the query", span,
+                expected="the comment on a line of its own, above the step"))
+    return warnings
+
+
+def module_warnings(module: nodes.Module) -> list[CheckWarning]:
+    """The warnings of every program of a module, in the order they are written."""
+    return [w for program in module.programs for w in program_warnings(program)]
+
+
+def _steps(body: tuple):
+    for stmt in body:
+        if isinstance(stmt, nodes.If):
+            yield from _steps(stmt.then)
+            yield from _steps(stmt.otherwise)
+        else:
+            yield stmt
 
 
 def check_recursion(handlers: Mapping[str, Checkable]) -> list[CheckError]:

@@ -43,10 +43,36 @@ class DecompSyntaxError(DecompError):
     kind = "syntax error"
 
 
+class UnclosedError(DecompSyntaxError):
+    """A syntax error caused by a bracket left open: positioned where the parser stopped (the end
+    of the file, a closing bracket of the wrong kind, the next declaration), with a note at the
+    bracket itself, printed as its own ``file:line:col: note: unclosed `{` opened here``."""
+
+    def __init__(self, message: str, span: Span | None = None, *, opened: Span, opener: str,
+                 opened_line: str | None = None, expected: str | None = None, line_text: str | None = None):
+        super().__init__(message, span, expected=expected, line_text=line_text)
+        self.opened, self.opener = opened, opener
+        self.note = DecompError(f"note: unclosed `{opener}` opened here", opened, line_text=opened_line)
+
+    def format(self) -> str:
+        return super().format() + "\n" + self.note.format()
+
+
 class CheckError(DecompError):
     """A static problem found by the checker before any handler runs."""
 
     kind = "check error"
+
+
+class CheckWarning(DecompError):
+    """Accepted, but probably not what was meant (a `# comment` after a QS line, which is part
+    of the query). Printed as ``file:line:col: warning: ...``; never stops a check or a run."""
+
+    kind = "warning"
+
+    def __str__(self) -> str:
+        where = f"{self.span}: " if self.span else ""
+        return f"{where}warning: {self.message}"
 
 
 class RunError(DecompError):
@@ -59,10 +85,13 @@ class RunError(DecompError):
     kind = "runtime error"
 
     def __init__(self, message: str, span: Span | None = None, *, expected: str | None = None,
-                 line_text: str | None = None, handler: str | None = None, handler_kind: str | None = None):
+                 line_text: str | None = None, handler: str | None = None, handler_kind: str | None = None,
+                 details: str | None = None):
         super().__init__(message, span, expected=expected, line_text=line_text)
         self.handler = handler
         self.handler_kind = handler_kind
+        #: More than the message, for the trace: e.g. the traceback of a Python handler's own code.
+        self.details = details
 
     def locate(self, handler: str, handler_kind: str, span: Span | None) -> "RunError":
         """Name the handler call this happened in, unless an inner call already did."""

@@ -2,7 +2,10 @@
 
 Syntax errors come back as `DecompSyntaxError` (or `Diagnostics` for several), positioned,
 in the language's own words. A file with several broken declarations reports each of them:
-after a failure the text is re-parsed one top-level chunk at a time.
+after a failure the text is re-parsed one top-level chunk at a time. A bracket left open in a
+module is named where it was opened (`UnclosedError`'s note), a string left open where it
+starts, and a `QS:` line whose `[handler` or `(operator` is never closed is an error at its
+`[` or `(`, not a step without a handler.
 """
 from __future__ import annotations
 
@@ -21,11 +24,12 @@ from lark.exceptions import (
 )
 
 from decomp.dsl import nodes
-from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
+from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics, UnclosedError
 from decomp.dsl.grammar import describe_expected, describe_terminal, parser
 from decomp.dsl.text import shorten
 
 REF_RE = re.compile(r"#(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*))")
+_OPEN_OPERATOR = re.compile(r"\([A-Za-z_][A-Za-z0-9_]*[ \t]*(?:\[|$)")
 _MODULE_CHUNK = re.compile(r"^(import|model|handler|program|main)\b")
 
 
@@ -119,12 +123,13 @@ def _parse(text: str, path: str, start: str, chunker):
     try:
         tree = parser().parse(source, start=start)
     except UnexpectedInput as exc:
-        first = _syntax_error(exc, path, lines)
+        first = _syntax_error(exc, path, lines, source if start == "module" else None)
         raise _all_errors(source, path, start, chunker, first) from None
     except RecursionError:
         raise DecompSyntaxError("the text is nested too deeply to read", nodes.Span(path, 1, 1, 1, 2)) from None
+    builder = _Builder(path, source, strict_steps=start in ("module", "fewshot"))
     try:
-        return _Builder(path, source).transform(tree)
+        built = builder.transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, DecompError):
             raise exc.orig_exc from None
@@ -133,6 +138,9 @@ def _parse(text: str, path: str, start: str, chunker):
                                 line_text=lines[span.line - 1] if span.line <= len(lines) else None) from None
     except RecursionError:
         raise DecompSyntaxError("the text is nested too deeply to read", nodes.Span(path, 1, 1, 1, 2)) from None
+    if builder.errors:
+        raise builder.errors[0] if len(builder.errors) == 1 else Diagnostics(builder.errors)
+    return built
 
 
 def _visit_span(exc: VisitError, path: str) -> nodes.Span:
@@ -154,10 +162,11 @@ def _all_errors(source, path, start, chunker, first) -> DecompError:
     for offset, chunk in chunks:
         if offset + 1 <= first.span.line:
             continue
+        text = "\n" * offset + chunk
         try:
-            parser().parse("\n" * offset + chunk, start=start)
+            parser().parse(text, start=start)
         except UnexpectedInput as exc:
-            errors.append(_syntax_error(exc, path, source.split("\n")))
+            errors.append(_syntax_error(exc, path, source.split("\n"), text if start == "module" else None))
     return errors[0] if len(errors) == 1 else Diagnostics(errors)
 
 
@@ -185,11 +194,16 @@ def _chunks(lines: list[str], bounds: list[int]):
             yield begin, chunk
 
 
-def _syntax_error(exc: UnexpectedInput, path: str, lines: list[str]) -> DecompSyntaxError:
+def _syntax_error(exc: UnexpectedInput, path: str, lines: list[str], source: str | None = None) -> DecompSyntaxError:
+    """Lark's exception in plain words. With `source` (a module's text, as parsed), a string
+    left open is reported where it starts, and a bracket left open gets a note where it was
+    opened when it is what broke the parse: at the end of the file, at a closing bracket of
+    another kind, or at the next declaration (a keyword at the start of a line)."""
     line, column = max(exc.line, 1), max(exc.column, 1)
     line_text = lines[line - 1] if 0 < line <= len(lines) else ""
     width = 1
-    if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
+    token = exc.token if isinstance(exc, UnexpectedToken) and exc.token.type != "$END" else None
+    if token is not None:
         message = f"unexpected {_token_words(exc.token)}"
         expected = describe_expected(exc.accepts or exc.expected)
         width = max(1, len(str(exc.token).split("\n")[0]))
@@ -200,7 +214,136 @@ def _syntax_error(exc: UnexpectedInput, path: str, lines: list[str]) -> DecompSy
         message = "unexpected end of the file"
         expected = describe_expected(getattr(exc, "expected", ()) or ())
     span = nodes.Span(path, line, column, line, column + width)
+    if source is not None:
+        found = _open_string(token, source, path, lines, expected) if token is not None else None
+        found = found or _open_bracket(exc, token, source, path, lines, span, message, expected or None, line_text)
+        if found is not None:
+            return found
     return DecompSyntaxError(message, span, expected=expected or None, line_text=line_text)
+
+
+_STRING_AT = re.compile(r"""[rR]?("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')""")
+
+
+def _open_string(token: Token, source: str, path: str, lines: list[str], expected: str) -> DecompSyntaxError | None:
+    """A token that starts with a quote and does not close on its line: the string left open,
+    reported at its opening quote (a `\"\"\"` left open reads as `""` and then the rest)."""
+    text = str(token)
+    quote = text[:1]
+    if quote not in ('"', "'") or token.type in ("STRING", "LONG_STRING") or _STRING_AT.match(text):
+        return None
+    start, line, column = token.start_pos, token.line, token.column
+    if source[max(0, start - 2):start] == quote * 2:
+        opener, column = quote * 3, column - 2
+        message, wanted = f"unclosed string: no closing {opener} before the end of the file", f"a closing {opener}"
+    else:
+        opener = quote
+        message = f"unclosed string: no closing {quote} on this line"
+        wanted = (f"the closing {quote} of a string on the same line "
+                  f"(a string over several lines is written {quote * 3}...{quote * 3})")
+    span = nodes.Span(path, line, column, line, column + len(opener))
+    return DecompSyntaxError(message, span, expected=wanted, line_text=lines[line - 1] if line <= len(lines) else "")
+
+
+def _open_bracket(exc, token, source, path, lines, span, message, expected, line_text) -> UnclosedError | None:
+    """The error with a note at the bracket left open, when that bracket is what broke the parse."""
+    if token is None and not isinstance(exc, UnexpectedCharacters):
+        end = len(source)                       # the end of the file
+    elif token is not None and (str(token) in _CLOSERS or (exc.column == 1 and _MODULE_CHUNK.match(line_text))):
+        end = token.start_pos                   # a closing bracket, or the next declaration
+    else:
+        return None
+    closer = str(token) if token is not None and str(token) in _CLOSERS else None
+    found = _unclosed(source, end, closer)
+    if found is None:
+        return None
+    bracket, offset = found
+    line = source.count("\n", 0, offset) + 1
+    column = offset - (source.rfind("\n", 0, offset) + 1) + 1
+    if line >= span.line and not (token is not None and str(token) in _CLOSERS):
+        return None                             # on the line of the caret already
+    opened = nodes.Span(path, line, column, line, column + len(bracket))
+    return UnclosedError(message, span, opened=opened, opener=bracket, expected=expected, line_text=line_text,
+                         opened_line=lines[line - 1] if line <= len(lines) else "")
+
+
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+_INDENT = re.compile(r"[ \t]*")
+_CONDITION_LINE = re.compile(r"[ \t]*(?:\}[ \t]*else[ \t]+)?if\b")
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _unclosed(source: str, end: int, closer: str | None = None) -> tuple[str, int] | None:
+    """The bracket a module's text leaves open at offset `end`, as (bracket, offset), or None.
+    With `closer` (the closing bracket found at `end`), only a bracket that it skips over: one
+    opened inside an open bracket of its own kind (`[` in `stop=["a")`), not a stray closer.
+
+    Strings, comments, `#` references of conditions and `QS:` lines (whose text runs to the end
+    of the line) are skipped. The innermost open bracket is the one named, except that a block
+    closed by a `}` less indented than its `{` line, when an outer `{` line has exactly that
+    indentation, is taken to be the block left open (the `}` belongs to the outer one)."""
+    stack: list[tuple[str, int]] = []
+    suspect = None
+    bol, leading = 0, True                      # where the line starts; only blanks on it so far
+    i, n = 0, min(end, len(source))
+    while i < n:
+        c = source[i]
+        if c == "\n":
+            bol, leading = i + 1, True
+            i += 1
+            continue
+        if c in " \t\r":
+            i += 1
+            continue
+        first, leading = leading, False
+        if c == "Q" and first and source.startswith("QS:", i) or c == "#" and not (
+                _WORD.match(source, i + 1) and _CONDITION_LINE.match(source, bol)):
+            eol = source.find("\n", i)         # a QS line's text, or a comment: to the end of the line
+            i = len(source) if eol < 0 else eol
+        elif c == "#":
+            i = _WORD.match(source, i + 1).end()  # a reference in a condition
+        elif c in "\"'":
+            if source.startswith(c * 3, i):
+                close = source.find(c * 3, i + 3)
+                if close < 0:
+                    return c * 3, i
+                bol = source.rfind("\n", 0, close) + 1 if source.find("\n", i, close) >= 0 else bol
+                i = close + 3
+                continue
+            string = _STRING_AT.match(source, i)
+            if string is None:
+                return c, i
+            i = string.end()
+        elif c in "([{":
+            stack.append((c, i))
+            i += 1
+        elif c in _CLOSERS:
+            if stack and stack[-1][0] == _CLOSERS[c]:
+                opener = stack.pop()
+                if c == "}" and first and suspect is None:
+                    suspect = _misindented(source, stack, opener, i - bol)
+            i += 1
+        else:
+            i += 1
+    if closer is not None:
+        inner = stack[-1] if stack else None
+        if inner is None or inner[0] == _CLOSERS[closer] or all(b != _CLOSERS[closer] for b, _ in stack):
+            return None
+        return inner
+    if suspect is not None and stack and stack[-1][0] == "{":
+        return suspect
+    return stack[-1] if stack else None
+
+
+def _misindented(source: str, stack, opener, indent: int):
+    """The `{` just closed, when the `}` lines up with an outer `{` line instead of its own."""
+    def indentation(offset: int) -> int:
+        return len(_INDENT.match(source, source.rfind("\n", 0, offset) + 1).group())
+
+    if indent >= indentation(opener[1]):
+        return None
+    outer = any(b == "{" and indentation(o) == indent for b, o in stack)
+    return opener if outer else None
 
 
 def _token_words(token: Token) -> str:
@@ -272,10 +415,14 @@ def find_refs(text: str, span: nodes.Span) -> tuple[nodes.Ref, ...]:
 class _Builder(Transformer):
     """Turns Lark's parse tree into the frozen dataclasses of `nodes`."""
 
-    def __init__(self, path: str, source: str):
+    def __init__(self, path: str, source: str, strict_steps: bool = False):
         super().__init__(visit_tokens=False)  # no terminal has a callback: skip a call per token
         self.path = path
         self.source = source
+        #: in files people write (modules, few-shot files), a `QS:` line whose `[` or `(` is
+        #: never closed is a syntax error; a model's line (step_line) is read as it comes
+        self.strict_steps = strict_steps
+        self.errors: list[DecompError] = []
 
     def _span(self, item) -> nodes.Span:
         if isinstance(item, Token):
@@ -415,12 +562,36 @@ class _Builder(Transformer):
     @v_args(meta=True)
     def step(self, meta, items):
         parts = {t.type: (str(t), self._span(t)) for t in items}
+        if self.strict_steps and "HANDLER_REF" not in parts and "REST" in parts:
+            self._open_step(parts["REST"], "OPERATOR" in parts)
         return _step_node(self._span(meta), parts.get("OPERATOR"), parts.get("HANDLER_REF"), parts.get("REST"))
+
+    @v_args(meta=True)
+    def bare_step(self, meta, items):
+        parts = {t.type: (str(t), self._span(t)) for t in items}
+        return _step_node(self._span(meta), parts.get("OPERATOR"), parts.get("HANDLER_REF"), parts.get("REST"))
+
+    def _open_step(self, rest: Part, has_operator: bool) -> None:
+        """`QS: [split What ...` (no `]`) or `QS: (foreach [split] ...` (no `)`): an error at the
+        bracket, not a step without a handler whose query starts with it."""
+        text, span = rest
+        at = nodes.Span(self.path, span.line, span.column, span.line, span.column + 1)
+        if text.startswith("[]"):
+            message, expected = "empty handler reference []", "a handler such as [split]"
+            at = nodes.Span(self.path, span.line, span.column, span.line, span.column + 2)
+        elif text.startswith("["):
+            message = "unclosed `[`: a handler reference needs its `]` on the same line"
+            expected = "a handler such as [split]"
+        elif not has_operator and _OPEN_OPERATOR.match(text):
+            message = "unclosed `(`: an operator needs its `)`"
+            expected = "an operator such as (foreach)"
+        else:
+            return
+        line = self.source.split("\n")[span.line - 1] if span.line >= 1 else ""
+        self.errors.append(DecompSyntaxError(message, at, expected=expected, line_text=line))
 
     def step_line(self, items):
         return items[0]
-
-    bare_step = step
 
     def qc_line(self, items):
         return self._tagged("QC", items)

@@ -16,7 +16,7 @@ from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.parser import parse_step_line
 from decomp.dsl.values import json_text
 from decomp.handlers.base import Call, Handler, Options, step_calls
-from decomp.handlers.fewshot import check_file, fewshot_error, load_fewshot
+from decomp.handlers.fewshot import check_file, examples_text, fewshot_error, load_fewshot, nearest_examples
 from decomp.handlers.registry import handler_kind
 
 
@@ -28,6 +28,8 @@ class DecomposerOptions(Options):
     max_depth: int | None = Field(None, ge=1)
     max_tokens: int = Field(200, ge=1)
     temperature: float = Field(0.0, ge=0.0)
+    #: Show only the `nearest` examples most similar to the question, the closest last.
+    nearest: int | None = Field(None, ge=1)
 
 
 @handler_kind("decomposer")
@@ -80,12 +82,18 @@ class DecomposerHandler(Handler):
 
     def render(self, question: str, history: list[tuple[nodes.Step, Any]]) -> str:
         """The prompt asking for the next `QS:` line."""
-        if self._head is None:
-            self._head = self.fewshot.text.strip("\n") + "\n\n"
         lines = [f"QC: {question}"]
         for step, answer in history:
             lines += [f"QS: {step.text}", f"A: {json_text(answer)}"]
-        return self._head + "\n".join(lines) + "\nQS:"
+        return self._examples_for(question) + "\n".join(lines) + "\nQS:"
+
+    def _examples_for(self, question: str) -> str:
+        """The examples shown before the question: all of them as written, or the `nearest`."""
+        if self.options.nearest is not None:
+            return examples_text(nearest_examples(self.fewshot.examples, question, self.options.nearest))
+        if self._head is None:
+            self._head = self.fewshot.text.strip("\n") + "\n\n"
+        return self._head
 
     def _render_next(self, prompt: str, step: nodes.Step, answer: Any) -> str:
         """`prompt` extended by one answered step (the same text `render` would give)."""

@@ -1,6 +1,8 @@
 """Shared by the model-backed kinds (prompt, decomposer): reading and checking few-shot examples."""
 from __future__ import annotations
 
+import re
+
 from decomp.dsl import nodes
 from decomp.dsl.errors import CheckError, DecompError
 from decomp.dsl.parser import parse_fewshot, read_fewshot
@@ -42,3 +44,26 @@ def fewshot_error(handler: Handler, err: Exception) -> list[CheckError]:
                            expected=err.expected, line_text=err.line_text)]
     return [CheckError(f"cannot read the examples of [{handler.name}]: {err}", handler.error_span("file"))]
 
+
+
+_WORD = re.compile(r"\w+")
+
+
+def nearest_examples(examples: tuple[nodes.Example, ...], question: str, k: int) -> list[nodes.Example]:
+    """The `k` examples whose questions share the most words with `question` (Jaccard overlap of
+    lower-cased word sets; ties keep file order), ordered least to most similar: a small model
+    copies the example just before the question most, so the closest one goes last."""
+    wanted = set(_WORD.findall(question.lower()))
+
+    def overlap(example: nodes.Example) -> float:
+        words = set(_WORD.findall((example.question or "").lower()))
+        return len(words & wanted) / len(words | wanted) if words or wanted else 0.0
+
+    ranked = sorted(range(len(examples)), key=lambda i: (-overlap(examples[i]), i))[:k]
+    return [examples[i] for i in reversed(ranked)]
+
+
+def examples_text(examples: list[nodes.Example]) -> str:
+    """The examples as written in their file, blank-line separated, ending in a blank line."""
+    blocks = ["\n".join(e.lines).strip("\n") for e in examples]
+    return "".join(block + "\n\n" for block in blocks if block.strip())

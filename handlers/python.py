@@ -5,20 +5,38 @@
 
     handler rev   = python(function="reverse")
     handler upper = python(function="string:capwords")   # module:attr, imported on demand
+    handler f     = python(function="helpers:f")         # helpers.py next to the .decomp file
+
+The cache key of a call holds the sha256 of the function's module file and of the project
+modules it imports (`function_sources`), read from disk on every call; a module whose file
+changed since it was imported is re-imported first (`fresh_function`), so a cached run never
+answers what a fresh process would not.
 """
 from __future__ import annotations
 
+import ast
+import contextlib
 import copy
 import hashlib
+import importlib
+import importlib.util
 import inspect
 import math
+import site
+import sys
+import sysconfig
+import traceback
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable
 
 from decomp.dsl.errors import CheckError, HandlerError
 from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
-from decomp.handlers.registry import Registry, default_registry, handler_kind
+from decomp.handlers.registry import (Registry, default_registry, first_on_path, handler_kind, import_module,
+                                      local_module_file, module_file)
 
 #: What a function may ask for by naming a parameter.
 ARGUMENTS = ("query", "values", "inputs")
@@ -29,7 +47,8 @@ class PythonHandler(Handler):
     """Calls a registered (`@python_handler("name")`) or `module:attr` function.
 
     Options:
-      function  the function's registered name or "module:attr" path (required).
+      function  the function's registered name or "module:attr" path (required); the module
+                is looked for in the program's own folder first, then on the import path.
 
     Arguments are chosen by the function's signature: parameters named `query` (the sub-query
     text), `values` (list of the referenced values) and `inputs` (dict of named inputs) get
@@ -39,6 +58,8 @@ class PythonHandler(Handler):
     The function is looked up in `call.registry` (the run's registry), else in the
     default registry (at construction and check time: the load context's `registry`, if any).
     The answer must be JSON-serialisable (tuples become lists; NaN and infinities are refused).
+    An exception the function raises becomes a `HandlerError` whose `details` hold the
+    traceback of the user's own frames (the trace records it).
     """
 
     class Options(BaseOptions):
@@ -47,12 +68,29 @@ class PythonHandler(Handler):
     def __init__(self, name, options, decl, ctx):
         super().__init__(name, options, decl, ctx)
         self._registry: Registry = getattr(ctx, "registry", None) or default_registry
-        self._fn = self._registry.function(options.function)
+        self._folder = _resolved(getattr(ctx, "base_dir", None))
+        self._fn = self._registry.function(options.function, self._folder)
+        self._reload_error: str | None = None
+        if self._fn is not None:
+            sources = function_sources(self._fn, self._folder)
+            try:  # a module imported earlier in this process and edited since: load it again
+                self._fn = fresh_function(self._fn, sources, self._folder)
+            except Exception as err:  # the user's module no longer imports
+                self._reload_error = f"{type(err).__name__}: {err}"
+            module = options.function.partition(":")[0].partition(".")[0]
+            if options.function not in self._registry.functions and local_module_file(module, self._folder):
+                # modules imported from the program's folder are files of the program (run directories copy them)
+                files = getattr(ctx, "files", None)
+                if files is not None:
+                    files.update(s.path for s in sources if s.path.is_relative_to(self._folder))
 
     # ---- static checks
     def check(self) -> list[CheckError]:
         if self._fn is None:
             return [CheckError(self._unknown_message(self._registry), self.error_span("function"))]
+        if self._reload_error is not None:
+            return [CheckError(f"python handler '{self.name}': re-importing the edited module of "
+                               f"{self.options.function} failed: {self._reload_error}", self.error_span("function"))]
         try:
             _plan(self._fn)
         except TypeError as err:
@@ -61,23 +99,26 @@ class PythonHandler(Handler):
 
     def _unknown_message(self, registry: Registry) -> str:
         names = ", ".join(sorted(registry.functions)) or "none"
-        return (f"unknown python function {self.options.function!r}: {registry.function_problem(self.options.function)} "
+        problem = registry.function_problem(self.options.function, self._folder)
+        return (f"unknown python function {self.options.function!r}: {problem} "
                 f"(registered: {names}; or give a 'module:function' path)")
 
     def cache_parts(self, call: Call) -> dict[str, Any]:
-        """The options, query and values, plus the function's code (an edited function misses
-        the cache) and the named inputs when the function reads them."""
+        """The options, query and values, plus the function's code and the sha256 of its
+        module's source and of the project modules that module imports (an edit anywhere in
+        them misses the cache), and the named inputs when the function reads them."""
         parts = super().cache_parts(call)
-        fn = self._resolve(call)
+        fn, sources = self._current(call)
         code = getattr(fn, "__code__", None)
-        parts["function"] = [_name(fn), code_fingerprint(code) if code else None]
+        parts["function"] = [_name(fn), code_fingerprint(code) if code else None,
+                             {s.module: s.sha256 for s in sources}]
         if "inputs" in _plan(fn):
             parts["inputs"] = dict(call.inputs)
         return parts
 
     # ---- running
     async def run(self, call: Call) -> Any:
-        fn = self._resolve(call)
+        fn, _ = self._current(call)
         try:
             plan = _plan(fn)
         except TypeError as err:
@@ -89,7 +130,7 @@ class PythonHandler(Handler):
                 result = await result
         except Exception as err:
             raise HandlerError(f"function {self.options.function} raised "
-                               f"{type(err).__name__}: {err}", call.span) from err
+                               f"{type(err).__name__}: {err}", call.span, details=user_traceback(err)) from err
         try:
             return to_json(result)
         except TypeError as err:
@@ -98,10 +139,221 @@ class PythonHandler(Handler):
 
     def _resolve(self, call: Call) -> Callable[..., Any]:
         registry = call.registry
-        fn = self._fn if registry is None or registry is self._registry else registry.function(self.options.function)
+        own = registry is None or registry is self._registry
+        fn = self._fn if own else registry.function(self.options.function, self._folder)
         if fn is None:
             raise HandlerError(self._unknown_message(registry or self._registry), call.span)
         return fn
+
+    def _current(self, call: Call) -> tuple[Callable[..., Any], list["Source"]]:
+        """The function as a fresh process would load it now (its modules re-imported when
+        their files changed), with the sources its cache key holds."""
+        fn = self._resolve(call)
+        sources = function_sources(fn, self._folder)
+        try:
+            fresh = fresh_function(fn, sources, self._folder)
+        except Exception as err:  # the edited module no longer imports: the user's error
+            raise HandlerError(f"function {self.options.function}: re-importing its edited module failed: "
+                               f"{type(err).__name__}: {err}", call.span, details=user_traceback(err)) from err
+        if fresh is not fn:
+            if fn is self._fn:
+                self._fn = fresh
+            sources = function_sources(fresh, self._folder)
+        return fresh, sources
+
+
+# ---- what a function's answers depend on: its module's source and its project imports
+@dataclass(frozen=True)
+class Source:
+    """One module file a function's answers depend on, with the sha256 of its current bytes
+    (None when it cannot be read)."""
+
+    module: str
+    path: Path
+    sha256: str | None
+
+
+#: The sha256 of each project module file as it was when its module was (re-)imported.
+_LOADED: dict[Path, str] = {}
+#: Module files already parsed: (sha256, module name, roots) -> the project modules they import.
+_IMPORTS: dict[tuple, tuple[tuple[str, Path], ...]] = {}
+
+
+def function_sources(fn: Callable[..., Any], folder: Path | None = None) -> list[Source]:
+    """The function's module file, then every project module it imports (transitively), each
+    hashed from the file's current bytes. Project modules are those found in `folder` (the
+    program's folder) or beside the function's own module (relative imports, sibling modules);
+    installed code (the standard library, site-packages) is hashed but its imports are not
+    followed. A function without a source file (a builtin, a lambda typed at a prompt) has none:
+    its code fingerprint alone stands for it."""
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_filename.startswith("<"):
+        return []
+    origin = _origin(code.co_filename, getattr(fn, "__module__", None) or "", folder)
+    if origin is None:
+        return []
+    name, own, roots = origin
+    found: list[Source] = []
+    seen: set[Path] = set()
+    queue = [(name, own)]
+    while queue:
+        module, path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError:
+            found.append(Source(module, path, None))
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        found.append(Source(module, path, digest))
+        if roots:
+            queue += _project_imports(digest, data, module, path, roots)
+    return found
+
+
+@lru_cache(maxsize=4096)
+def _origin(filename: str, module: str, folder: Path | None) -> tuple[str, Path, tuple[Path, ...]] | None:
+    """A function's module name, resolved file and project roots (see `_roots`), or None."""
+    own = _resolved(filename)
+    if own is None or not own.is_file():
+        return None
+    module = module or own.stem
+    return module, own, () if _installed(own) else _roots(module, own, folder)
+
+
+def fresh_function(fn: Callable[..., Any], sources: list[Source], folder: Path | None = None) -> Callable[..., Any]:
+    """`fn` itself when none of its `sources` changed since their modules were imported; else
+    the same function of the modules re-imported from their files (imports before importers)."""
+    changed = [s for s in sources if s.sha256 is not None and _LOADED.setdefault(s.path, s.sha256) != s.sha256]
+    if not changed:
+        return fn
+    for source in changed:  # a .pyc of the same second and size would bring the old code back
+        with contextlib.suppress(OSError, NotImplementedError, ValueError):
+            Path(importlib.util.cache_from_source(str(source.path))).unlink(missing_ok=True)
+    own = sources[0]
+    roots = _roots(own.module, own.path, folder)
+    with first_on_path(*roots):
+        for source in reversed(sources):
+            module = sys.modules.get(source.module)
+            if module is not None and module_file(module) == source.path:
+                importlib.reload(module)
+            elif source is own:  # another program's module of the same name took its place
+                import_module(own.module, _root_of(own.module, own.path))
+            if source.sha256 is not None:
+                _LOADED[source.path] = source.sha256
+    module = sys.modules.get(own.module)
+    target: Any = module
+    for part in getattr(fn, "__qualname__", "<").split("."):
+        target = getattr(target, part, None) if "<" not in part else None
+    return target if callable(target) else fn
+
+
+def _project_imports(digest: str, data: bytes, module: str, path: Path,
+                     roots: tuple[Path, ...]) -> tuple[tuple[str, Path], ...]:
+    key = (digest, module, path, roots)
+    if key not in _IMPORTS:
+        try:
+            tree = ast.parse(data, str(path))
+        except (SyntaxError, ValueError):
+            tree = ast.Module(body=[], type_ignores=[])
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        found: dict[str, Path] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    _add_local(found, alias.name, roots)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for name in (node.module, *(f"{node.module}.{a.name}" for a in node.names)):
+                    _add_local(found, name, roots)
+            elif isinstance(node, ast.ImportFrom):
+                here = path.parent
+                base = package.split(".") if package else []
+                for _ in range(node.level - 1):
+                    here, base = here.parent, base[:-1]
+                head = node.module or ""
+                for rel in ([head] if head else []) + [f"{head}.{a.name}".lstrip(".") for a in node.names]:
+                    file = local_module_file(rel, here)
+                    if file is not None:
+                        found.setdefault(".".join([*base, rel]), file)
+        _IMPORTS[key] = tuple(found.items())
+    return _IMPORTS[key]
+
+
+def _add_local(found: dict[str, Path], name: str, roots: tuple[Path, ...]) -> None:
+    """`name` and its parent packages, when a project root provides them."""
+    parts = name.split(".")
+    for root in roots:
+        if local_module_file(parts[0], root) is None:
+            continue
+        for end in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            file = local_module_file(prefix, root)
+            if file is not None:
+                found.setdefault(prefix, file)
+        return
+
+
+def _roots(module: str, path: Path, folder: Path | None) -> tuple[Path, ...]:
+    """Where a function's project modules are: the program's folder, and the folder its own
+    top-level module or package was imported from."""
+    roots = [folder] if folder is not None else []
+    own = _root_of(module, path)
+    if own is not None and own not in roots and not _installed(path):
+        roots.append(own)
+    return tuple(roots)
+
+
+def _root_of(module: str, path: Path) -> Path | None:
+    """The folder the module `module` (file `path`) was imported from: `a.b` in `/x/a/b.py` -> /x."""
+    if not module or module == "__main__":
+        return path.parent
+    root = path.parent.parent if path.name == "__init__.py" else path.parent
+    for _ in range(module.count(".")):
+        root = root.parent
+    return root
+
+
+@lru_cache(maxsize=1)
+def _installed_roots() -> tuple[Path, ...]:
+    paths = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    with contextlib.suppress(AttributeError):
+        paths.update(site.getsitepackages())
+    with contextlib.suppress(AttributeError):
+        paths.add(site.getusersitepackages())
+    return tuple(p for p in (_resolved(x) for x in paths if x) if p is not None)
+
+
+def _installed(path: Path) -> bool:
+    """Whether `path` is installed code (standard library, site-packages), not a project's."""
+    return any(path.is_relative_to(root) for root in _installed_roots())
+
+
+def _resolved(path: Any) -> Path | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).resolve()
+    except (OSError, ValueError):
+        return None
+
+
+# ---- the user's traceback
+_OWN_FOLDERS = tuple(Path(__file__).resolve().parent.parent / d for d in ("handlers", "runtime", "dsl"))
+
+
+def user_traceback(err: BaseException) -> str:
+    """The traceback of `err` through the user's own code: decomp's frames left out, the
+    user's file names, line numbers and lines kept, as Python prints them."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if not f.filename.startswith("<frozen") and not any(Path(f.filename).resolve().is_relative_to(d)
+                                                                   for d in _OWN_FOLDERS)]
+    text = "".join(traceback.format_list(frames))
+    head = "Traceback (most recent call last):\n" if frames else ""
+    return head + text + "".join(traceback.format_exception_only(type(err), err))
 
 
 def code_fingerprint(code) -> str:

@@ -6,10 +6,14 @@ function as a python handler function, a module is imported so its decorators ru
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import sys
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator
 
 from decomp.handlers.base import Handler
 
@@ -54,20 +58,21 @@ class Registry:
         self._load_entry_points()
         return self.kinds.get(name)
 
-    def function(self, name: str) -> Callable[..., Any] | None:
-        """A registered function by name, or a `module:attr` Python function imported on demand
-        (see `function_problem` for why one is refused)."""
+    def function(self, name: str, folder: str | Path | None = None) -> Callable[..., Any] | None:
+        """A registered function by name, or a `module:attr` Python function imported on demand,
+        the module looked for in `folder` (the program's own folder) first (see
+        `function_problem` for why one is refused)."""
         self._load_entry_points()
         if name in self.functions:
             return self.functions[name]
-        found = _import_function(name)
+        found = _import_function(name, folder)
         return found if callable(found) else None
 
-    def function_problem(self, name: str) -> str | None:
-        """Why `function(name)` finds nothing, in words; None when it finds a function."""
-        if self.function(name) is not None:
+    def function_problem(self, name: str, folder: str | Path | None = None) -> str | None:
+        """Why `function(name, folder)` finds nothing, in words; None when it finds a function."""
+        if self.function(name, folder) is not None:
             return None
-        found = _import_function(name)
+        found = _import_function(name, folder)
         return found if isinstance(found, str) else f"no function is registered as {name!r}"
 
     def model_backend(self, scheme: str) -> Callable[..., Any] | None:
@@ -99,15 +104,16 @@ DENIED_MODULES = frozenset({
 })
 
 
-def _import_function(name: str) -> Callable[..., Any] | str:
-    """The Python function `module:attr`, or why it cannot be used."""
+def _import_function(name: str, folder: str | Path | None = None) -> Callable[..., Any] | str:
+    """The Python function `module:attr` (the module looked for in `folder` first), or why it
+    cannot be used."""
     module, sep, attr = name.partition(":")
     if not sep or not module or not attr:
         return f"{name!r} is neither a registered function nor a 'module:function' path"
     if module.split(".")[0] in DENIED_MODULES:
         return f"functions of the module {module!r} may not be called from a .decomp file"
     try:
-        obj = importlib.import_module(module)
+        obj = import_module(module, folder)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except Exception as err:  # the module's own import error, whatever it is
@@ -115,6 +121,86 @@ def _import_function(name: str) -> Callable[..., Any] | str:
     if not inspect.isfunction(obj):
         return f"{name!r} is not a Python function (builtins and classes are not allowed)"
     return obj
+
+
+# ---- modules of the program's own folder
+#: The folders `import_module` imported modules from (a program's folder, a plugin's folder).
+_PROJECT_FOLDERS: set[Path] = set()
+
+
+def local_module_file(name: str, folder: str | Path | None) -> Path | None:
+    """The file `folder` holds for the module `name` (`name.py`, or `name/__init__.py` for a
+    package; `a.b` as `a/b.py`), or None when the folder does not provide it."""
+    if folder is None or not name:
+        return None
+    base = Path(folder).joinpath(*name.split("."))
+    for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def import_module(name: str, folder: str | Path | None = None) -> ModuleType:
+    """Import the module `name`, looking for it in `folder` first (a `.decomp` file's folder: its
+    helpers need no PYTHONPATH). While it is imported the folder comes first on `sys.path`, so
+    its own top-level imports of sibling modules work too.
+
+    A module of that name already imported from another program's folder is forgotten (with the
+    modules of that folder) so this folder's one is loaded; one imported from anywhere else (the
+    standard library, an installed package) is not replaced: ImportError asks for a rename."""
+    top = name.partition(".")[0]
+    root = Path(folder).resolve() if folder is not None else None
+    local = local_module_file(top, root)
+    if local is None or root is None:
+        return importlib.import_module(name)
+    loaded = sys.modules.get(top)
+    if loaded is not None and name in sys.modules and module_file(loaded) == local:
+        return sys.modules[name]
+    if loaded is not None and module_file(loaded) != local:
+        other = module_file(loaded)
+        owner = next((f for f in _PROJECT_FOLDERS if other is not None and local_module_file(top, f) == other), None)
+        if owner is None:
+            raise ImportError(f"{local} has the name of the module {top!r} already imported from "
+                              f"{other or 'elsewhere'}; rename {local.name}")
+        forget_folder(owner)
+    _PROJECT_FOLDERS.add(root)
+    with first_on_path(root):
+        return importlib.import_module(name)
+
+
+def module_file(module: ModuleType) -> Path | None:
+    """The resolved source file of `module`, or None (built-in, namespace package)."""
+    file = getattr(module, "__file__", None)
+    try:
+        return Path(file).resolve() if file else None
+    except (OSError, ValueError):
+        return None
+
+
+def forget_folder(folder: Path) -> None:
+    """Drop from `sys.modules` every module imported from `folder` (another program's helpers
+    of the same names: modules whose top-level module or package is in `folder`); objects
+    already holding them keep them."""
+    for name, module in list(sys.modules.items()):
+        file = module_file(module) if isinstance(module, ModuleType) else None
+        top = local_module_file(name.partition(".")[0], folder) if file is not None else None
+        if top is not None and file.is_relative_to(top.parent if top.name == "__init__.py" else top):
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+@contextlib.contextmanager
+def first_on_path(*folders: Path) -> Iterator[None]:
+    """`folders` at the front of `sys.path` for the duration (only those not already there)."""
+    added = [str(f) for f in folders if str(f) not in sys.path]
+    sys.path[:0] = added
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        for entry in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(entry)
 
 
 #: The process-wide default registry; `Session(registry=...)` can take another one.

@@ -2,19 +2,22 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 import click
 
-from decomp.dsl.checker import check_fewshot
-from decomp.dsl.errors import DecompError, Diagnostics
-from decomp.dsl.parser import read_fewshot
+from decomp.dsl import nodes
+from decomp.dsl.checker import check_fewshot, module_warnings
+from decomp.dsl.errors import CheckError, CheckWarning, DecompError, DecompSyntaxError, Diagnostics
+from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.runtime.engine.cache import MODES
+from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.engine.session import Session
 from decomp.runtime.runs import scoring as evaluation
-from decomp.runtime.runs.api import PROGRAMS_DIR, RunOptions, find_program, run_dataset, use_main
-from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.runs.api import PROGRAMS_DIR, RunOptions, find_program, run_dataset, use_main, with_fields
+from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.rundir import RunDir, RunDirError
 from decomp.runtime.testing.fake import ReplayModel
 from decomp.runtime.views.describe import describe
@@ -45,26 +48,170 @@ def main() -> None:
 def check(file: str, as_json: bool) -> None:
     """Check FILE (a .decomp module or a few-shot prompt file) without running anything.
 
-    Exit status 0 when clean; 1 with every problem found, each as file:line:col.
+    Exit status 0 when clean or with warnings only (each as file:line:col: warning: ...); 1 with
+    every problem found, each as file:line:col. A .decomp file that declares nothing, and a file
+    that is neither a module nor a few-shot file (Python, JSON, JSON Lines, empty) are refused;
+    text with no example in it passes with a warning (it can only be a plain prompt).
     """
     path = resolve_program(file)
     try:
-        if path.suffix == ".decomp":
-            loaded = Session().load(path)
-            result = describe(loaded.module) if as_json else None
+        fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path)
+        if fewshot is None:
+            loaded = _checked_module(path)
+            warnings = _file_warnings(path)
+            result = describe(loaded.module, warnings) if as_json else None
         else:
-            result = describe(_checked_fewshot(path))
+            result = describe(fewshot)
     except (DecompError, OSError) as err:
-        _fail(err)
-    click.echo(json.dumps(result, indent=2, ensure_ascii=False) if as_json else f"{path}: ok")
+        _refuse(err, path)
+    if as_json:  # a module's warnings are in its JSON; a few-shot file's on stderr
+        for warning in warnings if fewshot is not None else ():
+            click.echo(warning.format(), err=True)
+        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        return
+    for warning in warnings:
+        click.echo(warning.format(), err=True)
+    counted = f" ({len(warnings)} warning{'s' if len(warnings) > 1 else ''})" if warnings else ""
+    click.echo(f"{path}: ok{counted}")
 
 
-def _checked_fewshot(path: Path):
-    fewshot = read_fewshot(path)
+def _checked_fewshot(path: Path, fewshot: nodes.FewShot | None = None):
+    fewshot = fewshot if fewshot is not None else parse_fewshot(read_text(path), str(path))
     errors = check_fewshot(fewshot)
     if errors:
         raise Diagnostics(errors) if len(errors) > 1 else errors[0]
     return fewshot
+
+
+_CHECKABLE = ("a .decomp module (import, model, handler, program, main) or a few-shot file "
+              "(examples with QC:/QS:/A: or Q:/A: lines)")
+
+
+def _fewshot_or_module(path: Path) -> tuple[nodes.FewShot | None, list[CheckWarning]]:
+    """A file that is not named .decomp: its checked examples when it has any; None when it
+    reads as a module that declares something (then checked as one). Python, JSON, JSON Lines
+    and empty files are refused; other text without examples passes with a warning (a prompt
+    without examples, such as a word list a program reads, is plain text)."""
+    text = read_text(path)
+    fewshot = parse_fewshot(text, str(path))
+    if any(e.question is not None or e.steps or e.answer is not None for e in fewshot.examples):
+        return _checked_fewshot(path, fewshot), []
+    try:
+        if _declares(parse_module(text, str(path))):
+            return None, []
+    except DecompError:
+        pass
+    look = _looks_like(path, text)
+    if _sniff(path, text) in ("empty", "python", "json", "jsonl"):
+        raise _refusal(path, text, f"not a .decomp program or a few-shot file: {look}")
+    span, first = _first_line(path, text)
+    return fewshot, [CheckWarning(f"no examples here: {look}", span, expected=_CHECKABLE, line_text=first)]
+
+
+def _checked_module(path: Path):
+    loaded = Session().load(path)
+    if not _declares(loaded.module):
+        text = read_text(path)
+        kind = _sniff(path, text)
+        raise _refusal(path, text, "this .decomp file declares nothing" + (f": {_LOOKS[kind]}" if kind else ""))
+    return loaded
+
+
+def _declares(module: nodes.Module) -> bool:
+    return bool(module.imports or module.models or module.handlers or module.programs or module.main)
+
+
+def _refusal(path: Path, text: str, message: str) -> CheckError:
+    span, first = _first_line(path, text)
+    return CheckError(message, span, expected=_CHECKABLE, line_text=first)
+
+
+def _first_line(path: Path, text: str) -> tuple[nodes.Span, str]:
+    """The span of the whole first line (at least one column) and its text."""
+    first = text.replace("\r\n", "\n").split("\n", 1)[0]
+    return nodes.Span(str(path), 1, 1, 1, max(2, len(first) + 1)), first
+
+
+_LOOKS = {
+    "empty": "the file is empty",
+    "python": "this looks like Python source",
+    "json": "this looks like JSON data",
+    "jsonl": "this looks like JSON Lines data (a dataset for `decomp run --input`?)",
+    "jinja": "this looks like a Jinja prompt template (it is checked with the module whose prompt handler uses it)",
+}
+_PYTHON_LINE = re.compile(r"^(?:#!.*python|def \w+\(.*|class \w+.*:[ \t]*$|import [\w.]+(?: as \w+)?[ \t]*$"
+                          r"|from [\w.]+ import )", re.M)
+
+
+def _looks_like(path: Path, text: str) -> str:
+    """What a file that is no program looks like, in a few words (cheap guesses only)."""
+    return _LOOKS.get(_sniff(path, text),
+                      "plain text, with no declaration (handler, program, ...) and no line starting with QC:, QS:, "
+                      "Q: or A:")
+
+
+def _sniff(path: Path, text: str) -> str | None:
+    stripped = text.strip()
+    if not stripped:
+        return "empty"
+    if path.suffix in (".py", ".pyw") or _PYTHON_LINE.search(text):
+        return "python"
+    if stripped[0] in "[{":
+        try:
+            json.loads(stripped)
+            return "json"
+        except ValueError:
+            pass
+        try:
+            for line in stripped.splitlines():
+                if line.strip():
+                    json.loads(line)
+            return "jsonl"
+        except ValueError:
+            pass
+    if path.suffix in (".j2", ".jinja", ".jinja2") or "{{" in text or "{%" in text:
+        return "jinja"
+    return None
+
+
+def _refuse(err: Exception, path: Path) -> None:
+    """`_fail`, with a guess at what the file is when a .decomp file does not parse at all."""
+    if isinstance(err, (DecompSyntaxError, Diagnostics)) and path.suffix == ".decomp":
+        try:
+            kind = _sniff(path, read_text(path))
+        except (DecompError, OSError):
+            kind = None
+        if kind in ("python", "json", "jsonl"):
+            click.echo(err.format(), err=True)
+            click.echo(f"{path}: note: {_LOOKS[kind]}, not a .decomp program", err=True)
+            sys.exit(1)
+    _fail(err)
+
+
+def _file_warnings(path: Path) -> list[CheckWarning]:
+    """The warnings of a .decomp file and of the files it imports, each file once. A file that
+    does not parse has none here: its errors are the loader's to report."""
+    warnings: list[CheckWarning] = []
+    seen: set[Path] = set()
+    queue = [Path(path)]
+    while queue:
+        file = queue.pop(0)
+        if file.resolve() in seen:
+            continue
+        seen.add(file.resolve())
+        try:
+            module = parse_module(read_text(file), str(file))
+        except (DecompError, OSError):
+            continue
+        warnings += module_warnings(module)
+        queue += [(file.parent / imp.path).resolve() for imp in module.imports]
+    return warnings
+
+
+def _print_warnings(program: Path) -> None:
+    """`decomp run` prints the program's warnings once, on stderr, before it runs."""
+    for warning in _file_warnings(program):
+        click.echo(warning.format(), err=True)
 
 
 def _session_options(command):
@@ -85,6 +232,9 @@ def _session_options(command):
         click.option("--max-row-tokens", type=int, help="Budget: tokens per row."),
         click.option("--max-depth", type=int, default=64, show_default=True, help="Deepest nesting of programs."),
         click.option("--max-steps", type=int, help="Most steps any decomposer may take."),
+        click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
+                     help="Import this module first (a module name, or a path to a .py file), so the handler "
+                          "kinds and functions it registers can be used (repeatable)."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -104,21 +254,36 @@ def _session_options(command):
 @click.option("--force", is_flag=True, help="Start over in --run-dir, deleting the run there.")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
               help="With --input: also write every row's line here, in input order, when the run ends.")
-@click.option("--field", "fields", multiple=True, metavar="NAME=VALUE", help="Another input field (repeatable).")
-@click.option("--trace", "show_trace", is_flag=True, help="With --question: print the decomposition tree as JSON.")
+@click.option("--field", "fields", multiple=True, metavar="NAME=VALUE",
+              help="Another input field (repeatable); with --input, set in every row (overriding the row's own).")
+@click.option("--trace", "show_trace", is_flag=True,
+              help="With --question: write the decomposition tree as JSON to stderr.")
+@click.option("--trace-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --question: write the decomposition tree as JSON to this file.")
+@click.option("--verbose", "-v", is_flag=True, help="With --input: print each failed row's error on stderr.")
 @click.option("--dry-run", is_flag=True, help="Count the model calls per row on a stand-in model; call nothing.")
 @_session_options
-def run(file, question, main_name, data, run_dir, resume, force, output, fields, show_trace, dry_run,
-        **opts) -> None:
+def run(file, question, main_name, data, run_dir, resume, force, output, fields, show_trace, trace_out, verbose,
+        dry_run, **opts) -> None:
     """Run the program FILE on one --question or on every row of --input.
 
     A dataset run writes a run directory (results.jsonl, traces, summary.json, the program and
     options used) and prints its summary as one JSON line; see `decomp trace --help`.
     """
+    _check_run_usage(question, data, show_trace, trace_out,
+                     {"--run-dir": run_dir, "--resume": resume, "--force": force, "--output": output})
+    extra = dict(_field(f) for f in fields)
+    plugins = opts.pop("plugins", ())
     options = RunOptions(**opts)
     program = resolve_program(file)
+    _print_warnings(program)
+    for plugin in plugins:  # before the program is loaded: it may use the kinds they register
+        try:
+            load_plugin(plugin, program.parent)
+        except DecompError as err:
+            _fail(err)
     if data is not None and not dry_run:
-        _run_dataset(program, data, options, main_name, run_dir, resume, force, output)
+        _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose)
         return
     session = options.session(ReplayModel() if dry_run else None)
     try:
@@ -126,30 +291,55 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     except (DecompError, OSError) as err:
         _fail(err)
     if dry_run:
-        _dry_run(session, loaded, data, question, fields)
+        _dry_run(session, loaded, data, question, extra)
     elif question is not None:
-        _run_one(session, loaded, question, fields, show_trace)
+        _run_one(session, loaded, question, extra, show_trace, trace_out)
     else:
         raise click.UsageError("give --question TEXT or --input DATA --output OUT.jsonl")
 
 
+def _check_run_usage(question: str | None, data: Path | None, show_trace: bool, trace_out: Path | None,
+                     dataset_options: dict) -> None:
+    """Options that would be ignored are usage errors, not silence."""
+    if question is not None and data is not None:
+        raise click.UsageError("give --question (-q) or --input, not both: --input runs every row of DATA, "
+                               "each with its own question")
+    given = [name for name, value in dataset_options.items() if value]
+    if question is not None and given:
+        raise click.UsageError(f"{', '.join(given)}: for --input runs only; a --question run prints its answer "
+                               "and keeps no run directory")
+    if data is not None and (show_trace or trace_out is not None):
+        raise click.UsageError("--trace and --trace-out are for --question runs: a dataset run keeps every "
+                               "row's tree in its run directory (see `decomp trace show RUN --row ID`)")
+
+
 def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str | None, run_dir: Path | None,
-                 resume: bool, force: bool, output: Path | None) -> None:
-    """`run_dataset`, its notes on stderr, its summary as one JSON line on stdout."""
+                 resume: bool, force: bool, output: Path | None, fields: dict[str, str] | None = None,
+                 verbose: bool = False) -> None:
+    """`run_dataset`, its notes on stderr, its summary as one JSON line on stdout (and with
+    `verbose`, each failed row's error on stderr)."""
     try:
         done = run_dataset(program, data, options=options, main=main_name, run_dir=run_dir, resume=resume,
-                           force=force, output=output, progress=None,
+                           force=force, output=output, progress=None, fields=fields,
                            on_note=lambda note: click.echo(f"note: {note}", err=True))
+        failed = [record for record in done.records() if record.get("error")] if verbose else []
     except (DecompError, OSError, ValueError) as err:
         _fail(err)
+    for record in failed:
+        click.echo(f"row {record.get('id')} (index {record.get('index')}) failed: {record['error']}", err=True)
     click.echo(json.dumps(done.to_dict()))
 
 
-def _run_one(session, loaded, question, fields, show_trace) -> None:
-    row = {"question": question, **dict(_field(f) for f in fields)}
+def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> None:
+    row = {"question": question, **fields}
     result = session.run(loaded, row)
-    if show_trace:
-        click.echo(json.dumps(result.trace.to_dict(), indent=2, ensure_ascii=False))
+    if show_trace or trace_out is not None:
+        text = json.dumps(result.trace.to_dict(), indent=2, ensure_ascii=False)
+        if trace_out is not None:
+            trace_out.parent.mkdir(parents=True, exist_ok=True)
+            trace_out.write_text(text + "\n", encoding="utf-8")
+        if show_trace:
+            click.echo(text, err=True)
     if result.error is not None:
         click.echo(f"error: {result.error}", err=True)
         sys.exit(1)
@@ -158,22 +348,49 @@ def _run_one(session, loaded, question, fields, show_trace) -> None:
 
 
 def _dry_run(session, loaded, data, question, fields) -> None:
-    """Print how many model calls each row would make (estimated from the prompts' examples)."""
+    """Print how many model calls each row would make (estimated from the prompts' examples).
+
+    A row that fails in the dry run (it cannot be read, lacks an input, a step fails on the
+    stand-in's answers) is named on stderr with its error, counted in `failed`, and makes the
+    exit status 1; its calls up to the failure are counted."""
     if data is not None:
-        rows = [{"id": r.id, **r.fields} for r in read_rows(data) if r.error is None]
+        try:
+            rows = with_fields(read_rows(data), fields)
+        except (OSError, ValueError) as err:
+            _fail(err)
     elif question is not None:
-        rows = [{"question": question, **dict(_field(f) for f in fields)}]
+        rows = [Row(0, None, {"question": question, **fields}, None)]
     else:
         raise click.UsageError("give --question TEXT or --input DATA")
-    calls = [session.run(loaded, row).usage.calls for row in rows]
-    click.echo(json.dumps(dry_run_estimate(calls)))
+    calls, failed = [], 0
+    replay = session.model_override
+    for row in rows:
+        if isinstance(replay, ReplayModel):
+            replay.new_row()
+        if row.error is not None:
+            used, error = 0, row.error
+        else:
+            result = session.run(loaded, {"id": row.id, **row.fields} if data is not None else row.fields)
+            used, error = result.usage.calls, result.error
+        calls.append(used)
+        if error is not None:
+            failed += 1
+            where = f"row {row.id} (index {row.index})" if data is not None else "the question"
+            click.echo(f"warning: {where} would fail: {error}", err=True)
+    click.echo(json.dumps(dry_run_estimate(calls, failed)))
+    if failed:
+        click.echo(f"error: {failed} of {len(rows)} row(s) would fail in this dry run", err=True)
+        sys.exit(1)
 
 
-def dry_run_estimate(calls: list[int]) -> dict:
-    """Summary of model calls per row from a dry run."""
+def dry_run_estimate(calls: list[int], failed: int = 0) -> dict:
+    """Summary of model calls per row from a dry run (`failed`: rows that would fail, when any)."""
     n = len(calls)
-    return {"rows": n, "calls_per_row": round(sum(calls) / n, 3) if n else 0.0, "max_calls_per_row": max(calls, default=0),
-            "estimated_calls": sum(calls)}
+    estimate = {"rows": n, "calls_per_row": round(sum(calls) / n, 3) if n else 0.0,
+                "max_calls_per_row": max(calls, default=0), "estimated_calls": sum(calls)}
+    if failed:
+        estimate["failed"] = failed
+    return estimate
 
 
 def _field(text: str) -> tuple[str, str]:
@@ -184,13 +401,14 @@ def _field(text: str) -> tuple[str, str]:
 
 
 _GOLD_HELP = "Gold data: JSONL rows {id, answer} or DecomP's DROP-style JSON."
-_PRED_HELP = "Predictions: the JSONL written by `decomp run --input`."
+_PRED_HELP = "Predictions: a `decomp run --input` run directory, its results.jsonl, or its --output JSONL."
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @main.group("eval", invoke_without_command=True, subcommand_metavar="[steps|graph] [ARGS]...")
 @click.option("--gold", type=_FILE, help=_GOLD_HELP + " Required without a subcommand.")
-@click.option("--pred", type=_FILE, help=_PRED_HELP + " Required without a subcommand.")
+@click.option("--pred", type=click.Path(exists=True, path_type=Path),
+              help=_PRED_HELP + " Required without a subcommand.")
 @click.option("--metric", type=click.Choice(["em", "set_em", "f1"]), default="em", show_default=True)
 @click.pass_context
 def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str) -> None:
@@ -210,7 +428,7 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
         raise click.UsageError("decomp eval needs --gold and --pred (or a subcommand: steps, graph)")
     try:
         summary, warnings = evaluation.evaluate_files(gold, pred, metric)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RunDirError) as err:
         _fail(err)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)

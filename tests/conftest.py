@@ -1,4 +1,5 @@
-"""Shared fixtures: where the papers' data lives (../shared/data beside the checkout)."""
+"""Shared fixtures: the papers' data the tests read (tests/fixtures/, cut from the originals:
+tests/fixtures/README.md), a private step cache per test, a registry of plain functions."""
 import inspect
 from pathlib import Path
 from typing import Any, Callable
@@ -9,7 +10,20 @@ from decomp import Handler, Options
 from decomp.handlers.registry import Registry, handler_kind
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# Small cuts of the papers' data, with their licences: every test that needs real data reads these.
+FIXTURES = REPO / "tests" / "fixtures"
+# The full-size originals, beside the checkout where they exist: only the few `slow` tests that
+# are about a whole dataset read them, and skip (saying so) where the folder is absent.
+FULL_DATA = REPO.parent / "shared" / "data"
+
+
+def needs_full_data(rel: str):
+    """Skip marker for a test about the whole original file `rel` (relative to FULL_DATA)."""
+    path = FULL_DATA / rel
+    return pytest.mark.skipif(
+        not path.exists(),
+        reason=f"needs the full-size original {path} (absent in a fresh clone; the same checks run on "
+               f"the cut in tests/fixtures/)")
 
 
 @pytest.fixture(autouse=True)
@@ -20,10 +34,9 @@ def _private_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
-def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"the papers' data folder is absent: {SHARED_DATA}")
-    return SHARED_DATA
+def fixture_data() -> Path:
+    """tests/fixtures/: the cut datasets and the DecomP prompt files, laid out as ../shared/data."""
+    return FIXTURES
 
 
 class FnOptions(Options):

@@ -1,4 +1,8 @@
-"""A regular (non-editable) install in a fresh virtual environment works and stays inside `decomp`."""
+"""A regular (non-editable) install in a fresh virtual environment works and stays inside `decomp`,
+and every bundled program (each entry point of each file `decomp programs` lists) runs from the
+installed wheel, outside the checkout: its dry run, and one real row on a fake model."""
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -65,3 +69,150 @@ def test_installed_cli_help_and_a_bundled_program(installed, tmp_path):
                   cwd=tmp_path)
     assert answer.strip() == "e,r"
     assert _run(decomp, "check", "decomp/letter_cat", cwd=tmp_path).strip().endswith(": ok")
+
+
+# ---------------------------------------------------------------- every bundled program, installed
+LETTER_Q = 'Take the letters at position 2 of the words in "Grace Hopper" and concatenate them using a comma.'
+REVERSE_Q = 'Reverse the sequence "a, b, c, d".'
+TEA = ["Boil water.", "Put a tea bag in a cup.", "Pour the water."]
+STEP_ROW = {"id": "t1", "task": "make tea", "assumptions": "there is no kettle"}
+GRAPH_ROW = {"id": "g1", "task": "make tea", "steps": TEA}
+ORDER = [[0, 1], [0, 2], [1, 2]]  # every step before each later one
+
+# What the fake model answers (`decomp run --model fake:FILE`): the decomposer lines of each
+# question (script), the sub-questions' answers (mapping), and a default.
+ANSWERS = {
+    "none": {},  # a symbolic program calls no model: any call would be an error
+    "decomp": {
+        "script": {
+            LETTER_Q: ['[split] What are the words in "Grace Hopper"?',
+                       '(foreach) [str_position] What is the letter at position 2 of "#1"?',
+                       "[merge] Concatenate #2 using a comma.", "[EOQ]"],
+            REVERSE_Q: ['[first_half] What is the first half of "a, b, c, d"?',
+                        '[second_half] What is the second half of "a, b, c, d"?',
+                        "[reverse] Reverse the sequence #2.", "[reverse] Reverse the sequence #1.",
+                        "[join] Join #3 and #4.", "[EOQ]"],
+            'Reverse the sequence "c, d".': ['[reverse_short] Reverse the sequence "c, d".', "[EOQ]"],
+            'Reverse the sequence "a, b".': ['[reverse_short] Reverse the sequence "a, b".', "[EOQ]"],
+        },
+        "mapping": {
+            'What are the words in "Grace Hopper"?': '["Grace", "Hopper"]',
+            'What is the letter at position 2 of "Grace"?': '"r"',
+            'What is the letter at position 2 of "Hopper"?': '"o"',
+            'Concatenate ["r", "o"] using a comma.': '"r,o"',
+            'What is the first half of "a, b, c, d"?': '"a, b"',
+            'What is the second half of "a, b, c, d"?': '"c, d"',
+            'Reverse the sequence "c, d".': '"d, c"',
+            'Reverse the sequence "a, b".': '"b, a"',
+            'Join "d, c" and "b, a".': '"d, c, b, a"',
+        },
+    },
+    "steps": {"default": "1. Boil water.\n2. Put a tea bag in a cup.\n3. Pour the water.\n\nTask: x"},
+    # "yes" for each pair in the listed order, "no" (or its reasoning) otherwise
+    "graphs": {"mapping": {f"Step A: {TEA[i]}\nStep B: {TEA[j]}": " yes" for i, j in ORDER},
+               "default": " no"},
+}
+
+# (program, --main or None for its main, question or row, answers, the answer expected, calls a model)
+# the answer `None`: only its shape is checked (llm_scoring's edges depend on the fake's scores)
+CASES = [
+    ("decomp/letter_cat", None, LETTER_Q, "decomp", "r,o", True),
+    ("decomp/letter_cat_llm", None, LETTER_Q, "decomp", "r,o", True),
+    ("decomp/letter_cat_symbolic", None, LETTER_Q, "none", "r,o", False),
+    ("decomp/reverse", None, REVERSE_Q, "decomp", "d, c, b, a", True),
+    ("decomp/reverse_symbolic", None, REVERSE_Q, "none", "d, c, b, a", False),
+    *[("tasklama/steps", name, STEP_ROW, "steps", TEA, True)
+      for name in ("icl", "icl_noctx", "multseq", "multseq_noctx", "sf", "sf_noctx", "multseq_sf",
+                   "multseq_sf_noctx")],
+    ("tasklama/steps", "samples_for_training", STEP_ROW, "steps", [TEA] * 4, True),
+    ("tasklama/graphs", "linear", GRAPH_ROW, "graphs", {"steps": TEA, "edges": [[0, 1], [1, 2]]}, False),
+    ("tasklama/graphs", "pairwise", GRAPH_ROW, "graphs", {"steps": TEA, "edges": ORDER}, True),
+    ("tasklama/graphs", "pairwise_cot", GRAPH_ROW, "graphs", {"steps": TEA, "edges": ORDER}, True),
+    ("tasklama/graphs", "llm_scoring", GRAPH_ROW, "graphs", None, True),
+]
+CASE_IDS = [f"{program}:{main or 'main'}" for program, main, *_ in CASES]
+
+
+def _env() -> dict:
+    env = dict(os.environ)  # DECOMP_CACHE_DIR and DECOMP_RUNS_DIR: this test's own (conftest)
+    env.pop("PYTHONPATH", None)  # nothing may come from the checkout
+    return env
+
+
+def _decomp(installed, *args, cwd, check=True):
+    proc = subprocess.run([str(installed / "bin" / "decomp"), *map(str, args)], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=600)
+    if check:
+        assert proc.returncode == 0, f"decomp {' '.join(map(str, args))}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def _input_args(tmp_path, given) -> list:
+    """`-q QUESTION`, or `--input` a one-row JSONL file."""
+    if isinstance(given, str):
+        return ["-q", given]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(given) + "\n", encoding="utf-8")
+    return ["--input", rows]
+
+
+def _main_args(main) -> list:
+    return ["--main", main] if main else []
+
+
+def test_every_bundled_entry_point_has_a_case(installed, tmp_path):
+    """The cases above cover `decomp programs` exactly, and every program of each file that runs on
+    the rows its main runs on (tasklama/steps' icl, multseq, sf, ... are all entry points)."""
+    names = _decomp(installed, "programs", cwd=tmp_path).stdout.split()
+    assert sorted(names) == sorted({program for program, *_ in CASES})
+    covered = {(program, main) for program, main, *_ in CASES}
+    for name in names:
+        module = json.loads(_decomp(installed, "check", "--json", name, cwd=tmp_path).stdout)
+        params = {p["name"]: {q["name"] for q in p.get("params") or []} for p in module["programs"]}
+        target = module["main"]["target"]
+        fields = params.get(target, {"question"})
+        entries = {n for n, ps in params.items() if ps <= fields and n != target}
+        assert (name, None) in covered or (name, target) in covered, f"{name}: its main has no case"
+        assert {(name, n) for n in entries} <= covered, f"{name}: {sorted(entries)} need cases"
+
+
+def test_bundled_programs_load_from_the_installed_wheel(installed, tmp_path):
+    site = next(installed.glob("lib/python*/site-packages")).resolve()
+    for program in sorted({program for program, *_ in CASES}):
+        out = _decomp(installed, "check", program, cwd=tmp_path).stdout.strip()
+        assert out == f"{site / 'decomp' / 'programs' / program}.decomp: ok"
+
+
+@pytest.mark.parametrize("program, main, given, answers, expected, uses_model", CASES, ids=CASE_IDS)
+def test_bundled_program_dry_run(installed, tmp_path, program, main, given, answers, expected, uses_model):
+    proc = _decomp(installed, "run", program, *_main_args(main), "--dry-run", *_input_args(tmp_path, given),
+                   cwd=tmp_path, check=False)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["rows"] == 1 and summary.get("failed", 0) == 0, summary
+    assert (summary["estimated_calls"] > 0) == uses_model, summary
+
+
+@pytest.mark.parametrize("program, main, given, answers, expected, uses_model", CASES, ids=CASE_IDS)
+def test_bundled_program_one_real_row_on_the_fake_model(installed, tmp_path, program, main, given, answers,
+                                                        expected, uses_model):
+    fake = tmp_path / "answers.json"
+    fake.write_text(json.dumps(ANSWERS[answers]), encoding="utf-8")
+    args = ["run", program, *_main_args(main), "--model", f"fake:{fake}", *_input_args(tmp_path, given)]
+    if isinstance(given, str):
+        out = _decomp(installed, *args, cwd=tmp_path).stdout
+        assert out.strip() == expected
+        return
+    out = tmp_path / "out.jsonl"
+    proc = _decomp(installed, *args, "--run-dir", tmp_path / "run", "--output", out, cwd=tmp_path)
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    (row,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert "error" not in row and summary["failed"] == 0, row.get("error")
+    assert (summary["calls"] + summary["cache_hits"] > 0) == uses_model, summary
+    if expected is not None:
+        assert row["answer"] == expected
+    else:  # a graph row: the given steps, and edges between them in one direction only
+        graph = row["answer"]
+        assert graph["steps"] == TEA and graph["edges"]
+        assert all(0 <= i < 3 and 0 <= j < 3 and i != j and [j, i] not in graph["edges"]
+                   for i, j in graph["edges"])

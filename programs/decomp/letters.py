@@ -1,4 +1,5 @@
-"""Python handlers of the symbolic letter-concatenation program (letter_cat_symbolic.decomp)."""
+"""Python handlers of the letter-concatenation programs: the symbolic program (letter_cat_symbolic.decomp)
+and the answers to the sub-questions the letter_cat decomposer writes (letter_cat.decomp)."""
 from __future__ import annotations
 
 import re
@@ -45,3 +46,30 @@ def join(values: list) -> str:
     """values = [letters, delimiter]."""
     letters, sep = values
     return sep.join(letters)
+
+
+# ---- the sub-questions of the letter_cat decomposer's programs (prompts/letter_cat_decomp.txt)
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def _quoted(query: str) -> str:
+    found = _QUOTED.search(query)
+    if found is None:
+        raise ValueError(f"no quoted text in {query!r}")
+    return found.group(1)
+
+
+def words(query: str) -> list[str]:
+    """'What are the words in "Ada King"?' -> ["Ada", "King"]."""
+    return _quoted(query).split()
+
+
+def letter(query: str) -> str:
+    """'What is the letter at position 2 of "Ada"?' -> "d"; 'What is the last letter of "Ada"?' -> "a"."""
+    return letter_at([position(query), _quoted(query)])
+
+
+def concatenate(query: str, values: list) -> str:
+    """'Concatenate #2 using a comma.' with #2 = ["a", "b"] -> "a,b" (no delimiter named: "ab")."""
+    letters = values[0] if values and isinstance(values[0], list) else words(query)
+    return delimiter(query).join(str(item) for item in letters)

@@ -27,7 +27,7 @@ from decomp.taskgraph.metrics import valid_edge
 
 
 _NUMBERED = re.compile(r"^\s*(?:\d+\s*[.)]|[-*•])\s*(.*\S)\s*$")
-DEFAULT_SCORER = Path(__file__).resolve().parent.parent / "programs" / "tasklama" / "scorer.npz"
+DEFAULT_SCORER = Path(__file__).resolve().parent / "scorer.npz"
 
 
 # ---------------------------------------------------------------- steps

@@ -62,6 +62,7 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
 def _failed(node: TraceNode | None, err: DecompError) -> None:
     if node is not None:
         node.error = str(err)
+        node.details = getattr(err, "details", None)
 
 
 async def _cached_run(handler, call: EngineCall, node: TraceNode) -> Any:

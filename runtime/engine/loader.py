@@ -1,11 +1,13 @@
 """Module loading: parse a .decomp file and its imports, build every handler, check it all.
 
 `load(path, registry)` returns a `LoadedModule` or raises `Diagnostics` listing every problem.
+`load_plugin(spec, folder)` imports a Python module that registers handler kinds or functions.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,7 +18,8 @@ from decomp.dsl.errors import CheckError, DecompError, Diagnostics
 from decomp.dsl.parser import parse_module, read_text
 from decomp.handlers.base import Handler, LoadContext
 from decomp.runtime.engine.program import ProgramHandler
-from decomp.handlers.registry import Registry
+from decomp.handlers.python import user_traceback
+from decomp.handlers.registry import Registry, import_module, local_module_file
 
 
 @dataclass
@@ -38,6 +41,35 @@ class LoadedModule:
 def load(path: str | Path, registry: Registry, text: str | None = None) -> LoadedModule:
     """Parse, build and check the module at `path` (or `text`, named `path`)."""
     return _Loader(registry).load(Path(path), text)
+
+
+def load_plugin(spec: str, folder: str | Path | None = None) -> ModuleType:
+    """Import a plugin module, so its `@handler_kind` and `@python_handler` decorators register
+    kinds and functions before a program that uses them is loaded.
+
+    `spec` is a path to a `.py` file (relative to the working folder, else to `folder`, the
+    program's folder), imported under its file name with its own folder first on the import
+    path; or a module name, looked for in `folder`, then in the working folder, then on the
+    import path. Raises `DecompError` with the plugin's own traceback when it cannot be imported.
+    """
+    folders = [Path(f) for f in (folder, Path.cwd()) if f is not None]
+    try:
+        if spec.endswith(".py") or "/" in spec or "\\" in spec:
+            candidates = [Path(spec)] if Path(spec).is_absolute() else [Path.cwd() / spec] + [f / spec for f in folders]
+            path = next((c for c in candidates if c.is_file()), None)
+            if path is None:
+                raise DecompError(f"plugin file not found: {spec}")
+            path = path.resolve()
+            if path.suffix != ".py" or not path.stem.isidentifier():
+                raise DecompError(f"plugin {spec}: a plugin file is a Python module named NAME.py")
+            return import_module(path.stem, path.parent)
+        home = next((f for f in folders if local_module_file(spec.partition(".")[0], f) is not None), None)
+        return import_module(spec, home)
+    except DecompError:
+        raise
+    except Exception as err:  # the plugin's own error, whatever it is
+        raise DecompError(f"cannot load the plugin {spec!r}: {type(err).__name__}: {err}\n"
+                          + user_traceback(err).rstrip()) from err
 
 
 class _Loader:

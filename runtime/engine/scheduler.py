@@ -31,6 +31,16 @@ from decomp.runtime.models.base import Completion, Model, Request, Score
 T = TypeVar("T")
 
 
+def gave_up(name: str, attempts: int, err: Exception) -> str:
+    """The message of a call that failed on every attempt, naming the service once: a backend's
+    messages start with its name already (`openai:m: ... failed (500: ...)`), which is not
+    repeated after `last error:`."""
+    last = getattr(err, "message", None) or str(err)
+    if last.startswith(f"{name}: "):
+        last = last[len(name) + 2:]
+    return f"{name}: gave up after {attempts} attempts; last error: {last}"
+
+
 class PrioritySemaphore:
     """An asyncio semaphore that wakes the waiter with the lowest priority number first."""
 
@@ -150,8 +160,7 @@ class Scheduler:
                     self._give_back(endpoint)
             except TransientServiceError as err:
                 if attempt == self.retries:
-                    raise service.error(f"{service.name}: gave up after {attempt + 1} attempts; "
-                                        f"last error: {err}") from err
+                    raise service.error(gave_up(service.name, attempt + 1, err)) from err
                 self.retried += 1
                 await asyncio.sleep(self.delay(attempt, err.retry_after))
         raise AssertionError("unreachable")  # pragma: no cover

@@ -87,6 +87,11 @@ class Session:
         return module
 
     # ---- models
+    @property
+    def model_override(self) -> Model | str | None:
+        """The model given to the session (a `Model` or a spec), which handlers naming none use."""
+        return self._override
+
     def default_model_spec(self, module: LoadedModule) -> str | None:
         """The model spec a handler of `module` naming none would use (what a run records)."""
         if isinstance(self._override, Model):
@@ -150,7 +155,8 @@ class Session:
     async def score(self, model: Model, prompt: str, continuation: str, handler: str = "") -> Score:
         """Log-likelihood of `continuation` after `prompt`, cached like completions."""
         row = current_row()
-        key = cache_key({"op": "score", "model": model.name, "prompt": prompt, "continuation": continuation})
+        key = cache_key({"op": "score", "model": model.cache_identity(), "prompt": prompt,
+                         "continuation": continuation})
         value = self._cached(key, f"[{handler}] on {model.name}")
         if value is not None:
             row.charge(0, 0, 1)
@@ -191,8 +197,10 @@ class Session:
         sampling = {"max_tokens": request.max_tokens, "temperature": request.temperature,
                     "stop": list(request.stop), "seed": request.seed}
         sample = index if request.temperature > 0 else 0
-        return cache_key({"op": "complete", "model": model.name, "sampling": sampling, "sample": sample,
-                          "prompt": request.prompt})
+        # the model's identity, not only its name: a fake model's file or a weights file edited
+        # under the same name must miss
+        return cache_key({"op": "complete", "model": model.cache_identity(), "sampling": sampling,
+                          "sample": sample, "prompt": request.prompt})
 
     def _cached(self, key: str, what: str) -> Any:
         if self.cache is None:

@@ -19,6 +19,7 @@ class TraceNode:
     raw_output: str | None = None
     answer: Any = None
     error: str | None = None
+    details: str | None = None     # more on the error: a Python handler's traceback of the user's code
     cache_hit: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -76,6 +76,12 @@ class Model(Service):
     kind: ClassVar[str] = "model"
     error: ClassVar[type[ModelError]] = ModelError
 
+    def cache_identity(self) -> str:
+        """What stands for this model in the step cache's keys of its samples and scores: its
+        name by default. A backend whose answers depend on more than its name (a file's content,
+        a weights file) adds that here, so an edit of it misses the cache."""
+        return self.name
+
     async def complete(self, request: Request) -> Completion:  # pragma: no cover - interface
         raise NotImplementedError
 

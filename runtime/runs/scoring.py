@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from decomp.runtime.runs.jsonl import Line, read_lines
+from decomp.runtime.runs.jsonl import read_lines
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -309,38 +309,46 @@ class Predictions(dict):
 
 
 def read_predictions(path: str | Path) -> Predictions:
-    """Read an OUT.jsonl file of ``{"id", "answer", "error"?}`` lines into id -> answer.
+    """Read an OUT.jsonl file of ``{"id", "answer", "error"?}`` lines into id -> answer, or
+    the results of a `decomp run` run directory (its complete results.jsonl lines, read as
+    `RunDir` reads them: a half-written last line of a killed run is left out).
 
     A line whose ``error`` is set counts as a prediction whose answer is ``None``. Blank lines
     are skipped silently. Malformed lines (not JSON, not an object, no id) are skipped, each
     with a message in the result's ``warnings`` list; a repeated id keeps the last line's
     answer and also adds a warning. Ids are turned into strings. A file that cannot be read
-    raises ``OSError``.
+    raises ``OSError``; a folder that holds no run, ``RunDirError``.
     """
     result = Predictions()
-    text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
+    path = Path(path)
+    if path.is_dir():
+        from decomp.runtime.runs.rundir import RunDir
+
+        for record in RunDir.open(path).records():
+            _add_prediction(result, record, f"row {record.get('index')}")
+        return result
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
     for line in read_lines(text, objects=True):
-        _add_prediction(result, line)
+        if line.error:
+            result.warnings.append(line.problem)
+        else:
+            _add_prediction(result, line.value, f"line {line.number}")
     return result
 
 
-def _add_prediction(result: Predictions, line: Line) -> None:
-    if line.error:
-        result.warnings.append(line.problem)
-        return
-    record, number = line.value, line.number
+def _add_prediction(result: Predictions, record: dict, where: str) -> None:
     if record.get("id") in (None, ""):
-        result.warnings.append(f"line {number}: the line has no 'id'")
+        result.warnings.append(f"{where}: the line has no 'id'")
         return
     row_id = _scalar_text(record["id"])
     if row_id in result:
-        result.warnings.append(f"line {number}: repeated id {row_id!r}; the last answer is kept")
+        result.warnings.append(f"{where}: repeated id {row_id!r}; the last answer is kept")
     result[row_id] = None if record.get("error") else record.get("answer")
 
 
 def evaluate_files(gold_path: str | Path, pred_path: str | Path, metric: str) -> tuple[dict, list[str]]:
-    """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL;
-    also the warnings about prediction lines that were skipped."""
+    """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL or
+    `decomp run` run directory; also the warnings about prediction lines that were skipped."""
     from decomp.runtime.runs.datasets import read_rows
 
     predictions = read_predictions(pred_path)

@@ -9,15 +9,23 @@ scripted decomposers, and the history of every request it received.
 
 Lookup order for a request: script (when the prompt asks for the next `QS:` line), mapping,
 queue, `default`; when nothing matches, `ModelError` names the question it could not answer.
+
+In the step cache a fake model stands for its answers, not only its name (`cache_identity`):
+a `fake:answers.json` model by the sha256 of the file's content, an in-memory one by a hash of
+its answers, mapping, script, default and scorer as they are at its first request. A callable
+answer counts by its code (`code_fingerprint`), not by the values its closure holds: two
+closures of one function over different data look alike, so give them different names.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from decomp.handlers.python import code_fingerprint
 from decomp.handlers.registry import default_registry
 from decomp.runtime.models.base import Completion, Model, ModelError, Request, Score
 
@@ -40,6 +48,17 @@ class FakeModel(Model):
         self.history: list[Request] = []
         self.replies: list[tuple[str, ...]] = []  # what each completion request got, in order
         self.scorer = scorer or (lambda prompt, continuation: -0.5 * len(continuation.split()))
+        self._identity: str | None = None
+
+    def cache_identity(self) -> str:
+        """The name and a sha256 of what decides the answers (see the module's docstring),
+        fixed at the first request."""
+        if self._identity is None:
+            what = {"answers": list(self.queue), "mapping": self.mapping, "script": self.script,
+                    "default": self.default, "scorer": self.scorer}
+            text = json.dumps(what, sort_keys=True, ensure_ascii=False, default=_callable_identity)
+            self._identity = f"{self.name}#sha256:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
+        return self._identity
 
     @property
     def prompts(self) -> list[str]:
@@ -95,7 +114,8 @@ class FakeModel(Model):
     def from_file(cls, path: str | Path) -> "FakeModel":
         """Build from a JSON file: {"answers": [...], "mapping": {...}, "script": {...}, "default": ...}."""
         try:
-            data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+            raw = Path(path).read_bytes()
+            data: dict[str, Any] = json.loads(raw.decode("utf-8"))
         except (OSError, ValueError) as err:
             raise ModelError(f"cannot read the fake model file {path}: {err}") from None
         if not isinstance(data, dict):
@@ -103,8 +123,10 @@ class FakeModel(Model):
         unknown = set(data) - {"answers", "mapping", "script", "default"}
         if unknown:
             raise ModelError(f"{path}: unknown keys {sorted(unknown)} in fake model file")
-        return cls(data.get("answers", ()), data.get("mapping"), data.get("script"), data.get("default"),
-                   name=f"fake:{path}")
+        model = cls(data.get("answers", ()), data.get("mapping"), data.get("script"), data.get("default"),
+                    name=f"fake:{path}")
+        model._identity = f"{model.name}#sha256:{hashlib.sha256(raw).hexdigest()}"  # the file as it was read
+        return model
 
 
 def fake_tokens(text: str) -> int:
@@ -126,6 +148,13 @@ def _decomposition_state(prompt: str) -> tuple[str, int]:
     return first[3:].strip(), len(re.findall(r"(?m)^QS:.*\S", rest))
 
 
+def _callable_identity(value: Any) -> str:
+    """A callable answer or scorer in a fake model's cache identity: its name and code."""
+    code = getattr(value, "__code__", None)
+    name = getattr(value, "__qualname__", None) or type(value).__qualname__
+    return f"{name}:{code_fingerprint(code)}" if code is not None else name
+
+
 def _apply(answer: Answer, request: Request) -> str:
     return answer(request) if callable(answer) else answer
 
@@ -135,11 +164,19 @@ class ReplayModel(FakeModel):
 
     A decomposer prompt (ending in `QS:`) gets the next line of its first example program, then
     `[EOQ]`; a Q/A prompt gets its first example's answer. The calls a row makes this way
-    estimate what it costs on a real model.
+    estimate what it costs on a real model. A decomposer asked again, within one row, about
+    another question (a recursive program calling itself on a part) replays its shortest
+    example instead (the base case), so recursion ends as it would on a real model. Call
+    `new_row()` between rows.
     """
 
     def __init__(self):
         super().__init__(name="dry-run")
+        self._first: dict[str, str] = {}  # examples' text -> the row's first question for them
+
+    def new_row(self) -> None:
+        """Forget the questions of the row before."""
+        self._first.clear()
 
     def _answer(self, request: Request) -> str:
         from decomp.dsl.errors import DecompError
@@ -151,8 +188,11 @@ class ReplayModel(FakeModel):
         except DecompError:
             examples = ()
         if request.prompt.rstrip(" ").endswith("QS:"):
-            _, done = _decomposition_state(request.prompt)
-            program = next((e for e in examples if e.steps), None)
+            question, done = _decomposition_state(request.prompt)
+            programs = [e for e in examples if e.steps]
+            first = self._first.setdefault(head, question)
+            program = (programs[0] if first == question else min(programs, key=lambda e: len(e.steps))) \
+                if programs else None
             lines = [s.step.text for s in program.steps] if program else []
             return " " + (lines[done] if done < len(lines) else "[EOQ]")
         answer = next((e.answer for e in examples if e.answer is not None), None)

@@ -2,16 +2,28 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Iterable
 
 from decomp.dsl import nodes
+from decomp.dsl.errors import DecompError
 
 
-def describe(node: Any) -> Any:
-    """A JSON-able description of a `Module` or `FewShot` (spans as "file:line:col")."""
+def describe(node: Any, warnings: Iterable[DecompError] = ()) -> Any:
+    """A JSON-able description of a `Module` or `FewShot` (spans as "file:line:col"); a
+    module's also lists the check's `warnings` (each with where, message and what to do)."""
     if isinstance(node, nodes.FewShot):
         return [_example(e) for e in node.examples]
-    return _plain(node)
+    out = _plain(node)
+    if isinstance(node, nodes.Module):
+        out["warnings"] = [describe_warning(w) for w in warnings]
+    return out
+
+
+def describe_warning(warning: DecompError) -> dict:
+    """A warning (or any diagnostic) as JSON: "at" as "file:line:col", the line and column apart."""
+    span = warning.span
+    return {"at": str(span) if span else None, "line": span.line if span else None,
+            "column": span.column if span else None, "message": warning.message, "expected": warning.expected}
 
 
 def _example(example: nodes.Example) -> dict:

@@ -11,13 +11,10 @@ import pytest
 from decomp.dsl import nodes
 from decomp.dsl.parser import parse_fewshot, read_fewshot
 
-# shared/data lies beside the repository root (tests/dsl/ -> tests/ -> repo root -> its parent)
-PROMPTS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "decomp" / "prompts"
-needs_prompts = pytest.mark.skipif(
-    not PROMPTS.is_dir(), reason=f"the DecomP prompt files are not at {PROMPTS} (shared/data absent)")
+# the official DecomP prompt files, all 20 copied unchanged into tests/fixtures/ (its README.md)
+PROMPTS = Path(__file__).resolve().parents[1] / "fixtures" / "decomp" / "prompts"
 
-PROMPT_FILES = sorted(str(p.relative_to(PROMPTS)) for p in PROMPTS.rglob("*") if p.is_file()) \
-    if PROMPTS.is_dir() else []
+PROMPT_FILES = sorted(str(p.relative_to(PROMPTS)) for p in PROMPTS.rglob("*") if p.is_file())
 
 # Examples per file, counted by hand from the files: one per `Q:` line in Q/A files, one per
 # `QC:` line in decomposition files (plus the first example of decomp_fine/coarse, whose
@@ -65,13 +62,11 @@ def _all_steps(fs: nodes.FewShot) -> list[nodes.ExampleStep]:
 
 
 # ------------------------------------------------------------------ every official file
-@needs_prompts
 def test_prompt_folder_holds_the_known_files():
-    assert set(EXPECTED_EXAMPLES) <= set(PROMPT_FILES)
+    assert set(EXPECTED_EXAMPLES) == set(PROMPT_FILES)
 
 
-@needs_prompts
-@pytest.mark.parametrize("rel", PROMPT_FILES or ["<none>"])
+@pytest.mark.parametrize("rel", PROMPT_FILES)
 def test_every_prompt_file_parses(rel):
     fs = _read(rel)
     assert isinstance(fs, nodes.FewShot)
@@ -81,8 +76,7 @@ def test_every_prompt_file_parses(rel):
         assert len(fs.examples) == EXPECTED_EXAMPLES[rel]
 
 
-@needs_prompts
-@pytest.mark.parametrize("rel", PROMPT_FILES or ["<none>"])
+@pytest.mark.parametrize("rel", PROMPT_FILES)
 def test_every_step_and_answer_is_accounted_for_with_exact_spans(rel):
     """Counts of QS:/A: lines agree with the parse; spans cut exactly the written text."""
     fs = _read(rel)
@@ -118,8 +112,7 @@ def test_every_step_and_answer_is_accounted_for_with_exact_spans(rel):
                 json.loads(answer.text)
 
 
-@needs_prompts
-@pytest.mark.parametrize("rel", PROMPT_FILES or ["<none>"])
+@pytest.mark.parametrize("rel", PROMPT_FILES)
 def test_every_question_is_a_written_line(rel):
     fs = _read(rel)
     lines = _source_lines(rel)
@@ -135,7 +128,6 @@ def test_every_question_is_a_written_line(rel):
 
 
 # ------------------------------------------------------------------ letter_cat
-@needs_prompts
 def test_letter_cat_examples_steps_operators_and_handlers():
     fs = _read("letter_cat/letter_cat_n3_ex3_decomp.txt")
     assert len(fs.examples) == 3
@@ -159,7 +151,6 @@ def test_letter_cat_examples_steps_operators_and_handlers():
         assert example.steps[-1].step.query == ""
 
 
-@needs_prompts
 def test_letter_cat_answers_are_json():
     fs = _read("letter_cat/letter_cat_n3_ex3_decomp.txt")
     values = [[s.answer.value if s.answer else None for s in e.steps] for e in fs.examples]
@@ -175,7 +166,6 @@ def test_letter_cat_answers_are_json():
     assert (first.span.line, first.span.column, first.span.end_column) == (3, 4, 30)
 
 
-@needs_prompts
 def test_letter_cat_refs_have_exact_positions():
     fs = _read("letter_cat/letter_cat_n3_ex3_decomp.txt")
     path = str(PROMPTS / "letter_cat/letter_cat_n3_ex3_decomp.txt")
@@ -198,7 +188,6 @@ def test_letter_cat_refs_have_exact_positions():
     assert fs.examples[2].span.line == 19
 
 
-@needs_prompts
 def test_letter_cat_cot_steps_have_no_handler():
     fs = _read("letter_cat/cot_letter_cat_n3_ex3_decomp.txt")
     first = fs.examples[0].steps[0].step
@@ -209,7 +198,6 @@ def test_letter_cat_cot_steps_have_no_handler():
 
 
 # ------------------------------------------------------------------ commaqa_e
-@needs_prompts
 def test_commaqa_decomp_fine_first_question_is_implicit():
     fs = _read("commaqa_e/decomp_fine.txt")
     first = fs.examples[0]
@@ -225,7 +213,6 @@ def test_commaqa_decomp_fine_first_question_is_implicit():
     assert fs.examples[1].question == "What movies have people from the country Stridery acted in?"
 
 
-@needs_prompts
 def test_commaqa_qa_context_paragraph_and_pairs():
     fs = _read("commaqa_e/qa.txt")
     assert not fs.is_decomposition
@@ -241,7 +228,6 @@ def test_commaqa_qa_context_paragraph_and_pairs():
     assert fs.examples[2].question == "Which movies has Gastrat been an actor in?"
 
 
-@needs_prompts
 def test_commaqa_qa_malformed_answer_stays_a_string():
     fs = _read("commaqa_e/qa.txt")
     second = fs.examples[1]
@@ -252,7 +238,6 @@ def test_commaqa_qa_malformed_answer_stays_a_string():
     assert (second.answer.span.line, second.answer.span.column) == (6, 4)
 
 
-@needs_prompts
 def test_commaqa_cot_context_then_qc():
     fs = _read("commaqa_e/cot.txt")
     first = fs.examples[0]
@@ -264,7 +249,6 @@ def test_commaqa_cot_context_then_qc():
 
 
 # ------------------------------------------------------------------ reverse, task primitives
-@needs_prompts
 def test_reverse_decomp_join_refs():
     fs = _read("reverse/decomp.txt")
     path = str(PROMPTS / "reverse/decomp.txt")
@@ -281,7 +265,6 @@ def test_reverse_decomp_join_refs():
     assert fs.examples[2].steps[6].step.refs[0].span == nodes.Span(path, 38, 12, 38, 14)
 
 
-@needs_prompts
 def test_reverse_wordlist_is_one_plain_block():
     fs = _read("reverse/wordlist.txt")
     (only,) = fs.examples
@@ -290,14 +273,12 @@ def test_reverse_wordlist_is_one_plain_block():
     assert only.context.split("\n")[-1] == "alarm clock"
 
 
-@needs_prompts
 def test_join_answer_after_two_spaces():
     fs = _read("reverse/join.txt")
     assert fs.examples[2].answer.value == "passport, umbrella, radio, mobile phone, photo, player"
     assert fs.examples[0].question == '"bottle, laptop" "glasses, newspaper".'
 
 
-@needs_prompts
 def test_str_position_string_answers_that_look_like_lists():
     fs = _read("task_primitives/str_position.txt")
     answer = fs.examples[0].steps[0].answer

@@ -14,11 +14,9 @@ from decomp.dsl.errors import DecompError
 from decomp.runtime.testing.fake import FakeModel
 from decomp.runtime.engine.session import Session
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-LETTER_CAT = DATA / "decomp" / "prompts" / "letter_cat" / "letter_cat_n3_ex3_decomp.txt"
-
-needs_letter_cat = pytest.mark.skipif(not LETTER_CAT.is_file(),
-                                      reason=f"official DecomP prompt file not found at {LETTER_CAT}")
+# the official DecomP prompt file, copied unchanged into tests/fixtures/ (tests/fixtures/README.md)
+LETTER_CAT = Path(__file__).resolve().parents[1] / "fixtures" / "decomp" / "prompts" / "letter_cat" / \
+    "letter_cat_n3_ex3_decomp.txt"
 
 
 # --- a table-lookup kind, registered as a plugin would be ------------------------------------
@@ -83,7 +81,6 @@ def letter_cat():
     return text, blocks
 
 
-@needs_letter_cat
 @pytest.mark.parametrize("with_marker", [False, True])
 def test_official_letter_cat_examples_replay(letter_cat, with_marker):
     text, blocks = letter_cat
@@ -111,7 +108,6 @@ def test_official_letter_cat_examples_replay(letter_cat, with_marker):
     assert len(calls) == 3 * (1 + 3 + 1)
 
 
-@needs_letter_cat
 def test_rendered_prompt_reproduces_the_official_example(letter_cat):
     text, blocks = letter_cat
     tables = lookup_tables(blocks)
@@ -145,7 +141,6 @@ def test_rendered_prompt_reproduces_the_official_example(letter_cat):
     assert all(r.stop == ("\n",) for r in model.history)
 
 
-@needs_letter_cat
 def test_official_example_with_prompt_sub_handlers_and_mapping(letter_cat, tmp_path):
     """The same run with the sub-handlers as few-shot prompts answered through FakeModel.mapping."""
     text, blocks = letter_cat
@@ -167,7 +162,6 @@ main letter_cat
     assert 'Q: What is the letter at position 4 in "Alexander"?\nA:' in "\n".join(model.prompts)
 
 
-@needs_letter_cat
 def test_trace_of_a_decomposer_run(letter_cat):
     text, blocks = letter_cat
     tables = lookup_tables(blocks)

@@ -8,6 +8,7 @@ from decomp import FakeModel, Session
 from decomp.runtime.cli import PROGRAMS_DIR, main
 
 LETTER_CAT = PROGRAMS_DIR / "decomp" / "letter_cat.decomp"
+LETTER_CAT_LLM = PROGRAMS_DIR / "decomp" / "letter_cat_llm.decomp"
 
 
 def _run_and_score(tmp_path, program, data, metric="em"):
@@ -20,17 +21,19 @@ def _run_and_score(tmp_path, program, data, metric="em"):
     return json.loads(scored.output), [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def test_symbolic_letter_cat_scores_100_of_100(tmp_path, shared_data):
-    data = shared_data / "decomp" / "datasets" / "letter_cat" / "n3_eg100_pos2_space.json"
+# The real DecomP datasets, cut to their first 20 questions (tests/fixtures/README.md)
+def test_symbolic_letter_cat_scores_20_of_20_real_questions(tmp_path, fixture_data):
+    data = fixture_data / "decomp" / "datasets" / "letter_cat" / "n3_eg20_pos2_space.json"
     summary, rows = _run_and_score(tmp_path, "decomp/letter_cat_symbolic", data)
-    assert summary == {"metric": "em", "score": 1.0, "n": 100, "missing": 0}
-    assert not any("error" in r for r in rows)
+    assert summary == {"metric": "em", "score": 1.0, "n": 20, "missing": 0}
+    assert len(rows) == 20 and not any("error" in r for r in rows)
 
 
-def test_symbolic_reverse_scores_90_of_90(tmp_path, shared_data):
-    data = shared_data / "decomp" / "datasets" / "reverse" / "test_4_normal_words.json"
-    summary, _ = _run_and_score(tmp_path, "decomp/reverse_symbolic", data)
-    assert summary == {"metric": "em", "score": 1.0, "n": 90, "missing": 0}
+def test_symbolic_reverse_scores_20_of_20_real_questions(tmp_path, fixture_data):
+    data = fixture_data / "decomp" / "datasets" / "reverse" / "test_4_normal_words_eg20.json"
+    summary, rows = _run_and_score(tmp_path, "decomp/reverse_symbolic", data)
+    assert summary == {"metric": "em", "score": 1.0, "n": 20, "missing": 0}
+    assert len(rows) == 20 and not any("error" in r for r in rows)
 
 
 @pytest.mark.parametrize("question, answer", [
@@ -73,11 +76,23 @@ def test_llm_letter_cat_runs_its_decomposition_on_the_fake_model():
                  'What is the letter at position 2 of "Byron"?': '"y"',
                  'Concatenate ["d", "y"] using a space.': '"d y"'})
     session = Session(model=model)
-    result = session.run(session.load(LETTER_CAT), {"question": question})
+    result = session.run(session.load(LETTER_CAT_LLM), {"question": question})
     assert result.error is None and result.answer == "d y"
     # 4 decomposer lines + 1 split + 2 letters + 1 merge
     assert len(model.history) == 8
     assert model.prompts[1].endswith('Q: What are the words in "Ada Byron"?\nA:')
+
+
+def test_letter_cat_asks_the_model_only_for_its_decomposition():
+    question = 'Take the letters at position 2 of the words in "Ada Byron" and concatenate them using a space.'
+    model = FakeModel(script={question: ['[split] What are the words in "Ada Byron"?',
+                                         '(foreach) [str_position] What is the letter at position 2 of "#1"?',
+                                         "[merge] Concatenate #2 using a space.", "[EOQ]"]})
+    session = Session(model=model)
+    result = session.run(session.load(LETTER_CAT), {"question": question})
+    assert (result.answer, result.error) == ("d y", None)
+    assert len(model.history) == 4  # the decomposer's lines; symbolic handlers answer the rest
+    assert model.prompts[0].count("QC:") == 5  # the 4 nearest examples and the question
 
 
 def test_llm_reverse_recurses_through_its_decomposer():

@@ -64,8 +64,8 @@ def test_check_syntax_error_is_positioned(tmp_path):
     assert "expected ')'" in result.output
 
 
-def test_check_json_of_a_fewshot_file(shared_data):
-    path = shared_data / "decomp" / "prompts" / "letter_cat" / "letter_cat_n3_ex3_decomp.txt"
+def test_check_json_of_a_fewshot_file(fixture_data):
+    path = fixture_data / "decomp" / "prompts" / "letter_cat" / "letter_cat_n3_ex3_decomp.txt"
     result = invoke("check", "--json", str(path))
     assert result.exit_code == 0, result.output
     examples = json.loads(result.output)
@@ -161,8 +161,8 @@ def test_real_subprocess_check_exit_status(tmp_path):
     assert f"{bad}:1:1: main names an unknown program or handler 'nothing'" in proc.stderr
 
 
-def test_check_passes_on_every_official_prompt_file(shared_data):
-    files = sorted((shared_data / "decomp" / "prompts").glob("*/*.txt"))
+def test_check_passes_on_every_official_prompt_file(fixture_data):
+    files = sorted((fixture_data / "decomp" / "prompts").glob("*/*.txt"))
     assert len(files) == 20
     for path in files:
         result = invoke("check", str(path))

@@ -33,7 +33,7 @@ def test_dry_run_of_letter_cat_counts_nine_calls(tmp_path):
     cache_dir = tmp_path / "cache-dir"
     env_cache = Path(os.environ["DECOMP_CACHE_DIR"])
     before = tree(env_cache)
-    result = invoke("run", "decomp/letter_cat", "--dry-run", "-q", LETTER_Q, "--cache-dir", str(cache_dir))
+    result = invoke("run", "decomp/letter_cat_llm", "--dry-run", "-q", LETTER_Q, "--cache-dir", str(cache_dir))
     assert result.exit_code == 0, result.output
     estimate = last_json(result.output)
     # 4 decomposer lines (split, foreach, merge, [EOQ]) + split + 3 letters + merge: the split
@@ -46,14 +46,14 @@ def test_dry_run_of_letter_cat_counts_nine_calls(tmp_path):
 def test_dry_run_does_not_touch_the_default_cache_dir():
     env_cache = Path(os.environ["DECOMP_CACHE_DIR"])
     before = tree(env_cache)
-    result = invoke("run", "decomp/letter_cat", "--dry-run", "-q", LETTER_Q)
+    result = invoke("run", "decomp/letter_cat_llm", "--dry-run", "-q", LETTER_Q)
     assert result.exit_code == 0, result.output
     assert last_json(result.output)["calls_per_row"] == 9
     assert tree(env_cache) == before
 
 
 def test_dry_run_ignores_the_real_model_and_replay_cache(tmp_path):
-    result = invoke("run", "decomp/letter_cat", "--dry-run", "-q", LETTER_Q, "--model", "openai:gpt-4o-mini",
+    result = invoke("run", "decomp/letter_cat_llm", "--dry-run", "-q", LETTER_Q, "--model", "openai:gpt-4o-mini",
                     "--base-url", "http://127.0.0.1:9", "--cache", "replay", "--cache-dir", str(tmp_path / "c"))
     assert result.exit_code == 0, result.output
     assert last_json(result.output)["calls_per_row"] == 9
@@ -75,7 +75,7 @@ def test_dry_run_over_an_input_file(tmp_path):
                  'Take the last letters of the words in "x" and concatenate them using a comma.']
     data.write_text("".join(json.dumps({"id": f"r{i}", "question": q}) + "\n" for i, q in enumerate(questions)))
     cache_dir = tmp_path / "cache"
-    result = invoke("run", "decomp/letter_cat", "--dry-run", "--input", str(data), "--cache-dir", str(cache_dir))
+    result = invoke("run", "decomp/letter_cat_llm", "--dry-run", "--input", str(data), "--cache-dir", str(cache_dir))
     assert result.exit_code == 0, result.output
     estimate = last_json(result.output)
     assert estimate["rows"] == 3
@@ -86,7 +86,7 @@ def test_dry_run_over_an_input_file(tmp_path):
 
 
 def test_dry_run_needs_a_question_or_input():
-    result = invoke("run", "decomp/letter_cat", "--dry-run")
+    result = invoke("run", "decomp/letter_cat_llm", "--dry-run")
     assert result.exit_code != 0
     assert "--question" in result.output
 
@@ -146,3 +146,15 @@ def test_replay_model_uses_the_first_example_with_an_answer_or_program():
     assert ask(model, prompt).text == " 1"
     n = ask(model, "Q: first?\nA: 1\n\nQ: mine?\nA:", n=3)
     assert n.texts == (" 1", " 1", " 1")
+
+
+def test_a_recursive_decomposer_ends_in_a_dry_run_and_each_row_starts_afresh(tmp_path):
+    """Replayed answers would recurse for ever; the stand-in replays the base case for the
+    nested questions of a row, and forgets them before the next row."""
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "question": f'Reverse the sequence "{q}".'}) + "\n"
+                            for i, q in enumerate(["a, b, c, d, e", "f, g, h, i, j"])))
+    result = invoke("run", "decomp/reverse", "--dry-run", "--input", str(data))
+    assert result.exit_code == 0, result.output
+    estimate = json.loads(result.output.strip().splitlines()[-1])
+    assert estimate["rows"] == 2 and estimate["max_calls_per_row"] * 2 == estimate["estimated_calls"] > 2

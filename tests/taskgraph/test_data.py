@@ -1,7 +1,6 @@
 """The MSComplexTasks reader, the baselines, and `decomp eval steps|graph`."""
 import json
 import math
-from pathlib import Path
 
 import networkx as nx
 import pytest
@@ -10,8 +9,13 @@ from decomp.runtime.cli import main
 from decomp.taskgraph import data, metrics
 from decomp.taskgraph.similarity import ExactSimilarity
 
-MSCT = Path(__file__).resolve().parents[3] / "shared" / "data" / "mscomplextasks" / "task_subtask_dataset.json"
-needs_msct = pytest.mark.skipif(not MSCT.is_file(), reason="../shared/data/mscomplextasks/ is absent")
+from conftest import FIXTURES, FULL_DATA, needs_full_data
+
+# MSComplexTasks' first 32 tasks, in the original layout (tests/fixtures/README.md): two tasks
+# without dependencies and two cyclic ones among them
+MSCT = FIXTURES / "mscomplextasks" / "task_subtask_dataset_first32.json"
+# the whole file (756 tasks), beside the checkout where it exists
+MSCT_FULL_REL = "mscomplextasks/task_subtask_dataset.json"
 
 
 def test_reader_cleaning_rules(tmp_path):
@@ -45,31 +49,67 @@ def test_baselines_are_chains():
     assert data.linear_closed({"id": 0, "steps": list("abc")})["edges"] == [[0, 1], [0, 2], [1, 2]]
 
 
-@pytest.fixture(scope="module")
-def msct_rows():
-    report = data.ReadReport()
-    return data.read_mscomplextasks(MSCT, report=report), report
-
-
-@needs_msct
-def test_reader_on_the_real_file(msct_rows):
-    rows, report = msct_rows
-    assert len(rows) == 756 and report.tasks == 756
+def _check_rows(path, rows, report):
+    """What holds for any snapshot of the file: clean steps and edges, and break_cycles yields DAGs."""
     assert report.self_loops == 0 and report.duplicates == 0 and report.unknown == 0
-    assert report.no_dependencies == 24 and len(report.cyclic) == 43
-    assert report.edges_kept == sum(len(r["edges"]) for r in rows) == 16349
+    assert report.edges_kept == sum(len(r["edges"]) for r in rows)
     for row in rows:
         assert row["steps"] and all(0 <= i < len(row["steps"]) and 0 <= j < len(row["steps"]) and i != j
                                     for i, j in row["edges"])
-    dags = data.read_mscomplextasks(MSCT, break_cycles=True)
+    dags = data.read_mscomplextasks(path, break_cycles=True)
     assert all(nx.is_directed_acyclic_graph(metrics.row_graph(r)) for r in dags)
+    assert [r["steps"] for r in dags] == [r["steps"] for r in rows]
+
+
+def test_reader_on_the_first_32_real_tasks():
+    report = data.ReadReport()
+    rows = data.read_mscomplextasks(MSCT, report=report)
+    assert len(rows) == 32 and report.tasks == 32
+    assert [r["id"] for r in rows][:3] == [0, 2, 4]
+    assert rows[0]["task"] == "get stimulus check 2020" and rows[0]["edges"] == [[1, 0]]
+    assert report.no_dependencies == 2 and report.cyclic == [26, 30]
+    assert report.edges_kept == 517
+    _check_rows(MSCT, rows, report)
+    broken = data.ReadReport()
+    data.read_mscomplextasks(MSCT, break_cycles=True, report=broken)
+    assert broken.cyclic == [26, 30] and broken.cycle_edges_removed == 10 and broken.edges_kept == 507
+
+
+@pytest.mark.slow  # about a second
+def test_baseline_graph_metrics_on_the_first_32_real_tasks():
+    rows = data.read_mscomplextasks(MSCT)
+    sim = ExactSimilarity()  # the baselines keep the gold steps: matching is the identity
+    linear = metrics.evaluate_graphs(rows, [data.linear(r) for r in rows], sim)
+    shuffled = metrics.evaluate_graphs(rows, [data.random_order(r, 0) for r in rows], sim)
+    closed = metrics.evaluate_graphs(rows, [data.linear_closed(r) for r in rows], sim)
+    gold = metrics.evaluate_graphs(rows, rows, sim)
+    assert gold["in_degree"] == gold["out_degree"] == gold["proximity"] == 1.0
+    # the numbers on these 32 real graphs (on so few, Linear and random order tie on proximity;
+    # the whole-file test below checks that Linear beats random order on all three)
+    expected = {"linear": (0.374998, 0.341845, 0.514583), "shuffled": (0.349687, 0.339683, 0.515058),
+                "closed": (0.542279, 0.523030, 0.871884)}
+    for name, got in (("linear", linear), ("shuffled", shuffled), ("closed", closed)):
+        assert (got["count"], got["missing"]) == (32, 0)
+        assert [got[k] for k in ("in_degree", "out_degree", "proximity")] == \
+            pytest.approx(expected[name], abs=1e-6), name
+    assert linear["in_degree"] - shuffled["in_degree"] > 0.02
+    for key in ("in_degree", "out_degree", "proximity"):
+        assert closed[key] > max(linear[key], shuffled[key])
 
 
 @pytest.mark.slow
-@needs_msct
-def test_baseline_graph_metrics_on_the_real_file(msct_rows):
-    rows, _ = msct_rows
-    sim = ExactSimilarity()  # the baselines keep the gold steps: matching is the identity
+@needs_full_data(MSCT_FULL_REL)
+def test_reader_and_baselines_on_the_whole_file():
+    """The whole file (756 tasks): the counts data.py's docstring quotes, and Linear above random order."""
+    path = FULL_DATA / MSCT_FULL_REL
+    report = data.ReadReport()
+    rows = data.read_mscomplextasks(path, report=report)
+    assert len(rows) == 756 and report.tasks == 756
+    assert report.no_dependencies == 24 and len(report.cyclic) == 43
+    assert report.edges_kept == 16349
+    _check_rows(path, rows, report)
+    assert rows[:32] == data.read_mscomplextasks(MSCT)  # the fixture is the file's beginning
+    sim = ExactSimilarity()
     linear = metrics.evaluate_graphs(rows, [data.linear(r) for r in rows], sim)
     shuffled = metrics.evaluate_graphs(rows, [data.random_order(r, 0) for r in rows], sim)
     gold = metrics.evaluate_graphs(rows[:100], rows[:100], sim)

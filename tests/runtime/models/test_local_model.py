@@ -49,7 +49,7 @@ def test_log_likelihood_scoring(local):
 
 def test_the_llm_letter_cat_program_runs_rows_end_to_end(local):
     session, _ = local
-    module = session.load(PROGRAMS_DIR / "decomp" / "letter_cat.decomp")
+    module = session.load(PROGRAMS_DIR / "decomp" / "letter_cat_llm.decomp")
     for question in QUESTIONS:
         result = session.run(module, {"question": question})
         model_nodes = [n for n in result.trace.walk() if n.kind == "model"]
@@ -59,3 +59,11 @@ def test_the_llm_letter_cat_program_runs_rows_end_to_end(local):
         # a weak model may go wrong; whatever happens is an answer or a recorded error, never a crash
         assert result.error is None or result.answer is None
         assert result.usage.calls == len(model_nodes)
+
+
+def test_the_readme_question_is_answered_right(local):
+    """The README's first command: the model decomposes, symbolic handlers answer."""
+    session, _ = local
+    module = session.load(PROGRAMS_DIR / "decomp" / "letter_cat.decomp")
+    answers = [session.run(module, {"question": question}) for question in QUESTIONS[:2]]
+    assert [(r.answer, r.error) for r in answers] == [("a a g", None), ("A,T", None)]

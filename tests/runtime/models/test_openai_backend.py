@@ -253,10 +253,12 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_unreachable_endpoint_is_transient():
+def test_refused_connection_is_final():
+    """Connection refused cannot heal by retrying at once: a final error (tests/runtime/test_first_hour.py
+    has the other unreachable endpoints: no such host name, TLS)."""
     url = f"http://127.0.0.1:{closed_port()}/v1"
     err = failure(make(url, timeout=5))
-    assert isinstance(err, TransientModelError) and f"cannot reach {url}" in str(err)
+    assert type(err) is ModelError and str(err) == f"openai:m: cannot reach {url} (connection refused)"
 
 
 # --- the key never leaks -------------------------------------------------------------------------

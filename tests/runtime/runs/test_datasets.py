@@ -10,11 +10,8 @@ import pytest
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.scoring import gold_by_id, score_predictions
 
-# shared/data lies beside the repository root (tests/runtime/ -> tests/ -> repo root -> its parent)
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-DATASETS = DATA / "decomp" / "datasets"
-needs_data = pytest.mark.skipif(
-    not DATASETS.is_dir(), reason=f"the DecomP datasets are not at {DATASETS} (shared/data absent)")
+# the real DecomP datasets, cut to their first questions in the original layout (tests/fixtures/README.md)
+DATASETS = Path(__file__).resolve().parents[2] / "fixtures" / "decomp" / "datasets"
 
 
 def _write(tmp_path: Path, text: str, name: str = "rows.jsonl") -> Path:
@@ -137,19 +134,18 @@ def test_drop_rows_from_a_small_file(tmp_path):
 
 
 REAL_FILES = [
-    ("letter_cat/n3_eg100_pos2_space.json", 100, "0",
+    ("letter_cat/n3_eg20_pos2_space.json", 20, "0",
      'Take the letters at position 3 of the words in "Donna Guan Nascimento" and concatenate '
      "them using a space.", [("n a s",)]),
-    ("reverse/test_4_normal_words.json", 90, "57",
+    ("reverse/test_4_normal_words_eg20.json", 20, "57",
      'Reverse the sequence "alarm clock, purse, umbrella, case".',
      [("case, umbrella, purse, alarm clock",)]),
-    ("commaqa_e/iid_test_eg100.json", 100, "beac7fdfa6cdff9d",
+    ("commaqa_e/iid_test_eg10.json", 10, "beac7fdfa6cdff9d",
      "What movies have people from the country Whime acted in?",
      [("Myristorrhoid", "Chimpwurst", "Geissant", "Riften")]),
 ]
 
 
-@needs_data
 @pytest.mark.parametrize("name, count, first_id, first_question, first_gold", REAL_FILES)
 def test_real_drop_files(name, count, first_id, first_question, first_gold):
     rows = list(read_rows(DATASETS / name))
@@ -162,11 +158,14 @@ def test_real_drop_files(name, count, first_id, first_question, first_gold):
     assert "context" in first.fields and "answer" not in first.fields
 
 
-@needs_data
 def test_real_commaqa_context_and_perfect_gold_scores():
-    rows = list(read_rows(DATASETS / "commaqa_e" / "iid_test_eg100.json"))
+    rows = list(read_rows(DATASETS / "commaqa_e" / "iid_test_eg10.json"))
     assert rows[0].fields["context"].startswith("movie: Geissant ; directed by: Carpoon.")
+    # two passages of five questions: each question carries its own passage
+    contexts = [row.fields["context"] for row in rows]
+    assert contexts[:5] == [contexts[0]] * 5 and contexts[5:] == [contexts[5]] * 5
+    assert contexts[5].startswith("movie: Hayout ; directed by: Dormitula.")
     gold = gold_by_id(rows)
     perfect = {row_id: list(alternatives[0]) for row_id, alternatives in gold.items()}
     assert score_predictions(gold, perfect, "em")["score"] == 1.0
-    assert score_predictions(gold, {}, "f1") == {"metric": "f1", "score": 0.0, "n": 100, "missing": 100}
+    assert score_predictions(gold, {}, "f1") == {"metric": "f1", "score": 0.0, "n": 10, "missing": 10}

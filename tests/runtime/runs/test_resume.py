@@ -178,7 +178,7 @@ def dataset(tmp_path_factory) -> Path:
 
 
 def model_args(dataset: Path, run_dir: Path, server, *more: str) -> list[str]:
-    return ["run", "decomp/letter_cat", "--input", str(dataset), "--run-dir", str(run_dir),
+    return ["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(run_dir),
             "--model", "openai:mock", "--base-url", server.base_url, "--concurrency", "8", "--cache", "off", *more]
 
 

@@ -163,7 +163,7 @@ def test_model_runs_part_at_the_model_request(tmp_path):
                              '(foreach) [str_position] What is the letter at position 3 of "#1"?', "[EOQ]"]},
             "mapping": {"What are the words in": " " + words, "Donna": ' "n"', "Guan": ' "a"',
                         "Nascimento": ' "s"'}}), encoding="utf-8")
-        runs.append(run(tmp_path, "decomp/letter_cat", name, [{"id": "m", "question": ask}],
+        runs.append(run(tmp_path, "decomp/letter_cat_llm", name, [{"id": "m", "question": ask}],
                         "--model", f"fake:{fake}", "--cache", "off"))
     (found,) = diff_runs(*runs)
     assert found["answer_a"] == ["n", "a", "s"] and found["answer_b"] == ["n", "a"]

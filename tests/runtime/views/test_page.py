@@ -98,7 +98,7 @@ def model_run(tmp_path_factory) -> RunDir:
     ])
     with pytest.MonkeyPatch.context() as mp, MockOpenAIServer(responder=_responder()) as server:
         mp.setenv("OPENAI_API_KEY", "sk-dummy")
-        _run("decomp/letter_cat", "--input", str(data), "--model", "openai:mock", "--base-url", server.base_url,
+        _run("decomp/letter_cat_llm", "--input", str(data), "--model", "openai:mock", "--base-url", server.base_url,
              "--run-dir", str(folder / "run"), "--concurrency", "4")
     return RunDir.open(folder / "run")
 

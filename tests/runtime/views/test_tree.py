@@ -163,7 +163,7 @@ def test_model_nodes_show_the_prompts_last_lines_and_the_raw_output(tmp_path):
         "script": {ask: ['[split] What are the words in "Donna Guan Nascimento"?', "[EOQ]"]},
         "mapping": {"What are the words in": ' ["Donna", "Guan", "Nascimento"]'},
     }), encoding="utf-8")
-    run_dir = make_run(tmp_path, [{"id": "m", "question": ask}], "llm", "decomp/letter_cat",
+    run_dir = make_run(tmp_path, [{"id": "m", "question": ask}], "llm", "decomp/letter_cat_llm",
                        "--model", f"fake:{fake}")
     record, tree = tree_of(run_dir, "m")
     text = text_of(lambda c: show_tree(record, tree, c), width=200)
