@@ -12,18 +12,6 @@ from decomp.handlers.registry import Registry, handler_kind
 REPO = Path(__file__).resolve().parents[1]
 # Small cuts of the papers' data, with their licences: every test that needs real data reads these.
 FIXTURES = REPO / "tests" / "fixtures"
-# The full-size originals, beside the checkout where they exist: only the few `slow` tests that
-# are about a whole dataset read them, and skip (saying so) where the folder is absent.
-FULL_DATA = REPO.parent / "shared" / "data"
-
-
-def needs_full_data(rel: str):
-    """Skip marker for a test about the whole original file `rel` (relative to FULL_DATA)."""
-    path = FULL_DATA / rel
-    return pytest.mark.skipif(
-        not path.exists(),
-        reason=f"needs the full-size original {path} (absent in a fresh clone; the same checks run on "
-               f"the cut in tests/fixtures/)")
 
 
 @pytest.fixture(autouse=True)

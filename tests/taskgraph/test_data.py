@@ -9,13 +9,11 @@ from decomp.runtime.cli import main
 from decomp.taskgraph import data, metrics
 from decomp.taskgraph.similarity import ExactSimilarity
 
-from conftest import FIXTURES, FULL_DATA, needs_full_data
+from conftest import FIXTURES
 
 # MSComplexTasks' first 32 tasks, in the original layout (tests/fixtures/README.md): two tasks
 # without dependencies and two cyclic ones among them
 MSCT = FIXTURES / "mscomplextasks" / "task_subtask_dataset_first32.json"
-# the whole file (756 tasks), beside the checkout where it exists
-MSCT_FULL_REL = "mscomplextasks/task_subtask_dataset.json"
 
 
 def test_reader_cleaning_rules(tmp_path):
@@ -95,28 +93,6 @@ def test_baseline_graph_metrics_on_the_first_32_real_tasks():
     assert linear["in_degree"] - shuffled["in_degree"] > 0.02
     for key in ("in_degree", "out_degree", "proximity"):
         assert closed[key] > max(linear[key], shuffled[key])
-
-
-@pytest.mark.slow
-@needs_full_data(MSCT_FULL_REL)
-def test_reader_and_baselines_on_the_whole_file():
-    """The whole file (756 tasks): the counts data.py's docstring quotes, and Linear above random order."""
-    path = FULL_DATA / MSCT_FULL_REL
-    report = data.ReadReport()
-    rows = data.read_mscomplextasks(path, report=report)
-    assert len(rows) == 756 and report.tasks == 756
-    assert report.no_dependencies == 24 and len(report.cyclic) == 43
-    assert report.edges_kept == 16349
-    _check_rows(path, rows, report)
-    assert rows[:32] == data.read_mscomplextasks(MSCT)  # the fixture is the file's beginning
-    sim = ExactSimilarity()
-    linear = metrics.evaluate_graphs(rows, [data.linear(r) for r in rows], sim)
-    shuffled = metrics.evaluate_graphs(rows, [data.random_order(r, 0) for r in rows], sim)
-    gold = metrics.evaluate_graphs(rows[:100], rows[:100], sim)
-    assert gold["in_degree"] == gold["out_degree"] == gold["proximity"] == 1.0
-    for key in ("in_degree", "out_degree", "proximity"):
-        assert 0.15 < shuffled[key] <= linear[key] < 0.8 and math.isfinite(linear[key])
-    assert linear["in_degree"] - shuffled["in_degree"] > 0.02
 
 
 def _write(path, rows):
