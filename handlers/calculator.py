@@ -143,7 +143,7 @@ class CalculatorHandler(Handler):
         try:
             number = float(value)
         except OverflowError as err:
-            raise HandlerError(f"result too large for a float", span) from err
+            raise HandlerError("result too large for a float", span) from err
         return float(f"{number:.{self.options.digits}g}")
 
     def fail(self, message: str, span) -> HandlerError:

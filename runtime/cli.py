@@ -2,19 +2,15 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
 import click
 
-from decomp.dsl import nodes
-from decomp.dsl.checker import check_fewshot, module_warnings
-from decomp.dsl.errors import CheckError, CheckWarning, DecompError, DecompSyntaxError, Diagnostics
-from decomp.dsl.parser import parse_fewshot, parse_module, read_text
+from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.runtime.engine.cache import MODES
+from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import load_plugin
-from decomp.runtime.engine.session import Session
 from decomp.runtime.runs import scoring as evaluation
 from decomp.runtime.runs.api import PROGRAMS_DIR, RunOptions, find_program, run_dataset, use_main, with_fields
 from decomp.runtime.runs.datasets import Row, read_rows
@@ -55,15 +51,11 @@ def check(file: str, as_json: bool) -> None:
     """
     path = resolve_program(file)
     try:
-        fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path)
-        if fewshot is None:
-            loaded = _checked_module(path)
-            warnings = _file_warnings(path)
-            result = describe(loaded.module, warnings) if as_json else None
-        else:
-            result = describe(fewshot)
+        checked = check_file(path)
     except (DecompError, OSError) as err:
         _refuse(err, path)
+    fewshot, warnings = checked.fewshot, checked.warnings
+    result = describe(fewshot) if fewshot is not None else describe(checked.module.module, warnings)
     if as_json:  # a module's warnings are in its JSON; a few-shot file's on stderr
         for warning in warnings if fewshot is not None else ():
             click.echo(warning.format(), err=True)
@@ -75,142 +67,19 @@ def check(file: str, as_json: bool) -> None:
     click.echo(f"{path}: ok{counted}")
 
 
-def _checked_fewshot(path: Path, fewshot: nodes.FewShot | None = None):
-    fewshot = fewshot if fewshot is not None else parse_fewshot(read_text(path), str(path))
-    errors = check_fewshot(fewshot)
-    if errors:
-        raise Diagnostics(errors) if len(errors) > 1 else errors[0]
-    return fewshot
-
-
-_CHECKABLE = ("a .decomp module (import, model, handler, program, main) or a few-shot file "
-              "(examples with QC:/QS:/A: or Q:/A: lines)")
-
-
-def _fewshot_or_module(path: Path) -> tuple[nodes.FewShot | None, list[CheckWarning]]:
-    """A file that is not named .decomp: its checked examples when it has any; None when it
-    reads as a module that declares something (then checked as one). Python, JSON, JSON Lines
-    and empty files are refused; other text without examples passes with a warning (a prompt
-    without examples, such as a word list a program reads, is plain text)."""
-    text = read_text(path)
-    fewshot = parse_fewshot(text, str(path))
-    if any(e.question is not None or e.steps or e.answer is not None for e in fewshot.examples):
-        return _checked_fewshot(path, fewshot), []
-    try:
-        if _declares(parse_module(text, str(path))):
-            return None, []
-    except DecompError:
-        pass
-    look = _looks_like(path, text)
-    if _sniff(path, text) in ("empty", "python", "json", "jsonl"):
-        raise _refusal(path, text, f"not a .decomp program or a few-shot file: {look}")
-    span, first = _first_line(path, text)
-    return fewshot, [CheckWarning(f"no examples here: {look}", span, expected=_CHECKABLE, line_text=first)]
-
-
-def _checked_module(path: Path):
-    loaded = Session().load(path)
-    if not _declares(loaded.module):
-        text = read_text(path)
-        kind = _sniff(path, text)
-        raise _refusal(path, text, "this .decomp file declares nothing" + (f": {_LOOKS[kind]}" if kind else ""))
-    return loaded
-
-
-def _declares(module: nodes.Module) -> bool:
-    return bool(module.imports or module.models or module.handlers or module.programs or module.main)
-
-
-def _refusal(path: Path, text: str, message: str) -> CheckError:
-    span, first = _first_line(path, text)
-    return CheckError(message, span, expected=_CHECKABLE, line_text=first)
-
-
-def _first_line(path: Path, text: str) -> tuple[nodes.Span, str]:
-    """The span of the whole first line (at least one column) and its text."""
-    first = text.replace("\r\n", "\n").split("\n", 1)[0]
-    return nodes.Span(str(path), 1, 1, 1, max(2, len(first) + 1)), first
-
-
-_LOOKS = {
-    "empty": "the file is empty",
-    "python": "this looks like Python source",
-    "json": "this looks like JSON data",
-    "jsonl": "this looks like JSON Lines data (a dataset for `decomp run --input`?)",
-    "jinja": "this looks like a Jinja prompt template (it is checked with the module whose prompt handler uses it)",
-}
-_PYTHON_LINE = re.compile(r"^(?:#!.*python|def \w+\(.*|class \w+.*:[ \t]*$|import [\w.]+(?: as \w+)?[ \t]*$"
-                          r"|from [\w.]+ import )", re.M)
-
-
-def _looks_like(path: Path, text: str) -> str:
-    """What a file that is no program looks like, in a few words (cheap guesses only)."""
-    return _LOOKS.get(_sniff(path, text),
-                      "plain text, with no declaration (handler, program, ...) and no line starting with QC:, QS:, "
-                      "Q: or A:")
-
-
-def _sniff(path: Path, text: str) -> str | None:
-    stripped = text.strip()
-    if not stripped:
-        return "empty"
-    if path.suffix in (".py", ".pyw") or _PYTHON_LINE.search(text):
-        return "python"
-    if stripped[0] in "[{":
-        try:
-            json.loads(stripped)
-            return "json"
-        except ValueError:
-            pass
-        try:
-            for line in stripped.splitlines():
-                if line.strip():
-                    json.loads(line)
-            return "jsonl"
-        except ValueError:
-            pass
-    if path.suffix in (".j2", ".jinja", ".jinja2") or "{{" in text or "{%" in text:
-        return "jinja"
-    return None
-
-
 def _refuse(err: Exception, path: Path) -> None:
     """`_fail`, with a guess at what the file is when a .decomp file does not parse at all."""
-    if isinstance(err, (DecompSyntaxError, Diagnostics)) and path.suffix == ".decomp":
-        try:
-            kind = _sniff(path, read_text(path))
-        except (DecompError, OSError):
-            kind = None
-        if kind in ("python", "json", "jsonl"):
-            click.echo(err.format(), err=True)
-            click.echo(f"{path}: note: {_LOOKS[kind]}, not a .decomp program", err=True)
-            sys.exit(1)
+    looks = looks_like(path) if isinstance(err, (DecompSyntaxError, Diagnostics)) and path.suffix == ".decomp" else None
+    if looks is not None:
+        click.echo(err.format(), err=True)
+        click.echo(f"{path}: note: {looks}, not a .decomp program", err=True)
+        sys.exit(1)
     _fail(err)
-
-
-def _file_warnings(path: Path) -> list[CheckWarning]:
-    """The warnings of a .decomp file and of the files it imports, each file once. A file that
-    does not parse has none here: its errors are the loader's to report."""
-    warnings: list[CheckWarning] = []
-    seen: set[Path] = set()
-    queue = [Path(path)]
-    while queue:
-        file = queue.pop(0)
-        if file.resolve() in seen:
-            continue
-        seen.add(file.resolve())
-        try:
-            module = parse_module(read_text(file), str(file))
-        except (DecompError, OSError):
-            continue
-        warnings += module_warnings(module)
-        queue += [(file.parent / imp.path).resolve() for imp in module.imports]
-    return warnings
 
 
 def _print_warnings(program: Path) -> None:
     """`decomp run` prints the program's warnings once, on stderr, before it runs."""
-    for warning in _file_warnings(program):
+    for warning in file_warnings(program):
         click.echo(warning.format(), err=True)
 
 

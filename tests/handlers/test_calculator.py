@@ -1,5 +1,4 @@
 """The `calculator` handler kind."""
-import asyncio
 from pathlib import Path
 
 import pytest

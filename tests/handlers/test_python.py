@@ -1,7 +1,6 @@
 """The `python` handler kind."""
 import asyncio
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError

@@ -1,5 +1,4 @@
 """The `regex` handler kind."""
-import asyncio
 from pathlib import Path
 
 import pytest

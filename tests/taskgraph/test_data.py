@@ -1,6 +1,5 @@
 """The MSComplexTasks reader, the baselines, and `decomp eval steps|graph`."""
 import json
-import math
 
 import networkx as nx
 import pytest

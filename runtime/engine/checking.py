@@ -1,0 +1,169 @@
+"""`decomp check` as a library call: what a file is (a module, a few-shot file, or neither), its
+problems and its warnings, without running anything.
+
+    checked = check_file(path)       # raises DecompError (often Diagnostics) with every problem
+    checked.module, checked.fewshot, checked.warnings
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from decomp.dsl import nodes
+from decomp.dsl.checker import check_fewshot, module_warnings
+from decomp.dsl.errors import CheckError, CheckWarning, DecompError, Diagnostics
+from decomp.dsl.parser import parse_fewshot, parse_module, read_text
+from decomp.runtime.engine.loader import LoadedModule
+from decomp.runtime.engine.session import Session
+
+
+@dataclass
+class Checked:
+    """A checked file: a loaded module or few-shot examples, and the warnings found."""
+
+    path: Path
+    module: LoadedModule | None = None
+    fewshot: nodes.FewShot | None = None
+    warnings: list[CheckWarning] = field(default_factory=list)
+
+
+def check_file(path: str | Path, session: Session | None = None) -> Checked:
+    """Check a .decomp module or a few-shot prompt file. A .decomp file that declares nothing and
+    a file that is neither (Python, JSON, JSON Lines, empty) are refused; text with no example
+    in it passes with a warning (it can only be a plain prompt, such as a word list)."""
+    path = Path(path)
+    fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path)
+    if fewshot is not None:
+        return Checked(path, fewshot=fewshot, warnings=warnings)
+    return Checked(path, module=_checked_module(path, session or Session()), warnings=file_warnings(path))
+
+
+def looks_like(path: Path) -> str | None:
+    """For a .decomp file that does not parse: what it looks like instead (Python, JSON, JSON
+    Lines), or None."""
+    try:
+        kind = _sniff(path, read_text(path))
+    except (DecompError, OSError):
+        return None
+    return _LOOKS[kind] if kind in ("python", "json", "jsonl") else None
+
+
+def _checked_fewshot(path: Path, fewshot: nodes.FewShot | None = None):
+    fewshot = fewshot if fewshot is not None else parse_fewshot(read_text(path), str(path))
+    errors = check_fewshot(fewshot)
+    if errors:
+        raise Diagnostics(errors) if len(errors) > 1 else errors[0]
+    return fewshot
+
+
+_CHECKABLE = ("a .decomp module (import, model, handler, program, main) or a few-shot file "
+              "(examples with QC:/QS:/A: or Q:/A: lines)")
+
+
+def _fewshot_or_module(path: Path) -> tuple[nodes.FewShot | None, list[CheckWarning]]:
+    """A file that is not named .decomp: its checked examples when it has any; None when it
+    reads as a module that declares something (then checked as one). Python, JSON, JSON Lines
+    and empty files are refused; other text without examples passes with a warning (a prompt
+    without examples, such as a word list a program reads, is plain text)."""
+    text = read_text(path)
+    fewshot = parse_fewshot(text, str(path))
+    if any(e.question is not None or e.steps or e.answer is not None for e in fewshot.examples):
+        return _checked_fewshot(path, fewshot), []
+    try:
+        if _declares(parse_module(text, str(path))):
+            return None, []
+    except DecompError:
+        pass
+    look = _looks_like(path, text)
+    if _sniff(path, text) in ("empty", "python", "json", "jsonl"):
+        raise _refusal(path, text, f"not a .decomp program or a few-shot file: {look}")
+    span, first = _first_line(path, text)
+    return fewshot, [CheckWarning(f"no examples here: {look}", span, expected=_CHECKABLE, line_text=first)]
+
+
+def _checked_module(path: Path, session: Session) -> LoadedModule:
+    loaded = session.load(path)
+    if not _declares(loaded.module):
+        text = read_text(path)
+        kind = _sniff(path, text)
+        raise _refusal(path, text, "this .decomp file declares nothing" + (f": {_LOOKS[kind]}" if kind else ""))
+    return loaded
+
+
+def _declares(module: nodes.Module) -> bool:
+    return bool(module.imports or module.models or module.handlers or module.programs or module.main)
+
+
+def _refusal(path: Path, text: str, message: str) -> CheckError:
+    span, first = _first_line(path, text)
+    return CheckError(message, span, expected=_CHECKABLE, line_text=first)
+
+
+def _first_line(path: Path, text: str) -> tuple[nodes.Span, str]:
+    """The span of the whole first line (at least one column) and its text."""
+    first = text.replace("\r\n", "\n").split("\n", 1)[0]
+    return nodes.Span(str(path), 1, 1, 1, max(2, len(first) + 1)), first
+
+
+_LOOKS = {
+    "empty": "the file is empty",
+    "python": "this looks like Python source",
+    "json": "this looks like JSON data",
+    "jsonl": "this looks like JSON Lines data (a dataset for `decomp run --input`?)",
+    "jinja": "this looks like a Jinja prompt template (it is checked with the module whose prompt handler uses it)",
+}
+_PYTHON_LINE = re.compile(r"^(?:#!.*python|def \w+\(.*|class \w+.*:[ \t]*$|import [\w.]+(?: as \w+)?[ \t]*$"
+                          r"|from [\w.]+ import )", re.M)
+
+
+def _looks_like(path: Path, text: str) -> str:
+    """What a file that is no program looks like, in a few words (cheap guesses only)."""
+    return _LOOKS.get(_sniff(path, text),
+                      "plain text, with no declaration (handler, program, ...) and no line starting with QC:, QS:, "
+                      "Q: or A:")
+
+
+def _sniff(path: Path, text: str) -> str | None:
+    stripped = text.strip()
+    if not stripped:
+        return "empty"
+    if path.suffix in (".py", ".pyw") or _PYTHON_LINE.search(text):
+        return "python"
+    if stripped[0] in "[{":
+        try:
+            json.loads(stripped)
+            return "json"
+        except ValueError:
+            pass
+        try:
+            for line in stripped.splitlines():
+                if line.strip():
+                    json.loads(line)
+            return "jsonl"
+        except ValueError:
+            pass
+    if path.suffix in (".j2", ".jinja", ".jinja2") or "{{" in text or "{%" in text:
+        return "jinja"
+    return None
+
+
+def file_warnings(path: str | Path) -> list[CheckWarning]:
+    """The warnings of a .decomp file and of the files it imports, each file once. A file that
+    does not parse has none here: its errors are the loader's to report."""
+    warnings: list[CheckWarning] = []
+    seen: set[Path] = set()
+    queue = [Path(path)]
+    while queue:
+        file = queue.pop(0)
+        if file.resolve() in seen:
+            continue
+        seen.add(file.resolve())
+        try:
+            module = parse_module(read_text(file), str(file))
+        except (DecompError, OSError):
+            continue
+        warnings += module_warnings(module)
+        queue += [(file.parent / imp.path).resolve() for imp in module.imports]
+    return warnings
