@@ -41,7 +41,9 @@ def main() -> None:
 @main.command()
 @click.argument("file")
 @click.option("--json", "as_json", is_flag=True, help="Print the parsed module or few-shot examples as JSON.")
-def check(file: str, as_json: bool) -> None:
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
+              help="Import this module first, as `decomp run --plugin` does, so the kinds it registers are known.")
+def check(file: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Check FILE (a .decomp module or a few-shot prompt file) without running anything.
 
     Exit status 0 when clean or with warnings only (each as file:line:col: warning: ...); 1 with
@@ -50,6 +52,7 @@ def check(file: str, as_json: bool) -> None:
     text with no example in it passes with a warning (it can only be a plain prompt).
     """
     path = resolve_program(file)
+    _load_plugins(plugins, path)
     try:
         checked = check_file(path)
     except (DecompError, OSError) as err:
@@ -81,6 +84,15 @@ def _print_warnings(program: Path) -> None:
     """`decomp run` prints the program's warnings once, on stderr, before it runs."""
     for warning in file_warnings(program):
         click.echo(warning.format(), err=True)
+
+
+def _load_plugins(plugins: tuple[str, ...], program: Path) -> None:
+    """Import each --plugin before the program is loaded: it may use the kinds they register."""
+    for plugin in plugins:
+        try:
+            load_plugin(plugin, program.parent)
+        except DecompError as err:
+            _fail(err)
 
 
 def _session_options(command):
@@ -146,11 +158,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     options = RunOptions(**opts)
     program = resolve_program(file)
     _print_warnings(program)
-    for plugin in plugins:  # before the program is loaded: it may use the kinds they register
-        try:
-            load_plugin(plugin, program.parent)
-        except DecompError as err:
-            _fail(err)
+    _load_plugins(plugins, program)
     if data is not None and not dry_run:
         _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose)
         return

@@ -322,6 +322,16 @@ def test_cli_plugin_registers_the_readme_shout_kind(tmp_path, monkeypatch):
     assert result.output.strip() == "HI!!"
 
 
+def test_check_knows_the_kinds_a_plugin_registers(tmp_path):
+    write(tmp_path / "whisper_kind.py", SHOUT.replace('"shout"', '"whisper"').replace("Shout", "Whisper"))
+    path = program(tmp_path, 'handler h = whisper(suffix="?")')
+    unknown = invoke("check", path)
+    assert unknown.exit_code == 1 and "unknown handler kind 'whisper'" in unknown.output
+    known = invoke("check", path, "--plugin", "whisper_kind")
+    assert known.exit_code == 0, known.output
+    assert known.output.strip().endswith(": ok")
+
+
 def test_cli_plugin_that_fails_names_its_line(tmp_path):
     write(tmp_path / "broken_plugin.py", "X = 1\nraise RuntimeError('no')\n")
     path = program(tmp_path, 'handler h = regex(pattern="a")')
