@@ -219,6 +219,9 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> N
             click.echo(text, err=True)
     if result.error is not None:
         click.echo(f"error: {result.error}", err=True)
+        details = result.trace.failure_details()
+        if details:
+            click.echo(details.rstrip("\n"), err=True)
         sys.exit(1)
     answer = result.answer
     click.echo(answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False))

@@ -222,7 +222,7 @@ class Session:
         try:
             answer = await self._entry(module, target, fields, trace)
         except DecompError as err:
-            trace.error = str(err)
+            trace.error, trace.details = str(err), getattr(err, "details", None)
             return RunResult(None, str(err), trace, row.usage)
         except Exception as err:  # a bug in the interpreter must not end the run: record it on the row
             trace.error = str(InternalError(f"internal error: {type(err).__name__}: {err}"))

@@ -51,6 +51,11 @@ class TraceNode:
         for c in self.children:
             yield from c.walk()
 
+    def failure_details(self) -> str | None:
+        """The details (a Python handler's traceback of the user's code) of the first failed
+        node below that has any, or None."""
+        return next((node.details for node in self.walk() if node.error is not None and node.details), None)
+
 
 _FIELDS = frozenset(f.name for f in fields(TraceNode))
 

@@ -53,6 +53,10 @@ def show_value(value: Any, width: int = ANSWER_WIDTH) -> str:
     return shorten(text, width)
 
 
+#: A traceback's `File "/dir/name.py"`: the tree shows the file's name only.
+_TRACEBACK_FILE = re.compile(r'File "(?:[^"\n]*/)?([^"/\n]+)"')
+
+
 def short_paths(text: str) -> str:
     """`text` with absolute `/dir/file:line` paths cut to `file:line`."""
     return _PATH.sub(r"\1", text)
@@ -229,7 +233,9 @@ def _merged(node: TraceNode) -> TraceNode | None:
 
 def _add_children(branch: Tree, parent: TraceNode, children: list[TraceNode], bad: set[int]) -> None:
     if parent.error is not None and not any(c.error == parent.error for c in children):
-        branch.add(Text("✗ " + short_paths(parent.error), style="red"))
+        failure = branch.add(Text("✗ " + short_paths(parent.error), style="red"))
+        if parent.details:  # the user's own traceback (a Python handler), under the error
+            failure.add(Text(_TRACEBACK_FILE.sub(r'File "\1"', parent.details.rstrip("\n")), style="dim"))
     if parent.kind == "model":
         _add_model_text(branch, parent)
     for child in children:
