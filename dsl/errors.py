@@ -174,6 +174,11 @@ class DepthExceeded(Abort):
 class InternalError(Abort):
     """A bug: a handler or the interpreter raised something that is not a `DecompError`."""
 
+    @classmethod
+    def of(cls, err: BaseException) -> "InternalError":
+        """The bug `err` as an abort: "internal error: TypeError: ..." (raise it `from err`)."""
+        return cls(f"internal error: {type(err).__name__}: {err}")
+
 
 class Diagnostics(DecompError):
     """Several errors at once (a file with more than one problem)."""

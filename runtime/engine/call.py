@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
-from decomp.dsl.errors import InternalError, RunError
+from decomp.dsl.errors import DecompError, InternalError, RunError
 from decomp.handlers.call import Call
 from decomp.handlers.registry import Registry
 from decomp.handlers.service import Service
@@ -144,9 +144,20 @@ def _internal(node: TraceNode, started: float, err: Exception, service: Service)
     """A service's own exception (not a `RunError`: a bug in its backend) as the `InternalError`
     the interpreter would make of it, recorded on the node with the service's secrets taken out
     (the interpreter, which words it otherwise, does not know the service)."""
-    internal = InternalError(f"internal error: {type(err).__name__}: {err}")
+    internal = InternalError.of(err)
     _failed(node, started, internal, service)
     return internal
+
+
+def named(err: Exception, handler: "Handler", span: "Span | None") -> DecompError:
+    """`err` as it leaves a call of `handler`: a `RunError` named after the handler (unless an
+    inner call named it first), another `DecompError` as it is, any other exception (a bug) an
+    `InternalError` named after the handler. Raise the result `from err` when it is not `err`."""
+    if isinstance(err, RunError):
+        return err.locate(handler.name, handler.kind, span)
+    if isinstance(err, DecompError):
+        return err
+    return InternalError.of(err).locate(handler.name, handler.kind, span)
 
 
 def redact(err: RunError, secrets: tuple[str, ...]) -> None:

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from decomp.dsl import nodes
-from decomp.dsl.errors import DecompError, DepthExceeded, Failure, InternalError, RunError
+from decomp.dsl.errors import DecompError, DepthExceeded, Failure
 from decomp.dsl.operators import OperatorError, combine, item_for_query, items_of, parse_operator
 from decomp.dsl.values import item_text, json_text, named_text, substitute
 from decomp.dsl.walks import ends_program
 from decomp.runtime.engine.budgets import current_row
 from decomp.runtime.engine.cache import cache_key
-from decomp.runtime.engine.call import EngineCall, Scope
+from decomp.runtime.engine.call import EngineCall, Scope, named
 from decomp.runtime.engine.tracing import TraceNode
 
 
@@ -41,16 +41,12 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
             answer = await handler.run(call)
         else:
             answer = await _cached_run(handler, call, node)
-    except RunError as err:
-        _failed(node, err.locate(name, handler.kind, span))
-        raise
-    except DecompError as err:
-        _failed(node, err)
-        raise
-    except Exception as err:  # a bug in a handler: the row ends, named, with the cause kept
-        internal = InternalError(f"internal error: {type(err).__name__}: {err}").locate(name, handler.kind, span)
-        _failed(node, internal)
-        raise internal from err
+    except Exception as err:  # named after this handler; a bug ends the row with its cause kept
+        failure = named(err, handler, span)
+        _failed(node, failure)
+        if failure is err:
+            raise
+        raise failure from err
     finally:
         if node is not None:
             node.seconds = time.perf_counter() - started

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from decomp.dsl.errors import DecompError, InternalError, ModelError, RunError
+from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.handlers.base import Handler
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
 from decomp.runtime.engine import defaults  # noqa: F401  (registers the built-in kinds and backends)
 from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, Usage, current_row
 from decomp.runtime.engine.cache import StepCache, cache_key
-from decomp.runtime.engine.call import EngineCall
+from decomp.runtime.engine.call import EngineCall, named
 from decomp.runtime.engine.loader import LoadedModule, load
 from decomp.runtime.engine.program import ProgramHandler
 from decomp.runtime.engine.scheduler import Scheduler
@@ -225,7 +225,7 @@ class Session:
             trace.error, trace.details = str(err), getattr(err, "details", None)
             return RunResult(None, str(err), trace, row.usage)
         except Exception as err:  # a bug in the interpreter must not end the run: record it on the row
-            trace.error = str(InternalError(f"internal error: {type(err).__name__}: {err}"))
+            trace.error = str(InternalError.of(err))
             return RunResult(None, trace.error, trace, row.usage)
         finally:
             CURRENT_ROW.reset(token)
@@ -249,8 +249,11 @@ class Session:
         call = EngineCall(query, tuple(values), dict(inputs or {}), (), None, self, handler, trace)
         try:
             return await handler.run(call)
-        except RunError as err:
-            raise err.locate(handler.name, handler.kind, None)
+        except Exception as err:
+            failure = named(err, handler, None)
+            if failure is err:
+                raise
+            raise failure from err
 
     def run_handler(self, handler: Handler, query: str, values: tuple = (),
                     inputs: Mapping[str, Any] | None = None) -> Any:
@@ -309,12 +312,11 @@ class Session:
             stack = (name,) if handler.nests else ()
             call = EngineCall(str(fields["question"]), (), dict(fields), stack, None, self, handler, trace)
             return await handler.run(call)
-        except RunError as err:
-            raise err.locate(name, handler.kind, None)
-        except DecompError:
-            raise
-        except Exception as err:  # a bug in the main handler: named like any other handler's
-            raise InternalError(f"internal error: {type(err).__name__}: {err}").locate(name, handler.kind, None) from err
+        except Exception as err:  # named like any other handler's, a bug included
+            failure = named(err, handler, None)
+            if failure is err:
+                raise
+            raise failure from err
 
 
 def _known_settings(options: Mapping[str, Any]) -> dict[str, Any]:
