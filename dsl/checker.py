@@ -102,6 +102,20 @@ def check_recursion(handlers: Mapping[str, Checkable]) -> list[CheckError]:
     return errors
 
 
+def effectful(handlers: Mapping[str, Checkable], sources: Iterable[str]) -> set[str]:
+    """The handlers from which a call can reach one of `sources` (the handlers that act on an
+    environment) over the call graph, the sources included."""
+    graph = nx.DiGraph()
+    for name, handler in handlers.items():
+        graph.add_node(name)
+        graph.add_edges_from((name, callee) for callee in handler.calls() if callee in handlers)
+    found: set[str] = set()
+    for source in sources:
+        if source in graph:
+            found |= nx.ancestors(graph, source) | {source}
+    return found
+
+
 def _bound_hint(handler) -> str:
     if getattr(handler, "program", None) is not None:
         return "a depth bound: program NAME(...) with max_depth = 8 { ... }"

@@ -147,6 +147,21 @@ class Len:
 
 
 @dataclass(frozen=True)
+class Ok:
+    """`ok(#n)`: whether step n's outcome is ok (a named input always is)."""
+
+    span: Span
+    ref: Ref
+
+
+@dataclass(frozen=True)
+class Depth:
+    """`depth()`: how many times the running program is active on this call chain (1 at the top)."""
+
+    span: Span
+
+
+@dataclass(frozen=True)
 class Compare:
     span: Span
     op: str
@@ -167,12 +182,12 @@ class Not:
     operand: "Expr"
 
 
-Expr = Union[Literal, RefOperand, Len, Compare, BoolOp, Not]
+Expr = Union[Literal, RefOperand, Len, Ok, Depth, Compare, BoolOp, Not]
 
 
 def condition_refs(expr: Expr):
     """The references a condition reads, left to right."""
-    if isinstance(expr, (RefOperand, Len)):
+    if isinstance(expr, (RefOperand, Len, Ok)):
         yield expr.ref
     elif isinstance(expr, Not):
         yield from condition_refs(expr.operand)

@@ -5,6 +5,7 @@ An operator name is a base and sub-operations joined by "_": `project_values_fla
 `projectKeys`, `filter`, `filterValues`, `filterKeys`. Sub-operations: `flat` (recursive
 flatten), `unique` (drop repeats by JSON text, first kept), `keys`, `values`.
 Short names: `foreach` = `project_values`, `foreach_merge` = `project_values_flat_unique`.
+Ours: `plan` (ADaPT) runs the handler on the steps of a planner's text in its Execution Order.
 """
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ SYNONYMS = {
     "foreach_merge": "project_values_flat_unique",
     "foreach_flat": "project_values_flat",
 }
-BASES = ("select", "project", "projectValues", "projectKeys", "filter", "filterValues", "filterKeys")
+BASES = ("select", "project", "projectValues", "projectKeys", "filter", "filterValues", "filterKeys", "plan")
 SUB_OPERATIONS = ("flat", "unique", "keys", "values")
 KNOWN = tuple(SYNONYMS) + ("select", "project", "project_values", "project_values_flat",
-                           "project_values_flat_unique", "filter")
+                           "project_values_flat_unique", "filter", "plan")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class Operator:
     def fans_out(self) -> bool:
         """True for operators that run the handler once per item of a list answer."""
         return self.base != "select"
+
+    @property
+    def is_plan(self) -> bool:
+        """`(plan) [h] #n`: run `[h]` on the steps of the plan `#n` in its AND/OR order."""
+        return self.base == "plan"
 
     @property
     def inserts_json(self) -> bool:
@@ -51,7 +57,7 @@ def parse_operator(name: str | None) -> Operator:
     written = name or "select"
     full = SYNONYMS.get(written, written)
     base, *subops = full.split("_")
-    if base not in BASES or any(s not in SUB_OPERATIONS for s in subops):
+    if base not in BASES or any(s not in SUB_OPERATIONS for s in subops) or (base == "plan" and subops):
         raise OperatorError(f"unknown operator '({written})'")
     return Operator(written, base, tuple(subops))
 

@@ -555,6 +555,14 @@ class _Builder(Transformer):
     def len_operand(self, meta, items):
         return nodes.Len(self._span(meta), self._ref(items[0]))
 
+    @v_args(meta=True)
+    def ok_operand(self, meta, items):
+        return nodes.Ok(self._span(meta), self._ref(items[0]))
+
+    @v_args(meta=True)
+    def depth_operand(self, meta, items):
+        return nodes.Depth(self._span(meta))
+
     def _ref(self, token: Token) -> nodes.Ref:
         return find_refs(str(token), self._span(token))[0]
 

@@ -2,10 +2,27 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from decomp.dsl.nodes import Ref
 from decomp.dsl.parser import parse_answer_text
+
+
+@dataclass(frozen=True)
+class Failed:
+    """An answer whose outcome is failed: what a handler returns for a failure the program may
+    handle (an executor that did not finish its task, a plan with no steps). The program sees
+    `value` as the step's answer and `ok(#n)` as false; the row goes on."""
+
+    value: Any
+
+
+def outcome(answer: Any) -> tuple[Any, bool]:
+    """A handler's answer as (value, ok)."""
+    if isinstance(answer, Failed):
+        return answer.value, False
+    return answer, True
 
 
 def parse_output(text: str) -> Any:

@@ -67,6 +67,12 @@ class Handler:
     #: Whether answers depend on the named inputs (`call.inputs`) beyond the query: such a
     #: kind's cache key holds them.
     reads_inputs: ClassVar[bool] = False
+    #: True for kinds that act on an environment themselves (`environment`).
+    effects: ClassVar[bool] = False
+    #: Whether a call of this handler can reach an environment, directly or through the handlers
+    #: it calls: set by the loader from the call graph (`decomp.dsl.checker.effectful`). Such
+    #: calls run in text order and are never answered from the step cache.
+    effectful: bool = False
 
     def __init__(self, name: str, options: Options, decl: HandlerDecl | None, ctx: LoadContext):
         self.name = name

@@ -6,6 +6,10 @@ handler, one `QS:` step or a program body; open a trace child. The engine implem
 (`decomp.runtime.engine.call.EngineCall`); kinds never import the interpreter, the session,
 the scheduler or the cache.
 
+A handler reports a failure the program may handle (an executor that did not finish its task)
+by returning `decomp.dsl.values.Failed(value)`: the step's answer is `value`, its outcome
+failed (`ok(#n)` is false) and the row goes on.
+
 Errors: whatever the engine raises from these methods is a `Failure` (the program may recover)
 or an `Abort` (the row ends); a kind lets them pass and raises `HandlerError` for its own
 failures. The engine adds the handler's name, kind and program line to the message.
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.dsl.nodes import Span, Step
+    from decomp.handlers.environment import Environment
     from decomp.handlers.registry import Registry
     from decomp.handlers.service import Service
 
@@ -69,6 +74,12 @@ class Call:
 
     async def run_program(self, body: tuple, inputs: Mapping[str, Any]) -> Any:
         """Run a program body (its statements) with these named inputs added; its answer."""
+        raise NotImplementedError
+
+    def environment(self, handler: str, *, fresh: bool = False) -> "Environment":
+        """The row's live instance of the environment that the `environment` handler `handler`
+        of this module declares: made from its factory with the row's fields on first use (and
+        anew when `fresh`), shared by every step of the row, never by two rows."""
         raise NotImplementedError
 
     def child(self, kind: str, **fields: Any) -> Any:

@@ -14,7 +14,7 @@ from decomp.dsl import nodes
 from decomp.dsl.checker import check_fewshot
 from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.parser import parse_step_line
-from decomp.dsl.values import json_text
+from decomp.dsl.values import Failed, json_text, outcome
 from decomp.handlers.base import Call, Handler, Options, step_calls
 from decomp.handlers.fewshot import check_file, examples_text, fewshot_error, load_fewshot, nearest_examples
 from decomp.handlers.registry import handler_kind
@@ -100,14 +100,17 @@ class DecomposerHandler(Handler):
         return f"{prompt} {step.text}\nA: {json_text(answer)}\nQS:"
 
     async def run(self, call: Call) -> Any:
+        """Ask for `QS:` lines and run each until `[EOQ]`; the answer (and outcome) is the last step's."""
         answers: dict[int, Any] = {}
+        ok = True
         prompt = self.render(call.query, [])
         limit = min(self.options.max_steps, call.max_steps or self.options.max_steps)
         for number in range(1, limit + 1):
             step = await self._next_step(call, prompt, number)
             if step.is_end:
-                return answers[number - 1] if answers else None
-            answers[number] = await call.run_step(step, answers)
+                last = answers[number - 1] if answers else None
+                return last if ok else Failed(last)
+            answers[number], ok = outcome(await call.run_step(step, answers))
             prompt = self._render_next(prompt, step, answers[number])
         raise HandlerError(f"took {limit} steps without [EOQ] (raise max_steps?)", call.span)
 

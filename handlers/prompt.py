@@ -21,7 +21,7 @@ from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.fewshot import check_file, fewshot_error, load_fewshot
 from decomp.handlers.registry import handler_kind
 
-_JINJA = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+JINJA = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
 
 
 class PromptOptions(Options):
@@ -79,7 +79,7 @@ class PromptHandler(Handler):
             return
         self._source = read_text(self.ctx.resolve(self.options.file)) if self.options.file else self.options.text
         if self.is_template:
-            self._template = _JINJA.from_string(self._source)
+            self._template = JINJA.from_string(self._source)
             return
         self._fewshot = load_fewshot(self)
         examples = self._source.strip("\n")

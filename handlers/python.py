@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from decomp.dsl.errors import CheckError, HandlerError
 from decomp.dsl.text import shorten
+from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 from decomp.handlers.registry import (Registry, default_registry, first_on_path, handler_kind, import_module,
@@ -132,6 +133,8 @@ class PythonHandler(Handler):
             raise HandlerError(f"function {self.options.function} raised "
                                f"{type(err).__name__}: {err}", call.span, details=user_traceback(err)) from err
         try:
+            if isinstance(result, Failed):  # a failed outcome the program may handle
+                return Failed(to_json(result.value))
             return to_json(result)
         except TypeError as err:
             raise HandlerError(f"function {self.options.function} returned "

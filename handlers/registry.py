@@ -18,15 +18,19 @@ from typing import Any, Callable, Iterator
 from decomp.handlers.base import Handler
 
 ENTRY_POINT_GROUP = "decomp.handlers"
+#: Entry points here name environment factories (see `decomp.handlers.environment`).
+ENVIRONMENT_GROUP = "decomp.environments"
 
 
 class Registry:
-    """Maps kind names to `Handler` classes, function names to callables, model schemes to factories."""
+    """Maps kind names to `Handler` classes, function names to callables, model schemes and
+    environment names to factories."""
 
     def __init__(self):
         self.kinds: dict[str, type[Handler]] = {}
         self.functions: dict[str, Callable[..., Any]] = {}
         self.model_backends: dict[str, Callable[..., Any]] = {}
+        self.environments: dict[str, Callable[..., Any]] = {}
         self._entry_points_loaded = False
 
     @classmethod
@@ -39,6 +43,7 @@ class Registry:
         reg = cls()
         reg.kinds.update(default_registry.kinds)
         reg.model_backends.update(default_registry.model_backends)
+        reg.environments.update(default_registry.environments)
         return reg
 
     # ---- registration
@@ -52,6 +57,10 @@ class Registry:
 
     def add_model_backend(self, scheme: str, factory: Callable[..., Any]) -> None:
         self.model_backends[scheme] = factory
+
+    def add_environment(self, name: str, factory: Callable[..., Any]) -> None:
+        """Register `factory(fields) -> Environment` as the environment `name`."""
+        self.environments[name] = factory
 
     # ---- lookup
     def kind(self, name: str) -> type[Handler] | None:
@@ -80,12 +89,19 @@ class Registry:
         self._load_entry_points()
         return self.model_backends.get(scheme)
 
+    def environment(self, name: str) -> Callable[..., Any] | None:
+        """The factory of the environment `name`, called as factory(row fields)."""
+        self._load_entry_points()
+        return self.environments.get(name)
+
     def _load_entry_points(self) -> None:
         if self._entry_points_loaded:
             return
         self._entry_points_loaded = True
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             self._register_entry_point(ep.name, ep.load())
+        for ep in entry_points(group=ENVIRONMENT_GROUP):
+            self.add_environment(ep.name, ep.load())
 
     def _register_entry_point(self, name: str, obj: Any) -> None:
         if inspect.isclass(obj) and issubclass(obj, Handler):

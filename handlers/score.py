@@ -15,7 +15,7 @@ from jinja2 import TemplateError
 
 from decomp.dsl.errors import HandlerError
 from decomp.handlers.base import Call, Handler, Options
-from decomp.handlers.prompt import _JINJA
+from decomp.handlers.prompt import JINJA
 from decomp.handlers.registry import handler_kind
 
 
@@ -42,6 +42,6 @@ class ScoreHandler(Handler):
         if "{{" not in text:
             return text
         try:
-            return _JINJA.from_string(text).render(**call.inputs, query=call.query)
+            return JINJA.from_string(text).render(**call.inputs, query=call.query)
         except TemplateError as err:
             raise HandlerError(f"prefix template: {err}", call.span) from err

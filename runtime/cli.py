@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 from pathlib import Path
 
 import click
@@ -136,7 +137,8 @@ def _session_options(command):
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
               help="With --input: also write every row's line here, in input order, when the run ends.")
 @click.option("--field", "fields", multiple=True, metavar="NAME=VALUE",
-              help="Another input field (repeatable); with --input, set in every row (overriding the row's own).")
+              help="Another input field (repeatable); with --input, set in every row (overriding the row's "
+                   "own). VALUE is read as JSON when it is JSON (dmax=4 is a number), else as text.")
 @click.option("--trace", "show_trace", is_flag=True,
               help="With --question: write the decomposition tree as JSON to stderr.")
 @click.option("--trace-out", type=click.Path(dir_okay=False, path_type=Path),
@@ -225,6 +227,11 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> N
         sys.exit(1)
     answer = result.answer
     click.echo(answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False))
+    for name, summary in result.environments.items():
+        click.echo(f"environment [{name}]: {json.dumps(summary, ensure_ascii=False)}", err=True)
+    if result.failed:
+        click.echo("outcome: failed (the answer above is what the program's last step gave)", err=True)
+        sys.exit(1)
 
 
 def _dry_run(session, loaded, data, question, fields) -> None:
@@ -273,11 +280,16 @@ def dry_run_estimate(calls: list[int], failed: int = 0) -> dict:
     return estimate
 
 
-def _field(text: str) -> tuple[str, str]:
+def _field(text: str) -> tuple[str, Any]:
+    """NAME=VALUE; VALUE read as JSON when it is JSON (`dmax=4` is the number 4, `tags=["a"]` a
+    list, `name="4"` the string "4"), else taken as the text it is."""
     name, sep, value = text.partition("=")
     if not sep:
         raise click.BadParameter(f"expected NAME=VALUE, got {text!r}")
-    return name, value
+    try:
+        return name, json.loads(value)
+    except ValueError:
+        return name, value
 
 
 _GOLD_HELP = "Gold data: JSONL rows {id, answer} or DecomP's DROP-style JSON."
@@ -286,7 +298,7 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @main.group("eval", invoke_without_command=True, subcommand_metavar="[steps|graph] [ARGS]...")
-@click.option("--gold", type=_FILE, help=_GOLD_HELP + " Required without a subcommand.")
+@click.option("--gold", type=_FILE, help=_GOLD_HELP + " Without it: success rates only.")
 @click.option("--pred", type=click.Path(exists=True, path_type=Path),
               help=_PRED_HELP + " Required without a subcommand.")
 @click.option("--metric", type=click.Choice(["em", "set_em", "f1"]), default="em", show_default=True)
@@ -296,6 +308,7 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
 
     \b
     Answers:     decomp eval --gold GOLD --pred PRED [--metric em|set_em|f1]
+    Success:     decomp eval --pred RUN_DIR   (rows whose outcome is ok, by group)
     Task steps:  decomp eval steps --gold G.jsonl --pred P.jsonl [--encoder use|exact]
     Task graphs: decomp eval graph --gold G.jsonl --pred P.jsonl [--encoder use|exact]
 
@@ -304,8 +317,8 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
     """
     if ctx.invoked_subcommand is not None:
         return
-    if gold is None or pred is None:
-        raise click.UsageError("decomp eval needs --gold and --pred (or a subcommand: steps, graph)")
+    if pred is None:
+        raise click.UsageError("decomp eval needs --pred (and --gold to score answers; or a subcommand: steps, graph)")
     try:
         summary, warnings = evaluation.evaluate_files(gold, pred, metric)
     except (OSError, ValueError, RunDirError) as err:
@@ -432,6 +445,36 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
             click.echo(json.dumps(difference, ensure_ascii=False, default=str))
     else:
         diffing.show_diff(differences, a, b, Console())
+
+
+@main.group("textcraft")
+def textcraft() -> None:
+    """The TextCraft environment of ADaPT (run its programs with `decomp run adapt/textcraft`)."""
+
+
+@textcraft.command("generate")
+@click.option("--from", "source", type=_FILE, required=True,
+              help="Tasks whose crafting commands make the pool: JSONL rows {goal, crafting_commands}.")
+@click.option("--depth", type=click.IntRange(1), required=True, help="Recipe depth of every goal.")
+@click.option("-n", "count", type=click.IntRange(1), default=10, show_default=True, help="How many tasks.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--distractors", type=click.IntRange(0), default=8, show_default=True,
+              help="Commands added to each task beyond the goal's recipe tree.")
+def textcraft_generate(source: Path, depth: int, count: int, seed: int, distractors: int) -> None:
+    """Print COUNT new tasks (JSONL) whose goals have recipe depth DEPTH, made from the crafting
+    commands of the tasks in --from; the same seed gives the same tasks."""
+    from decomp.handlers.textcraft.generate import generate_tasks
+
+    pool: dict[str, None] = {}
+    for row in read_rows(source):
+        if row.error is None:
+            pool.update(dict.fromkeys(row.fields.get("crafting_commands") or ()))
+    try:
+        rows = generate_tasks(list(pool), depth, count, seed=seed, distractors=distractors)
+    except ValueError as err:
+        _fail(err)
+    for row in rows:
+        click.echo(json.dumps(row, ensure_ascii=False))
 
 
 @main.command()

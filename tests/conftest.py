@@ -53,3 +53,27 @@ def registry_with(functions: dict[str, Callable[[str], Any]], calls: list | None
 def fn_registry():
     """`registry_with` as a fixture, for tests that register plain functions as a kind."""
     return registry_with
+
+
+# ---- TextCraft (tests/fixtures/textcraft/: ADaPT's 40 dev tasks, MIT)
+TEXTCRAFT_DEV = FIXTURES / "textcraft" / "tasks_dev.jsonl"
+
+
+def load_dev_rows() -> list[dict]:
+    """The 40 TextCraft dev tasks."""
+    import json
+
+    return [json.loads(line) for line in TEXTCRAFT_DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def dev_rows() -> list[dict]:
+    rows = load_dev_rows()
+    assert len(rows) == 40
+    return rows
+
+
+@pytest.fixture(scope="session")
+def dev_pool(dev_rows) -> list[str]:
+    """Every crafting command of the dev tasks, once each, in order of appearance."""
+    return list(dict.fromkeys(c for row in dev_rows for c in row["crafting_commands"]))

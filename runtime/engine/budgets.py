@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from decomp.dsl.errors import BudgetExceeded
 
@@ -89,6 +90,14 @@ class RowContext:
     budget: Budget
     run: Usage
     usage: Usage = field(default_factory=Usage)
+    #: The row's fields (what environment factories are made with).
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    #: The row's live environments, by declaration: (handler name, instance).
+    environments: dict[int, tuple[str, Any]] = field(default_factory=dict)
+
+    def environment_summaries(self) -> dict[str, Any]:
+        """What each environment the row used reports (`Environment.summary()`), by handler name."""
+        return {name: env.summary() for name, env in self.environments.values()}
 
     def before_call(self, kind: str = "model") -> None:
         """Count a call of a service of `kind` about to be made, or refuse it if a budget is spent.

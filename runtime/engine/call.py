@@ -10,10 +10,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
-from decomp.dsl.errors import DecompError, InternalError, RunError
+from decomp.dsl.errors import DecompError, HandlerError, InternalError, RunError
 from decomp.handlers.call import Call
+from decomp.handlers.environment import Environment, EnvironmentHandler
 from decomp.handlers.registry import Registry
 from decomp.handlers.service import Service
+from decomp.runtime.engine.budgets import current_row
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Request
 
@@ -120,6 +122,18 @@ class EngineCall(Call):
 
         scope = Scope(self.session, self.handler.ctx.module, {**self.inputs, **inputs}, self.stack)
         return await run_program(body, number_steps(body), scope, self.trace)
+
+    def environment(self, handler: str, *, fresh: bool = False) -> "Environment":
+        declared = self.handler.ctx.module.handlers.get(handler) if self.handler.ctx.module else None
+        if not isinstance(declared, EnvironmentHandler):
+            raise HandlerError(f"[{handler}] is not an environment handler of this file",
+                               expected="handler NAME = environment(name=\"...\")")
+        row = current_row()
+        found = row.environments.get(id(declared))
+        if found is None or fresh:
+            found = (declared.name, declared.make(row.fields))
+            row.environments[id(declared)] = found
+        return found[1]
 
     def child(self, kind: str, **fields: Any) -> TraceNode:
         return self.trace.child(kind, **fields)

@@ -13,11 +13,12 @@ from typing import Any, Mapping
 from decomp.dsl import nodes
 from decomp.dsl.errors import DecompError, DepthExceeded, Failure
 from decomp.dsl.operators import OperatorError, combine, item_for_query, items_of, parse_operator
-from decomp.dsl.values import item_text, json_text, named_text, substitute
-from decomp.dsl.walks import ends_program
+from decomp.dsl.values import Failed, item_text, json_kind, json_text, named_text, outcome, substitute
+from decomp.dsl.walks import ends_program, iter_steps
 from decomp.runtime.engine.budgets import current_row
 from decomp.runtime.engine.cache import cache_key
 from decomp.runtime.engine.call import EngineCall, Scope, named
+from decomp.runtime.engine.plans import run_plan
 from decomp.runtime.engine.tracing import TraceNode
 
 
@@ -37,7 +38,7 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
         stack = _enter(handler, scope, span)
         node = trace.child("call", handler=name, query=query, location=_where(span))
         call = EngineCall(query, values, scope.inputs, stack, span, scope.session, handler, node)
-        if scope.session.cache is None or not handler.cacheable:
+        if scope.session.cache is None or not handler.cacheable or handler.effectful:
             answer = await handler.run(call)
         else:
             answer = await _cached_run(handler, call, node)
@@ -51,7 +52,8 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
         if node is not None:
             node.seconds = time.perf_counter() - started
             current_row().timed(name, node.seconds)
-    node.answer = answer
+    node.answer, ok = outcome(answer)
+    node.failed = not ok
     return answer
 
 
@@ -68,10 +70,33 @@ async def _cached_run(handler, call: EngineCall, node: TraceNode) -> Any:
     if cache.hit(stored):
         node.cache_hit = True
         current_row().charge(0, 0, 1)
-        return stored
+        return _from_cache(stored)
     answer = await handler.run(call)
-    cache.put(key, answer)
+    cache.put(key, _to_cache(answer))
     return answer
+
+
+#: How a failed outcome is stored in the step cache: {"$failed": value} (an answer that is
+#: itself an object with only the key "$failed" or "$failedok" is stored as {"$failedok": answer},
+#: so it reads back as it was).
+_FAILED_KEY = "$failed"
+
+
+def _to_cache(answer: Any) -> Any:
+    if isinstance(answer, Failed):
+        return {_FAILED_KEY: answer.value}
+    if isinstance(answer, dict) and len(answer) == 1 and (_FAILED_KEY in answer or _FAILED_KEY + "ok" in answer):
+        return {_FAILED_KEY + "ok": answer}  # so that it reads back as it was
+    return answer
+
+
+def _from_cache(stored: Any) -> Any:
+    if isinstance(stored, dict) and len(stored) == 1:
+        if _FAILED_KEY in stored:
+            return Failed(stored[_FAILED_KEY])
+        if _FAILED_KEY + "ok" in stored:
+            return stored[_FAILED_KEY + "ok"]
+    return stored
 
 
 def _enter(handler, scope: Scope, span) -> tuple[str, ...]:
@@ -106,12 +131,17 @@ async def run_step(step: nodes.Step, answers: Mapping[int, Any], scope: Scope, t
     node = node or trace.child("step")
     node.label, node.handler, node.operator, node.location = step.text, step.handler, op.name, _where(step.span)
     try:
-        answer = await (_fan_out(op, step, answers, scope, node) if op.fans_out
-                        else _select(op, step, answers, scope, node))
+        if op.is_plan:
+            answer = await _plan(step, answers, scope, node)
+        elif op.fans_out:
+            answer = await _fan_out(op, step, answers, scope, node)
+        else:
+            answer = await _select(op, step, answers, scope, node)
     except DecompError as err:
         node.error = node.error or str(err)
         raise
-    node.answer = answer
+    node.answer, ok = outcome(answer)
+    node.failed = not ok
     return answer
 
 
@@ -120,38 +150,71 @@ async def _select(op, step, answers, scope, node) -> Any:
     texts = {ref.text: _select_text(ref, v) for ref, v in zip(step.refs, values) if v is not _MISSING}
     query = _render(step, texts)
     node.query = query
-    answer = await call_handler(step.handler, query, _present(values), scope, step.span, node)
+    value, ok = outcome(await call_handler(step.handler, query, _present(values), scope, step.span, node))
     try:
-        return combine(op, [], [answer])
+        combined = combine(op, [], [value])
     except OperatorError as err:
         raise Failure(str(err), step.span) from None
+    return combined if ok else Failed(combined)
+
+
+def _list_ref(op, step) -> nodes.Ref:
+    """The one `#n` a fan-out or plan step iterates over."""
+    numbered = step.index_refs
+    if len(numbered) != 1:
+        what = "a plan" if op.is_plan else "a list"
+        raise Failure(f"({op.name}) needs exactly one #n reference to {what}, found {len(numbered)}",
+                      step.query_span or step.span)
+    return numbered[0]
+
+
+def _other_texts(step, scope) -> dict[str, str]:
+    """The texts of a step's named references (`#goal`), for per-item queries."""
+    return {r.text: named_text(scope.inputs[r.name]) for r in step.refs if r.name in scope.inputs}
 
 
 async def _fan_out(op, step, answers, scope, node) -> Any:
-    numbered = step.index_refs
-    if len(numbered) != 1:
-        raise Failure(f"({op.name}) needs exactly one #n reference to a list, found {len(numbered)}",
-                                 step.query_span or step.span)
-    ref = numbered[0]
+    ref = _list_ref(op, step)
     try:
         items = items_of(op, _value(ref, answers, scope))
         shown = [item_for_query(op, item) for item in items]
     except OperatorError as err:
         raise Failure(f"{ref.text}: {err}", ref.span) from None
-    others = {r.text: named_text(scope.inputs[r.name]) for r in step.refs if r.name in scope.inputs}
+    others = _other_texts(step, scope)
     as_text = json_text if op.inserts_json else item_text
-    results = await gather_all(_one_item(step, ref, item, as_text, others, scope, node) for item in shown)
+    runs = (_one_item(step, ref, item, as_text, others, scope, node) for item in shown)
+    # items that act on an environment run one at a time, in order
+    results = await (in_order(runs) if _effectful(step, scope) else gather_all(runs))
+    values, oks = zip(*map(outcome, results)) if results else ((), ())
     try:
-        return combine(op, items, list(results))
+        combined = combine(op, items, list(values))
     except OperatorError as err:
         raise Failure(str(err), step.span) from None
+    return combined if all(oks) else Failed(combined)
+
+
+async def _plan(step, answers, scope, node) -> Any:
+    ref = _list_ref(parse_operator(step.operator), step)
+    value = _value(ref, answers, scope)
+    others = _other_texts(step, scope)
+
+    async def run_one(text: str, item_node: TraceNode) -> Any:
+        query = _render(step, {**others, ref.text: text})
+        item_node.query = query
+        return await call_handler(step.handler, query, (text,), scope, step.span, item_node)
+
+    try:
+        return await run_plan(value, run_one, node)
+    except TypeError as err:
+        raise Failure(f"{ref.text}: {err}, not {json_kind(value)}", ref.span) from None
 
 
 async def _one_item(step, ref, item, as_text, others, scope, node) -> Any:
     query = _render(step, {**others, ref.text: as_text(item)})
     item_node = node.child("item", label=as_text(item), query=query)
     answer = await call_handler(step.handler, query, (item,), scope, step.span, item_node)
-    item_node.answer = answer
+    item_node.answer, ok = outcome(answer)
+    item_node.failed = not ok
     return answer
 
 
@@ -184,16 +247,23 @@ def _render(step: nodes.Step, texts: Mapping[str, str]) -> str:
 # ------------------------------------------------------------------ programs
 @dataclass
 class ProgramState:
-    """Answers of a running program by step number; each step starts once its inputs are ready."""
+    """Answers and outcomes of a running program by step number; each step starts once its
+    inputs are ready (and, if it acts on an environment, once the one before it that does is done)."""
 
     answers: dict[int, Any] = field(default_factory=dict)
+    outcomes: dict[int, bool] = field(default_factory=dict)
     tasks: dict[int, asyncio.Task] = field(default_factory=dict)
     side: list[asyncio.Task] = field(default_factory=list)
+    #: The last step started that acts on an environment: the next such step waits for it.
+    effect: asyncio.Task | None = None
 
     @property
     def last(self) -> Any:
-        """The answer of the last step (in the text) that ran."""
-        return self.answers[max(self.answers)] if self.answers else None
+        """The answer of the last step (in the text) that ran, as a failed outcome if it failed."""
+        if not self.answers:
+            return None
+        number = max(self.answers)
+        return self.answers[number] if self.outcomes.get(number, True) else Failed(self.answers[number])
 
     async def ready(self, refs) -> None:
         """Wait for the steps that `refs` name (those started so far)."""
@@ -221,7 +291,8 @@ class ProgramState:
 
 
 async def run_program(body: tuple, numbers: Mapping[nodes.Span, int], scope: Scope, trace: TraceNode) -> Any:
-    """Run a program body as a dataflow graph and return its answer (the last step's)."""
+    """Run a program body as a dataflow graph and return its answer (the last step's, with its
+    outcome: a `Failed` when that step failed)."""
     state = ProgramState()
     try:
         await run_body(body, numbers, state, scope, trace)
@@ -243,7 +314,7 @@ async def run_body(body: tuple, numbers: Mapping[nodes.Span, int], state: Progra
     for stmt in body:
         if isinstance(stmt, nodes.If):
             node = trace.child("if", label=f"if at line {stmt.span.line}", location=_where(stmt.span))
-            if ends_program(stmt):
+            if ends_program(stmt) or any(_effectful(s, scope) for s in iter_steps((stmt,))):
                 await state.settle()
                 if await _branch(stmt, numbers, state, scope, node):
                     return True
@@ -255,23 +326,40 @@ async def run_body(body: tuple, numbers: Mapping[nodes.Span, int], state: Progra
         else:
             number = numbers[stmt.span]
             node = trace.child("step")  # placed now, so the trace keeps program order
-            state.tasks[number] = asyncio.ensure_future(_step_task(stmt, number, state, scope, trace, node))
+            after = state.effect if _effectful(stmt, scope) else None
+            task = asyncio.ensure_future(_step_task(stmt, number, state, scope, trace, node, after))
+            state.tasks[number] = task
+            if _effectful(stmt, scope):
+                state.effect = task
     return False
+
+
+def _effectful(step: nodes.Step, scope: Scope) -> bool:
+    """Whether the step's handler can reach an environment (the loader marks such handlers)."""
+    handler = scope.module.handlers.get(step.handler) if step.handler else None
+    return handler is not None and handler.effectful
 
 
 async def _branch(stmt: nodes.If, numbers, state: ProgramState, scope: Scope, trace: TraceNode) -> bool:
     await state.ready(nodes.condition_refs(stmt.condition))
-    taken = truth(condition_value(stmt.condition, state.answers, scope))
+    taken = truth(condition_value(stmt.condition, state, scope))
     trace.answer = taken
     return await run_body(stmt.then if taken else stmt.otherwise, numbers, state, scope, trace)
 
 
 async def _step_task(step: nodes.Step, number: int, state: ProgramState, scope: Scope, trace: TraceNode,
-                     node: TraceNode) -> Any:
+                     node: TraceNode, after: asyncio.Task | None = None) -> Any:
     await state.ready(step.refs)
+    if after is not None:
+        await asyncio.gather(after)  # the environment's previous step (its failure is raised by settle)
     answer = await run_step(step, state.answers, scope, trace, node)
-    state.answers[number] = answer
+    state.answers[number], state.outcomes[number] = outcome(answer)
     return answer
+
+
+async def in_order(coroutines) -> list:
+    """Run coroutines one after another, results in order (the first failure is raised)."""
+    return [await c for c in coroutines]
 
 
 async def gather_all(coroutines) -> list:
@@ -286,20 +374,31 @@ async def gather_all(coroutines) -> list:
 
 
 # ------------------------------------------------------------------ conditions
-def condition_value(expr, answers: Mapping[int, Any], scope: Scope) -> Any:
+def condition_value(expr, state: ProgramState, scope: Scope) -> Any:
     """Value of an `if` condition; no Python evaluation, only the forms the grammar allows."""
     if isinstance(expr, nodes.Literal):
         return expr.value
     if isinstance(expr, nodes.RefOperand):
-        return _ref_value(expr.ref, answers, scope)
+        return _ref_value(expr.ref, state.answers, scope)
     if isinstance(expr, nodes.Len):
-        return _length(_ref_value(expr.ref, answers, scope), expr)
+        return _length(_ref_value(expr.ref, state.answers, scope), expr)
+    if isinstance(expr, nodes.Ok):
+        _ref_value(expr.ref, state.answers, scope)  # exists
+        return expr.ref.index is None or state.outcomes.get(expr.ref.index, True)
+    if isinstance(expr, nodes.Depth):
+        return depth(scope.stack)
     if isinstance(expr, nodes.Not):
-        return not truth(condition_value(expr.operand, answers, scope))
+        return not truth(condition_value(expr.operand, state, scope))
     if isinstance(expr, nodes.BoolOp):
-        results = (truth(condition_value(e, answers, scope)) for e in expr.operands)
+        results = (truth(condition_value(e, state, scope)) for e in expr.operands)
         return all(results) if expr.op == "and" else any(results)
-    return _compare(expr, condition_value(expr.left, answers, scope), condition_value(expr.right, answers, scope))
+    return _compare(expr, condition_value(expr.left, state, scope), condition_value(expr.right, state, scope))
+
+
+def depth(stack: tuple[str, ...]) -> int:
+    """`depth()`: how many times the program (or decomposer) running this code is active on the
+    call chain, itself included: 1 at the top."""
+    return max(1, stack.count(stack[-1])) if stack else 1
 
 
 def _ref_value(ref: nodes.Ref, answers, scope) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from decomp.dsl import nodes
-from decomp.dsl.checker import check_recursion
+from decomp.dsl.checker import check_recursion, effectful
 from decomp.dsl.errors import CheckError, DecompError, Diagnostics
 from decomp.dsl.parser import parse_module, read_text
 from decomp.handlers.base import Handler, LoadContext
@@ -221,6 +221,7 @@ class _Loader:
         for handler in loaded.handlers.values():
             self.errors += handler.check_references(names)
         self.errors += check_recursion(loaded.handlers)
+        _mark_effects(loaded.handlers)
         root = loaded.module
         if root.main is not None and root.main.target not in names:
             self.errors.append(CheckError(f"main names an unknown program or handler '{root.main.target}'",
@@ -249,6 +250,15 @@ class _Loader:
             self.errors.append(CheckError(f"{path} has no program '{name}'", handler.error_span("name")))
             return
         handler.target = other.handlers[name]
+
+
+def _mark_effects(handlers: dict[str, Handler]) -> None:
+    """Mark every handler that can reach an environment (`Handler.effectful`): kinds that act on
+    one, `program(file=...)` handlers whose target can, and all that call them."""
+    sources = [name for name, h in handlers.items()
+               if h.effects or (isinstance(h, ProgramHandler) and h.target is not None and h.target.effectful)]
+    for name in effectful(handlers, sources):
+        handlers[name].effectful = True
 
 
 #: What a `model NAME = "..." (option=value)` declaration may set, with the types allowed.

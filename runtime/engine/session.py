@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from decomp.dsl.errors import DecompError, InternalError, ModelError
+from decomp.dsl.values import outcome
 from decomp.handlers.base import Handler
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
@@ -31,16 +32,28 @@ from decomp.runtime.models.base import Completion, Model, ModelSettings, Request
 
 @dataclass
 class RunResult:
-    """What one row produced: its answer, or the error that ended it, its usage and trace."""
+    """What one row produced: its answer, or the error that ended it, its usage and trace.
+
+    `failed` is the row's outcome: true when the answer's outcome is failed (an executor that
+    did not finish its task, a plan that failed) though no error ended the row."""
 
     answer: Any
     error: str | None
     trace: TraceNode
     usage: Usage = field(default_factory=Usage)
+    failed: bool = False
+    #: What each environment the row used reports, by handler name.
+    environments: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
+        """True when no error ended the row (its outcome may still be failed)."""
         return self.error is None
+
+    @property
+    def succeeded(self) -> bool:
+        """True when the row answered and its outcome is ok."""
+        return self.error is None and not self.failed
 
 
 #: The model used when nothing names one: the embedded local model (see runtime/models/local.py).
@@ -216,21 +229,22 @@ class Session:
     async def arun(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None,
                    index: int = 0) -> RunResult:
         """Run the module's main (or `target`) on one row; errors are caught into the result."""
-        row = RowContext(index, self.budget, self.usage)
+        row = RowContext(index, self.budget, self.usage, fields=fields)
         token = CURRENT_ROW.set(row)
         trace = TraceNode("row", label=str(fields.get("id", "")))
         try:
             answer = await self._entry(module, target, fields, trace)
         except DecompError as err:
             trace.error, trace.details = str(err), getattr(err, "details", None)
-            return RunResult(None, str(err), trace, row.usage)
+            return RunResult(None, str(err), trace, row.usage, environments=_summaries(row))
         except Exception as err:  # a bug in the interpreter must not end the run: record it on the row
             trace.error = str(InternalError.of(err))
-            return RunResult(None, trace.error, trace, row.usage)
+            return RunResult(None, trace.error, trace, row.usage, environments=_summaries(row))
         finally:
             CURRENT_ROW.reset(token)
-        trace.answer = answer
-        return RunResult(answer, None, trace, row.usage)
+        value, ok = outcome(answer)
+        trace.answer, trace.failed = value, not ok
+        return RunResult(value, None, trace, row.usage, failed=not ok, environments=_summaries(row))
 
     def run(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None) -> RunResult:
         """Synchronous `arun` for one row (closes the models' connections afterwards)."""
@@ -317,6 +331,14 @@ class Session:
             if failure is err:
                 raise
             raise failure from err
+
+
+def _summaries(row: RowContext) -> dict[str, Any]:
+    """The row's environment summaries; one that fails is recorded as its error, never raised."""
+    try:
+        return row.environment_summaries()
+    except Exception as err:  # an environment's own bug must not lose the row
+        return {"error": f"{type(err).__name__}: {err}"}
 
 
 def _known_settings(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import Any
 class TraceNode:
     """One call: where it was written, what it sent, what came back, and what ran beneath it."""
 
-    kind: str                      # "row" | "step" | "item" | "call" | "model" | "decomposer-line"
+    kind: str                      # "row" | "step" | "item" | "call" | "model" | "decomposer-line" | "if"
+    #                                "plan" | "and" | "or" (a plan's groups) | "iteration" (an executor's turn)
     label: str = ""
     handler: str | None = None
     operator: str | None = None
@@ -20,6 +21,8 @@ class TraceNode:
     answer: Any = None
     error: str | None = None
     details: str | None = None     # more on the error: a Python handler's traceback of the user's code
+    failed: bool = False           # the outcome: answered, but failed (ok(#n) is false)
+    skipped: bool = False          # a plan step that never ran (its AND/OR group was decided)
     cache_hit: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0

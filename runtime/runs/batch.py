@@ -86,9 +86,12 @@ async def _run_row(session: Session, module: LoadedModule, row: Row) -> tuple[di
         return {"id": row.id, "index": row.index, "answer": None, "error": row.error}, trace
     started = time.perf_counter()
     result = await session.arun(module, {"id": row.id, **row.fields}, index=row.index)
-    record: dict[str, Any] = {"id": row.id, "index": row.index, "answer": result.answer}
+    record: dict[str, Any] = {"id": row.id, "index": row.index, "answer": result.answer,
+                              "outcome": "error" if result.error is not None else "failed" if result.failed else "ok"}
     if result.error is not None:
         record["error"] = result.error
+    if result.environments:
+        record["environment"] = result.environments
     if row.gold is not None:
         record["gold"] = row.gold
         record["score"] = best_score(result.answer, as_alternatives(row.gold), "em") if result.error is None else 0.0

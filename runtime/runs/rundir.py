@@ -387,6 +387,7 @@ def summarize(records: list[dict], manifest: dict) -> dict:
         "failed": sum("error" in r for r in records),
         "score": round(sum(scored) / len(scored), 6) if scored else None,
         "scored_rows": len(scored),
+        **outcomes(records),
         **usage,
         "wall_s": round(sum(s.get("seconds") or 0.0 for s in sessions), 3),
         "sessions": len(sessions),
@@ -394,6 +395,47 @@ def summarize(records: list[dict], manifest: dict) -> dict:
     }
 
 
+
+
+def outcomes(records: list[dict]) -> dict:
+    """Success over rows: `failed_outcome` (rows that answered with a failed outcome),
+    `success_rate` (rows answered with an ok outcome, over all rows), `calls_per_row`; when
+    environments judged the rows (a summary's `success`), `env_success_rate` too (the paper
+    found self-judged success inflated: both are kept); and, when their summaries name a
+    `group` (TextCraft: the recipe depth), the same per group."""
+    out = _rates(records)
+    groups: dict[str, list[dict]] = {}
+    for record in records:
+        for summary in (record.get("environment") or {}).values():
+            if isinstance(summary, dict) and summary.get("group") is not None:
+                groups.setdefault(str(summary["group"]), []).append(record)
+                break
+    if groups:
+        out["by_group"] = {name: {"rows": len(rows), **_rates(rows)} for name, rows in sorted(groups.items())}
+    return out
+
+
+def _rates(records: list[dict]) -> dict:
+    rows = len(records) or 1
+    out = {"failed_outcome": sum(r.get("outcome") == "failed" for r in records),
+           "success_rate": round(sum(_succeeded(r) for r in records) / rows, 6)}
+    judged = [_env_success(r) for r in records]
+    if any(j is not None for j in judged):
+        out["env_success_rate"] = round(sum(bool(j) for j in judged) / rows, 6)
+    out["calls_per_row"] = round(sum((r.get("usage") or {}).get("calls", 0) for r in records) / rows, 3)
+    return out
+
+
+def _succeeded(record: dict) -> bool:
+    """Answered with an ok outcome (results lines written before outcomes existed: no error)."""
+    return "error" not in record and record.get("outcome", "ok") == "ok"
+
+
+def _env_success(record: dict) -> bool | None:
+    """Whether every environment of the row that judges success says so (None: none judges)."""
+    verdicts = [s["success"] for s in (record.get("environment") or {}).values()
+                if isinstance(s, dict) and "success" in s]
+    return all(verdicts) if verdicts else None
 
 
 _MANIFEST_SHAPE = {"program": ("path", "sha256", "files"), "input": ("path", "sha256"), "options": ()}

@@ -306,6 +306,8 @@ class Predictions(dict):
     def __init__(self) -> None:
         super().__init__()
         self.warnings: list[str] = []
+        #: The whole line of each id (its outcome, environment summaries, usage).
+        self.records: dict[str, dict] = {}
 
 
 def read_predictions(path: str | Path) -> Predictions:
@@ -344,12 +346,30 @@ def _add_prediction(result: Predictions, record: dict, where: str) -> None:
     if row_id in result:
         result.warnings.append(f"{where}: repeated id {row_id!r}; the last answer is kept")
     result[row_id] = None if record.get("error") else record.get("answer")
+    result.records[row_id] = record
 
 
-def evaluate_files(gold_path: str | Path, pred_path: str | Path, metric: str) -> tuple[dict, list[str]]:
+def success_summary(predictions: Predictions) -> dict:
+    """Success over the predicted rows, as a run's summary gives it (`success_rate`,
+    `failed_outcome`, `env_success_rate`, `by_group`, `calls_per_row`) plus `errors`."""
+    from decomp.runtime.runs.rundir import outcomes
+
+    records = list(predictions.records.values())
+    return {"rows": len(records), "errors": sum(bool(r.get("error")) for r in records), **outcomes(records)}
+
+
+def evaluate_files(gold_path: str | Path | None, pred_path: str | Path, metric: str) -> tuple[dict, list[str]]:
     """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL or
-    `decomp run` run directory; also the warnings about prediction lines that were skipped."""
+    `decomp run` run directory; also the warnings about prediction lines that were skipped.
+
+    When some prediction failed its outcome or was judged by an environment (runs of programs
+    whose steps can fail, such as ADaPT's), the success rates are added (`success_summary`);
+    without gold only those are given."""
     from decomp.runtime.runs.datasets import read_rows
 
     predictions = read_predictions(pred_path)
-    return score_predictions(gold_by_id(read_rows(gold_path)), predictions, metric), predictions.warnings
+    judged = any(r.get("outcome") == "failed" or r.get("environment") for r in predictions.records.values())
+    summary = success_summary(predictions) if judged or gold_path is None else {}
+    if gold_path is not None:
+        summary = {**score_predictions(gold_by_id(read_rows(gold_path)), predictions, metric), **summary}
+    return summary, predictions.warnings

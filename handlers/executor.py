@@ -1,0 +1,176 @@
+"""Kind `executor`: an interactive ReAct executor over an environment (ADaPT's executor).
+
+    handler act = executor(environment = "craft", file = "executor.j2", max_iterations = 20,
+                           patience = 4, success = "either", state_action = "inventory")
+
+The sub-query is the task. The prompt is a Jinja template (sandboxed, StrictUndefined) that
+sees `task`, `start` (the environment's opening observation), `state` (the observation of
+`state_action`, taken before the first turn: the inventory, so a sub-task knows what the
+previous one achieved), `inputs` and each input by name. Each turn the model writes one line
+after `> `: `think: ...` gets `OK.`, "task completed" / "task failed" ends the attempt, anything
+else is an action stepped in the environment; the line and its observation are appended to the
+prompt. The attempt ends on the model's verdict, when the environment is done, after
+`patience` observations in a row that say the action failed, on an empty line, or after
+`max_iterations` turns.
+
+Success (`success=`): "model" (the model said "task completed"), "reward" (the environment
+gave a reward), "either" (default) or "both". The answer records success, who judged it, the
+reward, why it stopped, the turns and the actions; a failed attempt is a failed outcome
+(`ok(#n)` false), not a row error. In the trace each turn is an `iteration` node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from jinja2 import TemplateError
+from pydantic import Field
+
+from decomp.dsl.errors import CheckError, DecompError, HandlerError
+from decomp.dsl.parser import read_text
+from decomp.dsl.values import Failed
+from decomp.handlers.base import Call, Handler, Options
+from decomp.handlers.environment import Environment
+from decomp.handlers.fewshot import check_file
+from decomp.handlers.prompt import JINJA
+from decomp.handlers.registry import handler_kind
+
+COMPLETED, FAILED = "task completed", "task failed"
+
+
+class ExecutorOptions(Options):
+    environment: str
+    file: str | None = None
+    text: str | None = None
+    model: str | None = None
+    max_iterations: int = Field(20, ge=1)
+    patience: int | None = Field(None, ge=1)
+    success: Literal["model", "reward", "either", "both"] = "either"
+    state_action: str | None = None
+    temperature: float = Field(0.0, ge=0.0)
+    max_tokens: int = Field(64, ge=1)
+
+
+@dataclass
+class Attempt:
+    """One attempt at a task: the turns so far and how it ended."""
+
+    task: str
+    said: str | None = None            # "completed" | "failed" | None: the model's own verdict
+    reward: float = 0.0
+    stopped: str = ""
+    actions: list[str] = field(default_factory=list)
+    turns: int = 0
+    failures_in_row: int = 0
+
+    def record(self, success: bool, judge: str) -> dict[str, Any]:
+        return {"task": self.task, "success": success, "judge": judge, "model_said": self.said,
+                "reward": self.reward, "stopped": self.stopped, "iterations": self.turns, "actions": self.actions}
+
+
+@handler_kind("executor")
+class ExecutorHandler(Handler):
+    """ReAct over an `environment` handler: one model line per turn, until a verdict or a limit."""
+
+    Options = ExecutorOptions
+    cacheable = False
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._template = None
+
+    def check(self) -> list[CheckError]:
+        errors = check_file(self)
+        if not self.options.file and self.options.text is None:
+            errors.append(CheckError(f"[{self.name}] needs file=... or text=... (a Jinja template)", self.error_span()))
+        if errors:
+            return errors
+        try:
+            self._prepare()
+        except (DecompError, OSError, TemplateError) as err:
+            return [CheckError(f"template of [{self.name}]: {err}", self.error_span("file") or self.error_span("text"))]
+        return []
+
+    def check_references(self, handlers: set[str]) -> list[CheckError]:
+        if self.options.environment not in handlers:
+            return [CheckError(f"[{self.name}] names an unknown environment handler {self.options.environment!r}",
+                               self.error_span("environment"), expected="the name of an environment(...) handler")]
+        return []
+
+    def calls(self):
+        return {self.options.environment: [self.error_span("environment")]}
+
+    def _prepare(self):
+        if self._template is None:
+            source = read_text(self.ctx.resolve(self.options.file)) if self.options.file else self.options.text
+            self._template = JINJA.from_string(source)
+        return self._template
+
+    def render(self, call: Call, env: Environment, state: str) -> str:
+        """The prompt before the first turn."""
+        variables = {**call.inputs, "task": call.query, "start": env.start(), "state": state,
+                     "inputs": dict(call.inputs)}
+        try:
+            return self._prepare().render(**variables)
+        except Exception as err:  # a template can fail in any way
+            raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
+
+    async def run(self, call: Call) -> Any:
+        opts = self.options
+        env = call.environment(opts.environment)
+        state = env.step(opts.state_action).observation if opts.state_action else ""
+        prompt = self.render(call, env, state).rstrip("\n") + "\n"
+        attempt = Attempt(call.query)
+        while not attempt.stopped:
+            if attempt.turns >= opts.max_iterations:
+                attempt.stopped = f"max_iterations ({opts.max_iterations})"
+                break
+            texts = await call.complete(prompt + ">", model=opts.model, stop=("\n",),
+                                        max_tokens=opts.max_tokens, temperature=opts.temperature)
+            line = _first_line(texts[0])
+            attempt.turns += 1
+            observation = self._turn(attempt, line, env)
+            call.child("iteration", label=line or "(nothing)", answer=observation)
+            prompt += f"> {line}\n{observation}\n"
+        return self._verdict(attempt)
+
+    def _turn(self, attempt: Attempt, line: str, env: Environment) -> str:
+        """Act on one model line; the observation shown back to the model."""
+        lowered = line.lower()
+        if not line:
+            attempt.stopped = "the model wrote nothing"
+            return "Nothing was written."
+        if lowered.startswith("think:"):
+            return "OK."
+        if COMPLETED in lowered or FAILED in lowered:
+            attempt.said = "completed" if COMPLETED in lowered else "failed"
+            attempt.stopped = f"the model said {attempt.said}"
+            return "OK."
+        result = env.step(line)
+        attempt.actions.append(line)
+        attempt.reward = max(attempt.reward, result.reward)
+        attempt.failures_in_row = attempt.failures_in_row + 1 if env.failed(result.observation) else 0
+        if result.done:
+            attempt.stopped = "the environment is done"
+        elif self.options.patience and attempt.failures_in_row >= self.options.patience:
+            attempt.stopped = f"patience ({self.options.patience} failed actions in a row)"
+        return result.observation
+
+    def _verdict(self, attempt: Attempt) -> Any:
+        by_model, by_reward = attempt.said == "completed", attempt.reward > 0
+        rule = self.options.success
+        success = {"model": by_model, "reward": by_reward, "either": by_model or by_reward,
+                   "both": by_model and by_reward}[rule]
+        judges = [name for name, said in (("model", by_model), ("reward", by_reward)) if said]
+        judge = "+".join(judges) if success else rule
+        record = attempt.record(success, judge)
+        return record if success else Failed(record)
+
+
+def _first_line(text: str) -> str:
+    """The model's line: its first non-blank line, without a leading `>`."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line.lstrip(">").strip()
+    return ""
