@@ -561,6 +561,11 @@ class _Builder(Transformer):
 
     @v_args(meta=True)
     def depth_operand(self, meta, items):
+        if items:  # read, so that the error is this one, not "#1) {" taken for a comment
+            at = self._span(items[0])
+            line = self.source.split("\n")[at.line - 1]
+            self.errors.append(DecompSyntaxError("depth() takes no argument: it is the depth of the running program",
+                                                 at, expected="depth()", line_text=line))
         return nodes.Depth(self._span(meta))
 
     def _ref(self, token: Token) -> nodes.Ref:

@@ -27,7 +27,7 @@ from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.registry import default_registry, handler_kind
 
-__all__ = ["Environment", "EnvironmentHandler", "StepResult", "environment"]
+__all__ = ["ActsOnEnvironment", "Environment", "EnvironmentHandler", "StepResult", "environment"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,23 @@ def environment(name: str, registry=default_registry):
         return factory
 
     return register
+
+
+class ActsOnEnvironment(Handler):
+    """Base of kinds that act on the environment an option names (`environment="craft"`: an
+    `environment` handler of the same file): the checker sees the call, so such handlers are
+    effectful, and a name that is not a handler is a `decomp check` error."""
+
+    def calls(self) -> dict[str, list]:
+        return {self.options.environment: [self.error_span("environment")]}
+
+    def check_references(self, handlers: set[str]) -> list:
+        from decomp.dsl.errors import CheckError
+
+        if self.options.environment in handlers:
+            return []
+        return [CheckError(f"[{self.name}] names an unknown environment handler {self.options.environment!r}",
+                           self.error_span("environment"), expected="the name of an environment(...) handler")]
 
 
 class EnvironmentOptions(Options):

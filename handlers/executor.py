@@ -7,7 +7,7 @@ The sub-query is the task. The prompt is a Jinja template (sandboxed, StrictUnde
 sees `task`, `start` (the environment's opening observation), `state` (the observation of
 `state_action`, taken before the first turn: the inventory, so a sub-task knows what the
 previous one achieved), `inputs` and each input by name. Each turn the model writes one line
-after `> `: `think: ...` gets `OK.`, "task completed" / "task failed" ends the attempt, anything
+after `>`: `think: ...` gets `OK.`, "task completed" / "task failed" ends the attempt, anything
 else is an action stepped in the environment; the line and its observation are appended to the
 prompt. The attempt ends on the model's verdict, when the environment is done, after
 `patience` observations in a row that say the action failed, on an empty line, or after
@@ -29,8 +29,8 @@ from pydantic import Field
 from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.parser import read_text
 from decomp.dsl.values import Failed
-from decomp.handlers.base import Call, Handler, Options
-from decomp.handlers.environment import Environment
+from decomp.handlers.base import Call, Options
+from decomp.handlers.environment import ActsOnEnvironment, Environment
 from decomp.handlers.fewshot import check_file
 from decomp.handlers.prompt import JINJA
 from decomp.handlers.registry import handler_kind
@@ -69,7 +69,7 @@ class Attempt:
 
 
 @handler_kind("executor")
-class ExecutorHandler(Handler):
+class ExecutorHandler(ActsOnEnvironment):
     """ReAct over an `environment` handler: one model line per turn, until a verdict or a limit."""
 
     Options = ExecutorOptions
@@ -90,15 +90,6 @@ class ExecutorHandler(Handler):
         except (DecompError, OSError, TemplateError) as err:
             return [CheckError(f"template of [{self.name}]: {err}", self.error_span("file") or self.error_span("text"))]
         return []
-
-    def check_references(self, handlers: set[str]) -> list[CheckError]:
-        if self.options.environment not in handlers:
-            return [CheckError(f"[{self.name}] names an unknown environment handler {self.options.environment!r}",
-                               self.error_span("environment"), expected="the name of an environment(...) handler")]
-        return []
-
-    def calls(self):
-        return {self.options.environment: [self.error_span("environment")]}
 
     def _prepare(self):
         if self._template is None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 from pathlib import Path
@@ -479,9 +480,14 @@ def textcraft_generate(source: Path, depth: int, count: int, seed: int, distract
 
 @main.command()
 def programs() -> None:
-    """List the bundled programs (run one with `decomp run NAME`)."""
+    """List the bundled programs (run one with `decomp run NAME`; files without a `main`, which
+    others import, are not listed)."""
     for path in sorted(PROGRAMS_DIR.rglob("*.decomp")):
-        click.echo(str(path.relative_to(PROGRAMS_DIR).with_suffix("")))
+        if _HAS_MAIN.search(path.read_text(encoding="utf-8")):
+            click.echo(str(path.relative_to(PROGRAMS_DIR).with_suffix("")))
+
+
+_HAS_MAIN = re.compile(r"^main[ \t]+\w", re.MULTILINE)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -113,6 +113,18 @@ ANSWERS = {
                "default": " no"},
 }
 
+# a TextCraft task of recipe depth 1: dmax 2 solves it with the symbolic agents
+CRAFT_ROW = {"id": "t1", "goal": "oak planks", "dmax": 2,
+             "crafting_commands": ["craft 4 oak planks using 1 oak logs", "craft 1 chest using 8 planks"]}
+FETCH = {"task": "Fetch 1 oak logs", "success": True, "judge": "symbolic", "reward": 0.0, "stopped": "done",
+         "iterations": 1, "actions": ["get 1 oak logs"]}
+CRAFT = {"task": "Craft 4 oak planks using 1 oak logs", "success": True, "judge": "symbolic", "reward": 1.0,
+         "stopped": "done", "iterations": 1, "actions": ["craft 4 oak planks using 1 oak logs"]}
+# the fake model says "task completed" at once: the executor's self-judged success
+SAID_DONE = {"task": "craft 1 oak planks", "success": True, "judge": "model", "model_said": "completed",
+             "reward": 0.0, "stopped": "the model said completed", "iterations": 1, "actions": []}
+ANSWERS["done"] = {"default": "task completed"}
+
 # (program, --main or None for its main, question or row, answers, the answer expected, calls a model)
 # the answer `None`: only its shape is checked (llm_scoring's edges depend on the fake's scores)
 CASES = [
@@ -129,6 +141,14 @@ CASES = [
     ("tasklama/graphs", "pairwise", GRAPH_ROW, "graphs", {"steps": TEA, "edges": ORDER}, True),
     ("tasklama/graphs", "pairwise_cot", GRAPH_ROW, "graphs", {"steps": TEA, "edges": ORDER}, True),
     ("tasklama/graphs", "llm_scoring", GRAPH_ROW, "graphs", None, True),
+    ("adapt/textcraft", None, CRAFT_ROW, "done", SAID_DONE, True),
+    ("adapt/textcraft", "react", CRAFT_ROW, "done", SAID_DONE, True),
+    ("adapt/textcraft", "plan_execute", CRAFT_ROW, "done", [], True),   # "task completed" is no plan: failed
+    ("adapt/textcraft_symbolic", None, CRAFT_ROW, "none", [FETCH, CRAFT], False),
+    ("adapt/textcraft_symbolic", "react", CRAFT_ROW, "none",   # one action is not enough: a failed outcome
+     {"task": "craft 1 oak planks", "success": False, "judge": "symbolic", "reward": 0.0,
+      "stopped": "cannot do it in one action", "iterations": 0, "actions": []}, False),
+    ("adapt/textcraft_symbolic", "plan_execute", CRAFT_ROW, "none", [FETCH, CRAFT], False),
 ]
 CASE_IDS = [f"{program}:{main or 'main'}" for program, main, *_ in CASES]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from decomp.dsl.errors import HandlerError
-from decomp.dsl.nodes import Span
 from decomp.dsl.values import Failed
-from decomp.handlers.base import Call, Handler, Options
+from decomp.handlers.base import Call, Options
+from decomp.handlers.environment import ActsOnEnvironment
 from decomp.handlers.registry import handler_kind
 from decomp.handlers.textcraft.env import TextCraft
 from decomp.handlers.textcraft.recipes import parse_task, plan_actions, plan_text
@@ -30,12 +30,9 @@ class SymbolicOptions(Options):
     environment: str
 
 
-class _Symbolic(Handler):
+class _Symbolic(ActsOnEnvironment):
     Options = SymbolicOptions
     cacheable = False
-
-    def calls(self) -> dict[str, list[Span]]:
-        return {self.options.environment: [self.error_span("environment")]}
 
     def textcraft(self, call: Call) -> TextCraft:
         env = call.environment(self.options.environment)

@@ -4,3 +4,4 @@ from decomp.handlers import kinds  # noqa: F401
 from decomp.runtime.engine import program  # noqa: F401
 from decomp.runtime.models import local, openai_backend  # noqa: F401
 from decomp.runtime.testing import fake  # noqa: F401
+from decomp.runtime.testing import scripted  # noqa: F401

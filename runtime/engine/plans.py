@@ -24,7 +24,8 @@ async def run_plan(value: Any, run_one: RunStep, trace: TraceNode) -> Any:
     Raises `TypeError` when `value` is not a plan at all."""
     plan, note = read_plan(value)
     order = plan.execution_order()
-    node = trace.child("plan", label=order_text(order), query=value if isinstance(value, str) else None)
+    label = order_text(order) if plan.steps else "(no steps)"
+    node = trace.child("plan", label=label, query=value if isinstance(value, str) else None)
     node.details = note
     if not plan.steps:
         node.failed, node.answer, node.details = True, [], "the plan has no steps"

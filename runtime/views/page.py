@@ -13,8 +13,9 @@ paragraphs being cut after each blank line, so the few-shot examples every promp
 stored once. A node is an object of short keys, present only when set:
 
     k kind, l label, h handler, o operator, at location, q query, p prompt, r raw_output,
-    a answer (text: strings as they are, other values as JSON), e error, c cache_hit (1),
-    pt prompt_tokens, ct completion_tokens, s seconds, ch children (nodes)
+    a answer (text: strings as they are, other values as JSON), e error, d details (a note or
+    a traceback), f failed (1: a failed outcome), sk skipped (1: a plan step that never ran),
+    c cache_hit (1), pt prompt_tokens, ct completion_tokens, s seconds, ch children (nodes)
 
 `</` is written `<\\/` (and `<!--` as `\\u003c!--`) inside the JSON, so no text can end the
 script element early. The script writes data with `textContent` only, never `innerHTML`.
@@ -25,19 +26,35 @@ What tests (and other tools) can rely on:
     #summary [data-key=NAME] dd   one run total (rows, failed, score, calls, prompt_tokens, ...)
     #handlers                     per-handler latency table (when any handler ran)
     table#rows tr.row             one per row: data-index, data-id; class `failed` when the row
-                                  has an error, else `wrong` when scored below 1; `selected` when shown
+                                  has an error, else `failed-outcome` when it answered with a
+                                  failed outcome (td.status "outcome failed", amber), `wrong` when
+                                  scored below 1; `selected` when shown
       td.index td.id td.answer td.gold td.score td.status td.calls td.tokens td.cache-hits
                                   (td.score only when some row has a score)
     #tree                         the selected row's tree (data-index = that row's index)
     #tree-title                   its heading; #expand-all, #collapse-all buttons
     .node                         a tree node: data-path ("0", "0.2", "0.2.1"), data-kind;
-                                  class `failed` when it has an error, `open` when expanded
+                                  class `failed` when it has an error, `failed-outcome` when it
+                                  answered with a failed outcome, `skipped` when a plan step never
+                                  ran, `open` when expanded
       .node-head > button.toggle  expands / collapses (aria-expanded); absent on empty leaves
       .node-head spans            .kind .handler .operator .label .location .query .answer
-                                  .error .ok .tokens .seconds .cache-hit
-      .node-body                  built on first expand: pre.prompt, pre.raw-output, .children
+                                  .error .ok .tokens .seconds .cache-hit; .ok reads "ok", "failed"
+                                  (red: an error), "failed" with class `outcome-failed` (amber: a
+                                  failed outcome) or "skipped" with class `skipped`
+      .node-head > details.details  a node's details (a traceback), collapsed; a plan's note is
+                                  span.note instead, shown
+      .node-body                  built on first expand: details.plan-text (a plan's text),
+                                  pre.prompt, pre.raw-output, .children
     script#trace-data             the JSON above
     #row=INDEX in the URL         selects that row (on opening, and when the hash changes)
+
+ADaPT nodes: a `plan` node's .label is its execution order (its planner's text in the body,
+collapsed); its groups (`and` / `or`, badged AND / OR) show their own order only when nested;
+a plan step (an `item` in a group) shows its label "Step n: text" as .label, not its query; an
+`iteration` (one executor turn) shows its badge "turn N", span.action ("> " and the model's
+line) and span.observation, and no .ok unless it has an error. Plans and groups show no answer
+in their head (their steps show theirs).
 
 The row node and its first-level children that hold no prompt start expanded; every other
 node starts collapsed.
@@ -56,6 +73,8 @@ _CUT_ABOVE = 80
 _PARAGRAPHS = re.compile(r"(?<=\n\n)")
 _TOTALS = ("rows", "failed", "score", "scored_rows", "calls", "cache_hits", "prompt_tokens",
            "completion_tokens", "wall_s", "sessions")
+#: Totals shown only when the summary has them (runs whose rows have outcomes, environments).
+_OUTCOME_TOTALS = ("failed_outcome", "success_rate", "env_success_rate")
 
 
 def render_html(run: RunDir) -> str:
@@ -133,7 +152,7 @@ class _Strings:
 
 
 _TEXT_KEYS = (("kind", "k"), ("label", "l"), ("handler", "h"), ("operator", "o"), ("location", "at"),
-              ("query", "q"), ("prompt", "p"), ("raw_output", "r"), ("error", "e"))
+              ("query", "q"), ("prompt", "p"), ("raw_output", "r"), ("error", "e"), ("details", "d"))
 
 
 def _encode(node: dict, strings: _Strings) -> dict:
@@ -144,8 +163,9 @@ def _encode(node: dict, strings: _Strings) -> dict:
             out[key] = strings.ref(str(value))
     if node.get("answer") is not None:
         out["a"] = strings.ref(show_value(node["answer"]))
-    if node.get("cache_hit"):
-        out["c"] = 1
+    for name, key in (("failed", "f"), ("skipped", "sk"), ("cache_hit", "c")):
+        if node.get(name):
+            out[key] = 1
     for name, key in (("prompt_tokens", "pt"), ("completion_tokens", "ct")):
         if node.get(name):
             out[key] = node[name]
@@ -166,9 +186,10 @@ def _header_html(run: RunDir, summary: dict) -> str:
     parts = ["<header id=\"run-header\">\n<h1>decomp run</h1>\n<dl id=\"run-facts\">"]
     parts += [f"<div><dt>{name}</dt><dd id=\"{name}\">{_esc(value)}</dd></div>" for name, value in facts]
     parts.append("</dl>\n<dl id=\"summary\">")
-    for key in _TOTALS:
+    for key in _TOTALS + tuple(k for k in _OUTCOME_TOTALS if k in summary):
         value = summary.get(key)
-        bad = " class=\"bad\"" if key == "failed" and value else ""
+        bad = (" class=\"bad\"" if key == "failed" and value else
+               " class=\"warn\"" if key == "failed_outcome" and value else "")
         parts.append(f"<div data-key=\"{key}\"{bad}><dt>{key.replace('_', ' ')}</dt>"
                      f"<dd>{_esc('' if value is None else value)}</dd></div>")
     parts.append("</dl>\n")
@@ -201,11 +222,14 @@ def _rows_html(records: list[dict]) -> str:
 def _row_html(record: dict, scored: bool) -> str:
     usage = record.get("usage") or {}
     failed = "error" in record
+    failed_outcome = not failed and record.get("outcome") == "failed"
     score = record.get("score")
-    classes = ["row"] + (["failed"] if failed else []) + (["wrong"] if not failed and score is not None and score < 1 else [])
+    classes = (["row"] + (["failed"] if failed else []) + (["failed-outcome"] if failed_outcome else [])
+               + (["wrong"] if not failed and score is not None and score < 1 else []))
     prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
     status = (f"<td class=\"status\" title=\"{_esc(record['error'])}\">failed</td>" if failed
-              else "<td class=\"status\">ok</td>")
+              else "<td class=\"status\" title=\"answered, but its outcome failed\">outcome failed</td>"
+              if failed_outcome else "<td class=\"status\">ok</td>")
     cells = [
         f"<td class=\"index\">{_esc(record['index'])}</td>",
         f"<td class=\"id\">{_esc(record.get('id'))}</td>",
@@ -224,7 +248,8 @@ def _row_html(record: dict, scored: bool) -> str:
 
 _CSS = """
 :root { --fg: #1d2127; --muted: #68707c; --line: #d8dce2; --bg: #fff; --soft: #f4f6f9;
-  --red: #b3261e; --red-bg: #fde7e6; --amber-bg: #fff6dc; --sel: #dceafe; --accent: #1a5fb4; }
+  --red: #b3261e; --red-bg: #fde7e6; --amber-bg: #fff6dc; --sel: #dceafe; --accent: #1a5fb4;
+  --amber: #a85b00; --orange-bg: #ffedd5; }
 * { box-sizing: border-box; }
 html, body { height: 100%; }
 body { display: flex; flex-direction: column; margin: 0; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
@@ -237,6 +262,7 @@ dt { color: var(--muted); }
 dd { margin: 0; font-weight: 600; word-break: break-all; }
 #run-facts dd { font-family: ui-monospace, Menlo, Consolas, monospace; font-weight: normal; }
 #summary .bad dd { color: var(--red); }
+#summary .warn dd { color: var(--amber); }
 details#handlers-box { margin-top: 4px; }
 table { border-collapse: collapse; }
 th, td { padding: 3px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
@@ -256,11 +282,16 @@ tr.row.failed { background: var(--red-bg); }
 tr.row.failed td.status { color: var(--red); font-weight: 600; }
 tr.row.selected { background: var(--sel); outline: 2px solid var(--accent); outline-offset: -2px; }
 tr.row.failed.selected { background: var(--red-bg); }
+tr.row.failed-outcome { background: var(--orange-bg); }
+tr.row.failed-outcome td.status { color: var(--amber); font-weight: 600; }
+tr.row.failed-outcome.selected { background: var(--orange-bg); }
 #tree-bar { display: flex; gap: 8px; align-items: center; margin-bottom: 8px; }
 #tree-bar.failed h2 { color: var(--red); }
-.node { margin-left: 16px; border-left: 1px solid var(--line); padding-left: 6px; }
+#tree-bar.failed-outcome h2 { color: var(--amber); }
+/* 18px a level (an ADaPT tree nests 25 deep); a head keeps its width: a deep tree scrolls sideways */
+.node { margin-left: 12px; border-left: 1px solid var(--line); padding-left: 6px; }
 #tree > .node { margin-left: 0; border-left: none; padding-left: 0; }
-.node-head { display: flex; flex-wrap: wrap; gap: 2px 8px; align-items: baseline; padding: 2px 0; }
+.node-head { display: flex; flex-wrap: wrap; gap: 2px 8px; align-items: baseline; padding: 2px 0; min-width: 26em; }
 .node-head > span { white-space: pre-wrap; word-break: break-word; }
 .toggle { width: 22px; padding: 0; border: 1px solid var(--line); background: var(--bg); border-radius: 3px; cursor: pointer; font-size: 11px; }
 .toggle-space { display: inline-block; width: 22px; }
@@ -268,21 +299,43 @@ tr.row.failed.selected { background: var(--red-bg); }
 .node[data-kind="model"] > .node-head .kind { background: #6b3fa0; }
 .node[data-kind="row"] > .node-head .kind { background: #2b6a3f; }
 .node[data-kind="step"] > .node-head .kind { background: #1a5fb4; }
+.node[data-kind="plan"] > .node-head .kind { background: #7a4f00; }
+.node[data-kind="and"] > .node-head .kind, .node[data-kind="or"] > .node-head .kind { background: #fff; color: #7a4f00; border: 1px solid #c9a25a; font-weight: 700; }
+.node[data-kind="iteration"] > .node-head .kind { background: #e8ebf0; color: var(--muted); text-transform: none; }
+.node[data-kind="plan"] > .node-head .label { font-weight: 600; }
 .node-head .handler { font-weight: 600; }
 .node-head .operator, .node-head .location, .node-head .seconds, .node-head .tokens { color: var(--muted); font-size: 12px; }
 .node-head .location { font-family: ui-monospace, Menlo, Consolas, monospace; }
 .node-head .query, .node-head .answer, .node-head .label { font-family: ui-monospace, Menlo, Consolas, monospace; }
+/* a long answer (ADaPT's nested list of attempts, at every level) scrolls in 5 lines */
+.node-head .answer { max-height: 7em; overflow: auto; }
 .node-head .answer::before { content: "\\2192  "; color: var(--muted); }
 .node-head .error { color: var(--red); font-weight: 600; }
 .node-head .ok { font-size: 11px; color: #2b6a3f; }
 .node.failed > .node-head .ok { color: var(--red); font-weight: 600; }
 .node.failed > .node-head { background: var(--red-bg); }
+.node.failed-outcome { border-left-color: #e0a040; }
+.node-head .ok.outcome-failed { color: #fff; background: var(--amber); border-radius: 3px; padding: 0 4px; font-weight: 600; }
+.node.failed-outcome > .node-head .answer { color: var(--amber); }
+.node.skipped > .node-head { opacity: .55; }
+.node-head .ok.skipped { color: var(--muted); font-style: italic; }
+.node-head .note { color: var(--amber); font-style: italic; }
+.node-head .action, .node-head .observation { font-family: ui-monospace, Menlo, Consolas, monospace; }
+.node-head .action { font-weight: 600; }
+.node-head .observation { color: var(--muted); flex: 1 1 0; min-width: 12em; }
+.node[data-kind="iteration"] > .node-head .kind { white-space: nowrap; }
+.node[data-kind="iteration"] > .node-head { flex-wrap: nowrap; }
+.node-head .observation::before { content: "\\2192  "; }
+.node-head > details.details { flex-basis: 100%; margin-left: 28px; font-size: 12px; }
+details.details > summary, details.plan-text > summary { color: var(--muted); cursor: pointer; }
 .node-head .cache-hit { font-size: 11px; background: #e6f4ea; color: #2b6a3f; border-radius: 3px; padding: 0 4px; }
-.node-body { padding: 2px 0 4px 28px; }
+.node-body { padding: 2px 0 4px 0; }
+.node-body > :not(.children) { margin-left: 28px; }
 .block-title { font-size: 11px; color: var(--muted); margin-top: 4px; }
-pre.prompt, pre.raw-output { margin: 2px 0 6px; padding: 6px 8px; background: var(--soft); border: 1px solid var(--line); border-radius: 4px;
+pre.prompt, pre.raw-output, pre.details, pre.plan-text { margin: 2px 0 6px; padding: 6px 8px; background: var(--soft); border: 1px solid var(--line); border-radius: 4px;
   white-space: pre-wrap; word-break: break-word; font: 12px/1.35 ui-monospace, Menlo, Consolas, monospace; max-height: 480px; overflow: auto; }
 pre.raw-output { background: #f3effa; }
+.node.failed pre.details { background: var(--red-bg); }
 .muted { color: var(--muted); }
 """
 
@@ -313,15 +366,20 @@ _JS = r"""
     if (title) { s.title = title; }
     head.appendChild(s);
   }
-  function expandable(n) { return !!(n.p !== undefined || n.r !== undefined || (n.ch && n.ch.length)); }
+  function expandable(n) { return !!(n.p !== undefined || n.r !== undefined || (n.ch && n.ch.length) || (planText(n) !== null)); }
+  function planText(n) { return text(n.k) === "plan" && n.q !== undefined ? text(n.q) : null; }
+  var GROUPS = { "and": 1, "or": 1 };
   function startsOpen(n, depth) { return depth === 0 || (depth === 1 && n.p === undefined && !!(n.ch && n.ch.length)); }
 
-  function renderNode(n, depth, path) {
+  function renderNode(n, depth, path, parent, turn) {
     var node = el("div", "node");
     node.dataset.path = path;
     var kind = text(n.k) || "";
+    var parentKind = parent ? text(parent.k) : null;
     node.dataset.kind = kind;
     if (n.e !== undefined) { node.classList.add("failed"); }
+    else if (n.f) { node.classList.add("failed-outcome"); }
+    if (n.sk) { node.classList.add("skipped"); }
     var head = el("div", "node-head");
     node.appendChild(head);
     if (expandable(n)) {
@@ -334,26 +392,51 @@ _JS = r"""
     } else {
       head.appendChild(el("span", "toggle-space"));
     }
-    span(head, "kind", kind);
-    if (n.h !== undefined) { span(head, "handler", "[" + text(n.h) + "]"); }
-    if (n.o !== undefined) { span(head, "operator", text(n.o)); }
-    var query = text(n.q), label = text(n.l);
-    if (label && (!query || label.indexOf(query) < 0)) { span(head, "label", label); }
-    if (n.at !== undefined) { span(head, "location", text(n.at)); }
-    if (query !== null) { span(head, "query", query); }
-    if (n.a !== undefined) { span(head, "answer", text(n.a)); }
+    var query = text(n.q), label = text(n.l), details = text(n.d);
+    if (kind === "iteration") {  // one executor turn: the model's line and what it saw
+      span(head, "kind", "turn " + (turn || 1));
+      span(head, "action", "> " + (label || ""));
+      if (n.a !== undefined) { span(head, "observation", text(n.a)); }
+    } else {
+      span(head, "kind", kind);
+      if (n.h !== undefined) { span(head, "handler", "[" + text(n.h) + "]"); }
+      if (n.o !== undefined) { span(head, "operator", text(n.o)); }
+      var planStep = kind === "item" && GROUPS[parentKind] && label;
+      if (kind === "plan") { span(head, "label", label || "(no order)"); query = null; }
+      else if (GROUPS[kind]) { if (label && !(parent && text(parent.l) === label)) { span(head, "label", label); } }
+      else if (planStep) { span(head, "label", label); query = null; }
+      else if (label && (!query || label.indexOf(query) < 0)) { span(head, "label", label); }
+      if (n.at !== undefined) { span(head, "location", text(n.at)); }
+      if (query !== null) { span(head, "query", query); }
+      if (n.a !== undefined && kind !== "plan" && !GROUPS[kind]) { span(head, "answer", text(n.a)); }
+    }
     if (n.e !== undefined) { span(head, "error", text(n.e)); }
-    span(head, "ok", n.e === undefined ? "ok" : "failed");
+    if (n.e !== undefined) { span(head, "ok", "failed"); }
+    else if (kind === "iteration") { /* a turn: its observation says how it went */ }
+    else if (n.sk) { span(head, "ok skipped", "skipped"); }
+    else if (n.f) { span(head, "ok outcome-failed", "failed", "answered, but its outcome failed (not an error)"); }
+    else { span(head, "ok", "ok"); }
     if (n.pt || n.ct) { span(head, "tokens", (n.pt || 0) + "/" + (n.ct || 0) + " tok", "prompt / completion tokens"); }
     if (n.s !== undefined) { span(head, "seconds", n.s.toFixed(3) + " s"); }
     if (n.c) { span(head, "cache-hit", "cache hit"); }
+    if (details !== null && kind === "plan") { span(head, "note", "note: " + details); }
+    else if (details !== null) { head.appendChild(collapsed("details", /^Traceback/.test(details) ? "traceback" : "details", details)); }
     node._n = n; node._depth = depth;
     if (startsOpen(n, depth) && expandable(n)) { setOpen(node, n, depth, true); }
     return node;
   }
 
+  function collapsed(cls, title, content) {
+    var box = el("details", cls);
+    box.appendChild(el("summary", null, title));
+    box.appendChild(el("pre", cls, content));
+    return box;
+  }
+
   function buildBody(node, n, depth) {
     var body = el("div", "node-body");
+    var plan = planText(n);
+    if (plan !== null) { body.appendChild(collapsed("plan-text", "plan text", plan)); }
     if (n.p !== undefined) {
       body.appendChild(el("div", "block-title", "prompt"));
       body.appendChild(el("pre", "prompt", text(n.p)));
@@ -364,7 +447,11 @@ _JS = r"""
     }
     if (n.ch && n.ch.length) {
       var kids = el("div", "children");
-      for (var i = 0; i < n.ch.length; i++) { kids.appendChild(renderNode(n.ch[i], depth + 1, node.dataset.path + "." + i)); }
+      var turn = 0;
+      for (var i = 0; i < n.ch.length; i++) {
+        if (text(n.ch[i].k) === "iteration") { turn++; }
+        kids.appendChild(renderNode(n.ch[i], depth + 1, node.dataset.path + "." + i, n, turn));
+      }
       body.appendChild(kids);
     }
     node.appendChild(body);
@@ -404,10 +491,11 @@ _JS = r"""
     tree.dataset.index = index;
     title.textContent = "Row " + index + ": " + tr.dataset.id;
     bar.classList.toggle("failed", tr.classList.contains("failed"));
+    bar.classList.toggle("failed-outcome", tr.classList.contains("failed-outcome"));
     var n = data().trees[index];
     document.getElementById("expand-all").disabled = !n;
     document.getElementById("collapse-all").disabled = !n;
-    if (n) { tree.appendChild(renderNode(n, 0, "0")); }
+    if (n) { tree.appendChild(renderNode(n, 0, "0", null, 0)); }
     else { tree.appendChild(el("p", "muted", "No trace is stored for this row.")); }
     if (history.replaceState) { history.replaceState(null, "", "#row=" + index); }
   }

@@ -13,6 +13,14 @@ the handler call it made, with the same query and answer, is drawn as one line (
 details on it), so a row reads as its program. Nodes that failed, and the path down to them,
 are red and bold; the error is written under the deepest node that has it. A model request
 shows the last lines of its prompt and its raw output beneath it.
+
+A failed outcome (a node that answered, but failed: an executor that did not finish its task)
+is not an error: its line ends in an amber `✗ failed`, and the path to it stays as it is. An
+ADaPT plan reads as its order, `plan ((Step 1 AND Step 2) OR Step 3)` (its note beneath it when
+the order was unreadable), its groups as `AND` / `OR` headers (a nested group with its own
+order), its steps as `item Step n: text`; a step that never ran (its group was decided before
+it) is dim and marked `skipped`, with no answer. An executor's turn reads `> action` then the
+observation, on one line.
 """
 from __future__ import annotations
 
@@ -35,8 +43,14 @@ MAX_ROWS = 50
 MAX_FAILED_ROWS = 30
 QUERY_WIDTH, ANSWER_WIDTH, ERROR_WIDTH, PROMPT_LINES = 80, 60, 60, 3
 FAILED = "bold red"
+#: A failed outcome (answered, but not ok): amber, not an error's red.
+FAILED_OUTCOME = "dark_orange"
+SKIPPED = "dim"
 KIND_STYLES = {"row": "bold", "step": "cyan", "item": "blue", "call": "green", "model": "magenta",
-               "if": "yellow", "decomposer-line": "magenta"}
+               "if": "yellow", "decomposer-line": "magenta", "plan": "bold yellow", "and": "bold yellow",
+               "or": "bold yellow", "iteration": "bold"}
+#: A plan's group nodes, drawn as `AND` / `OR` headers.
+GROUPS = ("and", "or")
 #: An error's place, "file:line:col" after "[name] kind, " (or leading): the table drops it.
 _LEADING_PLACE = re.compile(r"^((?:\[[^\]]+\] [\w-]+)?)(?:, )?[^\s:,]+(?::\d+)+: ")
 _STEP_HEAD = re.compile(r"^\s*(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*)?")  # "(op) [handler] " of a step line
@@ -104,9 +118,25 @@ def _totals(summary: dict) -> Text:
     text.append(f"failed {summary['failed']}", style="red" if summary["failed"] else "")
     if summary.get("score") is not None:
         text.append(f"  score {summary['score']:.3f} over {summary['scored_rows']}")
+    text.append_text(_outcome_totals(summary))
     text.append(f"  calls {summary['calls']}  tokens {summary['prompt_tokens']}/{summary['completion_tokens']}"
                 f"  cache hits {summary['cache_hits']}  wall {summary['wall_s']} s"
                 f"  sessions {summary['sessions']}")
+    return text
+
+
+def _outcome_totals(summary: dict) -> Text:
+    """"  failed outcome N  success rate X" (and the environments' rate) when a row answered
+    with a failed outcome or an environment judged the rows; else nothing."""
+    text = Text()
+    if not summary.get("failed_outcome") and summary.get("env_success_rate") is None:
+        return text
+    text.append(f"  failed outcome {summary.get('failed_outcome', 0)}",
+                style=FAILED_OUTCOME if summary.get("failed_outcome") else "")
+    if summary.get("success_rate") is not None:
+        text.append(f"  success rate {summary['success_rate']:.3f}")
+    if summary.get("env_success_rate") is not None:
+        text.append(f"  env success rate {summary['env_success_rate']:.3f}")
     return text
 
 
@@ -124,6 +154,7 @@ def _pick_rows(records: list[dict]) -> tuple[list[dict], list[dict], list[dict]]
 def _rows_table(records: list[dict], failed: list[dict], first: list[dict]) -> Table:
     has_gold = any("gold" in r for r in records)
     has_score = any("score" in r for r in records)
+    has_outcome = any(_failed_outcome(r) for r in records)
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     table.add_column("#", justify="right", no_wrap=True, min_width=len(str(records[-1]["index"])))
     table.add_column("id", no_wrap=True, overflow="ellipsis", min_width=4, max_width=24)
@@ -132,21 +163,33 @@ def _rows_table(records: list[dict], failed: list[dict], first: list[dict]) -> T
         table.add_column("gold", no_wrap=True, overflow="ellipsis", min_width=6, max_width=30)
     if has_score:
         table.add_column("score", justify="right", no_wrap=True, min_width=5)
+    if has_outcome:
+        table.add_column("outcome", no_wrap=True, min_width=8)
     for name in ("calls", "tokens", "cached"):
         table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
     table.add_column("error", overflow="fold", max_width=ERROR_WIDTH)
     for record in failed:
-        table.add_row(*_cells(record, has_gold, has_score), style="red")
+        table.add_row(*_cells(record, has_gold, has_score, has_outcome), style="red")
     if failed:
         table.add_section()
     for record in first:
-        table.add_row(*_cells(record, has_gold, has_score), style="red" if "error" in record else None)
+        table.add_row(*_cells(record, has_gold, has_score, has_outcome), style="red" if "error" in record else None)
     return table
 
 
-def _cells(record: dict, has_gold: bool, has_score: bool) -> list[Text]:
+def _failed_outcome(record: dict) -> bool:
+    """The row answered, with a failed outcome (not an error)."""
+    return record.get("outcome") == "failed" and "error" not in record
+
+
+def _cells(record: dict, has_gold: bool, has_score: bool, has_outcome: bool = False) -> list[Text]:
     """The row's cells as plain text (never read as rich markup: "[split]" stays as written)."""
-    return [Text(cell) for cell in _cell_texts(record, has_gold, has_score)]
+    cells = [Text(cell) for cell in _cell_texts(record, has_gold, has_score)]
+    if has_outcome:
+        at = 3 + has_gold + has_score
+        cells.insert(at, Text("✗ failed", style=FAILED_OUTCOME) if _failed_outcome(record)
+                     else Text("ok" if "error" not in record else "", style="dim"))
+    return cells
 
 
 def _cell_texts(record: dict, has_gold: bool, has_score: bool) -> list[str]:
@@ -193,6 +236,8 @@ def _row_header(record: dict) -> Text:
     text.append("  answer ").append(show_value(record.get("answer")), style="red" if failed else "")
     if failed:
         text.append("  failed", style=FAILED)
+    elif _failed_outcome(record):
+        text.append("  ✗ failed", style=FAILED_OUTCOME)
     if "gold" in record:
         text.append("  gold ").append(show_value(record["gold"]))
     if "score" in record:
@@ -236,18 +281,26 @@ def _add_children(branch: Tree, parent: TraceNode, children: list[TraceNode], ba
         failure = branch.add(Text("✗ " + short_paths(parent.error), style="red"))
         if parent.details:  # the user's own traceback (a Python handler), under the error
             failure.add(Text(_TRACEBACK_FILE.sub(r'File "\1"', parent.details.rstrip("\n")), style="dim"))
+    elif parent.kind == "plan" and parent.details:  # the plan's note: its order was unreadable
+        branch.add(Text("note: ", style=FAILED_OUTCOME).append(parent.details, style="dim"))
     if parent.kind == "model":
         _add_model_text(branch, parent)
     for child in children:
         call = _merged(child)
-        twig = branch.add(_label(child, call or child, bad))
+        twig = branch.add(_label(child, call or child, bad, parent))
         shown = call or child
         _add_children(twig, shown, shown.children, bad)
 
 
-def _label(node: TraceNode, details: TraceNode, bad: set[int]) -> Text:
+def _label(node: TraceNode, details: TraceNode, bad: set[int], parent: TraceNode | None = None) -> Text:
     """One line: kind [handler] (operator) query → answer, then dim details."""
+    if node.skipped:
+        return _skipped_label(node, parent)
+    if node.kind == "iteration":
+        return _iteration_label(node)
     failed = id(node) in bad or id(details) in bad
+    if node.kind in GROUPS or node.kind == "plan":
+        return _plan_label(node, parent, failed)
     text = Text(node.kind, style=FAILED if failed else KIND_STYLES.get(node.kind, ""))
     if _not_run(node):
         return text.append(" (not run)", style="dim")
@@ -256,10 +309,64 @@ def _label(node: TraceNode, details: TraceNode, bad: set[int]) -> Text:
         text.append(f" [{handler}]", style=FAILED if failed else "bold")
     if node.operator and node.operator != "select":
         text.append(f" ({node.operator})")
-    text.append_text(_query_text(node, failed))
+    text.append_text(_step_text(node) if _plan_step(node, parent) else _query_text(node, failed))
     if node.kind != "model" and (node.answer is not None or node.error is None):  # no "→ null" for failures
         text.append(" → ", style="dim").append(show_value(node.answer), style=FAILED if failed else "")
+    if (node.failed or details.failed) and node.error is None and details.error is None:
+        text.append("  ✗ failed", style=FAILED_OUTCOME)
     return text.append_text(_details(details))
+
+
+def _plan_step(node: TraceNode, parent: TraceNode | None) -> bool:
+    """A step of a plan (an item of an AND/OR group), labelled "Step n: text"."""
+    return node.kind == "item" and parent is not None and parent.kind in GROUPS and bool(node.label)
+
+
+def _step_text(node: TraceNode) -> Text:
+    """A plan step as "Step n: text" (its query is the text)."""
+    return Text(" " + shorten(node.label, QUERY_WIDTH))
+
+
+def _group_head(node: TraceNode, parent: TraceNode | None) -> Text:
+    """`plan ORDER`, or `AND` / `OR` with the group's own order when nested (the top group's
+    order is the plan's, already written)."""
+    if node.kind == "plan":
+        return Text("plan", style=KIND_STYLES["plan"]).append(" " + shorten(node.label or "(no order)", QUERY_WIDTH))
+    text = Text(node.kind.upper(), style=KIND_STYLES[node.kind])
+    if node.label and not (parent is not None and parent.label == node.label):
+        text.append(" " + shorten(node.label, QUERY_WIDTH), style="dim")
+    return text
+
+
+def _plan_label(node: TraceNode, parent: TraceNode | None, failed: bool) -> Text:
+    """A plan or one of its groups: its order and its outcome, no answer (its steps show them)."""
+    text = _group_head(node, parent)
+    if failed:
+        text.stylize(FAILED)
+    if node.error is None and node.failed:
+        text.append("  ✗ failed", style=FAILED_OUTCOME)
+    elif node.error is None:
+        text.append("  ✓", style="green")
+    return text.append_text(_details(node))
+
+
+def _skipped_label(node: TraceNode, parent: TraceNode | None) -> Text:
+    """A plan step (or group) that never ran: dim, `skipped`, no answer."""
+    if node.kind in GROUPS:
+        text = _group_head(node, parent)
+    else:
+        text = Text(node.kind).append(" " + shorten(node.label, QUERY_WIDTH))
+    text.stylize(SKIPPED)
+    return text.append("  skipped", style="dim italic")
+
+
+def _iteration_label(node: TraceNode) -> Text:
+    """An executor's turn, one line: `> action` then the observation."""
+    text = Text("> ", style="dim").append(shorten(node.label or "(nothing)", QUERY_WIDTH // 2), style="bold")
+    if node.answer is not None:
+        observation = node.answer if isinstance(node.answer, str) else show_value(node.answer)
+        text.append("  ").append(shorten(observation, QUERY_WIDTH), style="dim")
+    return text  # an error (none is made today) is written beneath, as any node's
 
 
 def _query_text(node: TraceNode, failed: bool) -> Text:

@@ -331,3 +331,10 @@ def test_plan_text_steps_are_tasks(dev_rows):
             item, count = parse_task(step.text)
             assert count >= 1 and item not in TAGS and recipes.known(item), step.text
         assert parse_task(plan.steps[-1].text)[0] == row["goal"]
+
+
+def test_a_base_member_of_a_used_tag_that_no_recipe_names_has_depth_0(dev_rows):
+    """env_9 uses `wooden slabs`: its default member `oak slab` is a base item (gettable) though no
+    command names it, so it has a depth, and an environment can have it as goal."""
+    recipes = Recipes.from_commands(dev_rows[9]["crafting_commands"])
+    assert recipes.is_base("oak slab") and recipes.recipe_depth("oak slab") == 0
