@@ -2,7 +2,8 @@
 
 Finds, all at once: unknown handlers, unknown operators, `#n` beyond the steps so far (or in
 a branch that may not have run), fan-out operators without exactly one `#n`, unknown named
-inputs, and recursion (direct or through other handlers) without a declared max_depth.
+inputs, recursion (direct or through other handlers) without a declared max_depth, and an
+unknown or repeated `metric`.
 
 Warnings (`CheckWarning`) are kept apart from errors: what is accepted but probably not meant,
 such as a `# comment` after a `QS:` line, which is part of the query (`module_warnings`).
@@ -18,6 +19,9 @@ from decomp.dsl import nodes
 from decomp.dsl.errors import CheckError, CheckWarning
 
 FAN_OUT_HINT = "exactly one #n naming the list to iterate over"
+#: The metrics a module may declare (`metric NAME`); runtime/runs/scoring.py implements each:
+#: em (DROP exact match), set_em (order-free lists), f1 (DROP token F1).
+METRIC_NAMES = ("em", "set_em", "f1")
 #: `#` then a blank or the end, at the start of a query or after a blank: a comment, to the eye
 _COMMENT_IN_QUERY = re.compile(r"(?:^|(?<=[ \t]))#(?=[ \t]|$)")
 
@@ -38,6 +42,19 @@ def check_program(program: nodes.Program, handlers: Iterable[str]) -> list[Check
     walker = _BodyChecker(known, params)
     walker.block(program.body, frozenset())
     return walker.errors + _duplicate_params(program)
+
+
+def check_metric(module: nodes.Module) -> list[CheckError]:
+    """A module's `metric` statements: each names a known metric, and there is at most one."""
+    errors = []
+    for metric in module.metrics:
+        if metric.name not in METRIC_NAMES:
+            errors.append(CheckError(f"unknown metric '{metric.name}'", metric.name_span or metric.span,
+                                     expected="one of: " + ", ".join(METRIC_NAMES)))
+    for extra in module.metrics[:-1]:
+        errors.append(CheckError("metric is declared more than once", extra.span,
+                                 expected=f"one metric statement (the last is at {module.metrics[-1].span})"))
+    return errors
 
 
 def check_fewshot(fewshot: nodes.FewShot, handlers: Iterable[str] | None = None) -> list[CheckError]:

@@ -111,7 +111,9 @@ class Failure(RunError):
     """A handler could not answer this sub-query: a model's last retry failed, a regex found
     nothing, a Python function raised, a step named an answer that does not exist.
 
-    A failure is a value a program may inspect and recover from."""
+    A failure ends the row, with the handler named (the scheduler retries the transient kinds
+    first). A failure a program is meant to handle is an answer instead: `decomp.dsl.values.Failed`,
+    a step whose outcome is failed, which `ok(#n)` reads."""
 
     kind = "failure"
 

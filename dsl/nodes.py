@@ -232,6 +232,16 @@ class Main:
 
 
 @dataclass(frozen=True)
+class Metric:
+    """`metric NAME`: how `decomp run --input` scores rows with gold answers, and what `decomp
+    eval --pred RUN` uses when no --metric is given (em, set_em or f1; the checker knows them)."""
+
+    span: Span
+    name: str
+    name_span: Span | None = None
+
+
+@dataclass(frozen=True)
 class Module:
     span: Span
     path: str
@@ -241,6 +251,8 @@ class Module:
     programs: tuple[Program, ...] = ()
     main: Main | None = None
     mains: tuple[Main, ...] = field(default=(), repr=False)
+    metric: Metric | None = None
+    metrics: tuple[Metric, ...] = field(default=(), repr=False)
 
 
 # ------------------------------------------------------------------ few-shot files

@@ -30,7 +30,7 @@ from decomp.dsl.text import shorten
 
 REF_RE = re.compile(r"#(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*))")
 _OPEN_OPERATOR = re.compile(r"\([A-Za-z_][A-Za-z0-9_]*[ \t]*(?:\[|$)")
-_MODULE_CHUNK = re.compile(r"^(import|model|handler|program|main)\b")
+_MODULE_CHUNK = re.compile(r"^(import|model|handler|program|main|metric)\b")
 
 
 def parse_module(text: str, path: str = "<string>") -> nodes.Module:
@@ -438,6 +438,7 @@ class _Builder(Transformer):
         for item in items:
             groups.setdefault(type(item), []).append(item)
         mains = tuple(groups.get(nodes.Main, ()))
+        metrics = tuple(groups.get(nodes.Metric, ()))
         return nodes.Module(
             self._span(meta), self.path,
             imports=tuple(groups.get(nodes.Import, ())),
@@ -446,6 +447,8 @@ class _Builder(Transformer):
             programs=tuple(groups.get(nodes.Program, ())),
             main=mains[-1] if mains else None,
             mains=mains,
+            metric=metrics[-1] if metrics else None,
+            metrics=metrics,
         )
 
     @v_args(meta=True)
@@ -481,6 +484,10 @@ class _Builder(Transformer):
     @v_args(meta=True)
     def main_stmt(self, meta, items):
         return nodes.Main(self._span(meta), str(items[0]))
+
+    @v_args(meta=True)
+    def metric_stmt(self, meta, items):
+        return nodes.Metric(self._span(meta), str(items[0]), name_span=self._span(items[0]))
 
     @v_args(meta=True)
     def option(self, meta, items):

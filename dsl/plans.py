@@ -6,37 +6,60 @@ we, and `read_plan` says so in its note, which the trace records.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
 from decomp.dsl import nodes
 from decomp.dsl.errors import DecompError
 from decomp.dsl.parser import parse_plan
+from decomp.dsl.values import json_text
 
 _ORDER_LINE = re.compile(r"^[ \t]*Execution[ \t]+Order[ \t]*:.*$", re.IGNORECASE | re.MULTILINE)
 
 
 def read_plan(value: Any, path: str = "<plan>") -> tuple[nodes.Plan, str | None]:
-    """The plan `value` holds, and a note when its order could not be read (or was missing).
+    """The plan `value` holds, and a note when its order could not be read (or was missing) or
+    a step number was repeated (the first step of that number is kept).
 
-    A string is parsed with the grammar's `plan` entry; a list is taken as its steps, in
-    order. Raises `TypeError` for anything else."""
+    A string is parsed with the grammar's `plan` entry; a list is taken as its steps, in order
+    (an item that is not a string as its JSON text). Raises `TypeError` for anything else."""
     if isinstance(value, list):
-        text = "\n".join(f"Step {i}: {_item(v)}" for i, v in enumerate(value, 1))
-        return parse_plan(text + "\n", path), "a list of steps: the AND of its items"
+        span = nodes.Span(path, 1, 1, 1, 1)
+        steps = tuple(nodes.PlanStep(span, i, v if isinstance(v, str) else json_text(v))
+                      for i, v in enumerate(value, 1))
+        return nodes.Plan(span, steps, None), "a list of steps: the AND of its items"
     if not isinstance(value, str):
         raise TypeError("a plan is the planner's text (Step n: ... lines and an Execution Order) "
                         "or a list of steps")
     text = value if value.endswith("\n") else value + "\n"
+    notes = []
     try:
         plan = parse_plan(text, path)
     except DecompError as err:
         plan = parse_plan(_ORDER_LINE.sub("", text), path)
         where = f"line {err.span.line}: " if err.span is not None else ""
-        return plan, f"Execution Order unreadable ({where}{err.message}); running the AND of its steps"
-    if plan.order is None:
-        return plan, "no Execution Order: running the AND of its steps"
-    return plan, None
+        notes.append(f"Execution Order unreadable ({where}{err.message}); running the AND of its steps")
+    else:
+        if plan.order is None:
+            notes.append("no Execution Order: running the AND of its steps")
+    plan, repeated = _first_of_each_number(plan)
+    if repeated:
+        notes.append("repeated step numbers (" + ", ".join(map(str, repeated)) + "): the first of each is kept")
+    return plan, "; ".join(notes) or None
+
+
+def _first_of_each_number(plan: nodes.Plan) -> tuple[nodes.Plan, list[int]]:
+    seen: dict[int, nodes.PlanStep] = {}
+    repeated = []
+    for step in plan.steps:
+        if step.number in seen:
+            repeated.append(step.number)
+        else:
+            seen[step.number] = step
+    if not repeated:
+        return plan, []
+    return dataclasses.replace(plan, steps=tuple(seen.values())), sorted(set(repeated))
 
 
 def order_text(order: nodes.PlanNode) -> str:
@@ -47,5 +70,3 @@ def order_text(order: nodes.PlanNode) -> str:
     return "(" + word.join(order_text(i) for i in order.items) + ")"
 
 
-def _item(value: Any) -> str:
-    return value if isinstance(value, str) else str(value)

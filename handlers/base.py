@@ -69,6 +69,9 @@ class Handler:
     reads_inputs: ClassVar[bool] = False
     #: True for kinds that act on an environment themselves (`environment`).
     effects: ClassVar[bool] = False
+    #: True for kinds that may run any handler of their module, whatever `calls()` lists (a
+    #: decomposer runs the handlers its model names): effectful when any handler is.
+    calls_any: ClassVar[bool] = False
     #: Whether a call of this handler can reach an environment, directly or through the handlers
     #: it calls: set by the loader from the call graph (`decomp.dsl.checker.effectful`). Such
     #: calls run in text order and are never answered from the step cache.

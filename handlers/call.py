@@ -10,9 +10,9 @@ A handler reports a failure the program may handle (an executor that did not fin
 by returning `decomp.dsl.values.Failed(value)`: the step's answer is `value`, its outcome
 failed (`ok(#n)` is false) and the row goes on.
 
-Errors: whatever the engine raises from these methods is a `Failure` (the program may recover)
-or an `Abort` (the row ends); a kind lets them pass and raises `HandlerError` for its own
-failures. The engine adds the handler's name, kind and program line to the message.
+Errors: whatever the engine raises from these methods is a `Failure` (the transient kinds
+already retried) or an `Abort`; both end the row. A kind lets them pass and raises
+`HandlerError` for its own failures. The engine adds the handler's name, kind and program line to the message.
 """
 from __future__ import annotations
 

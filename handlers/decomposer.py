@@ -38,6 +38,7 @@ class DecomposerHandler(Handler):
 
     Options = DecomposerOptions
     nests = True
+    calls_any = True
     cacheable = False
 
     def __init__(self, *args):

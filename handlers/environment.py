@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from decomp.dsl.errors import HandlerError
+from decomp.dsl.errors import CheckError, HandlerError
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.registry import default_registry, handler_kind
@@ -54,8 +54,14 @@ class Environment:
         return False
 
     def summary(self) -> dict[str, Any]:
-        """What the results line records for the row (JSON): reward, success, actions taken..."""
+        """What the results line records for the row (JSON): reward, success, actions taken...
+        A `success` key is the environment's verdict (summaries count it as `env_success_rate`);
+        a `group` key groups rows in summaries (TextCraft: the recipe depth)."""
         return {}
+
+    def close(self) -> None:
+        """Release what the instance holds (a process, a browser): called when its row ends or
+        when `reset` replaces it."""
 
 
 Factory = Callable[[Mapping[str, Any]], Environment]
@@ -79,9 +85,7 @@ class ActsOnEnvironment(Handler):
     def calls(self) -> dict[str, list]:
         return {self.options.environment: [self.error_span("environment")]}
 
-    def check_references(self, handlers: set[str]) -> list:
-        from decomp.dsl.errors import CheckError
-
+    def check_references(self, handlers: set[str]) -> list[CheckError]:
         if self.options.environment in handlers:
             return []
         return [CheckError(f"[{self.name}] names an unknown environment handler {self.options.environment!r}",
@@ -101,9 +105,7 @@ class EnvironmentHandler(Handler):
     cacheable = False
     effects = True
 
-    def check(self):
-        from decomp.dsl.errors import CheckError
-
+    def check(self) -> list[CheckError]:
         if self.ctx.registry is not None and self.ctx.registry.environment(self.options.name) is None:
             known = ", ".join(sorted(self.ctx.registry.environments)) or "none"
             return [CheckError(f"[{self.name}] unknown environment {self.options.name!r}",

@@ -2,5 +2,5 @@
 plugin would. (The `program` kind and the model backends belong to the engine, which registers
 them in `decomp.runtime.engine.defaults`.)"""
 from decomp.handlers import (  # noqa: F401
-    calculator, decomposer, environment, executor, prompt, python, regex, score, textcraft,
+    calculator, decomposer, environment, executor, prompt, python, regex, retrieve, score, textcraft,
 )

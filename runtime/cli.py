@@ -194,7 +194,7 @@ def _check_run_usage(question: str | None, data: Path | None, show_trace: bool, 
 
 
 def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str | None, run_dir: Path | None,
-                 resume: bool, force: bool, output: Path | None, fields: dict[str, str] | None = None,
+                 resume: bool, force: bool, output: Path | None, fields: dict[str, Any] | None = None,
                  verbose: bool = False) -> None:
     """`run_dataset`, its notes on stderr, its summary as one JSON line on stdout (and with
     `verbose`, each failed row's error on stderr)."""
@@ -288,9 +288,14 @@ def _field(text: str) -> tuple[str, Any]:
     if not sep:
         raise click.BadParameter(f"expected NAME=VALUE, got {text!r}")
     try:
-        return name, json.loads(value)
+        return name, json.loads(value, parse_constant=_not_a_number)
     except ValueError:
         return name, value
+
+
+def _not_a_number(word: str):
+    """NaN and Infinity are no JSON: such a --field value stays text."""
+    raise ValueError(word)
 
 
 _GOLD_HELP = "Gold data: JSONL rows {id, answer} or DecomP's DROP-style JSON."
@@ -302,13 +307,15 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--gold", type=_FILE, help=_GOLD_HELP + " Without it: success rates only.")
 @click.option("--pred", type=click.Path(exists=True, path_type=Path),
               help=_PRED_HELP + " Required without a subcommand.")
-@click.option("--metric", type=click.Choice(["em", "set_em", "f1"]), default="em", show_default=True)
+@click.option("--metric", type=click.Choice(list(evaluation.METRICS)),
+              help="em: DROP exact match; set_em: order-free lists; f1: DROP token F1. Default: the run's "
+                   "metric when --pred is a run (its program's `metric` statement, recorded in run.json), else em.")
 @click.pass_context
-def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str) -> None:
+def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str | None) -> None:
     """Score predictions against gold answers, normalised like the DROP evaluator.
 
     \b
-    Answers:     decomp eval --gold GOLD --pred PRED [--metric em|set_em|f1]
+    Answers:     decomp eval --gold GOLD --pred PRED [--metric em|set_em|f1]   (default: the run's metric)
     Success:     decomp eval --pred RUN_DIR   (rows whose outcome is ok, by group)
     Task steps:  decomp eval steps --gold G.jsonl --pred P.jsonl [--encoder use|exact]
     Task graphs: decomp eval graph --gold G.jsonl --pred P.jsonl [--encoder use|exact]
@@ -468,14 +475,49 @@ def textcraft_generate(source: Path, depth: int, count: int, seed: int, distract
 
     pool: dict[str, None] = {}
     for row in read_rows(source):
-        if row.error is None:
-            pool.update(dict.fromkeys(row.fields.get("crafting_commands") or ()))
+        commands = row.fields.get("crafting_commands") if row.error is None else None
+        if isinstance(commands, list):
+            pool.update(dict.fromkeys(c for c in commands if isinstance(c, str)))
     try:
         rows = generate_tasks(list(pool), depth, count, seed=seed, distractors=distractors)
     except ValueError as err:
         _fail(err)
     for row in rows:
         click.echo(json.dumps(row, ensure_ascii=False))
+
+
+@main.group("index")
+def index_group() -> None:
+    """Search indexes for the `retrieve` handler kind."""
+
+
+@index_group.command("build")
+@click.argument("corpus", type=_FILE)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="tantivy: the index folder.")
+@click.option("--add", is_flag=True, help="Add the corpus to the index already there (it gets a new version).")
+@click.option("--force", is_flag=True, help="Replace an index already there.")
+@click.option("--skip-bad", is_flag=True, help="Skip corpus lines that cannot be indexed (counted) instead of stopping.")
+@click.option("--backend", type=click.Choice(["tantivy", "elasticsearch"]), default="tantivy", show_default=True)
+@click.option("--url", help="elasticsearch: the server, http://HOST:PORT.")
+@click.option("--index-name", help="elasticsearch: the index (default: the corpus file's name).")
+@click.option("--server", type=click.Choice(["elasticsearch", "opensearch"]), default="elasticsearch",
+              show_default=True, help="elasticsearch: opensearch sends plain JSON media types.")
+def index_build(corpus: Path, out: Path | None, add: bool, force: bool, skip_bad: bool, backend: str,
+                url: str | None, index_name: str | None, server: str) -> None:
+    """Index CORPUS (JSON lines {"id", "title", "text"}) for BM25 retrieval; prints a JSON summary."""
+    from decomp.handlers.search.build import bytes_progress, index_corpus
+    from decomp.handlers.search.corpus import CorpusError
+    from decomp.handlers.search.tantivy_index import SearchIndexError
+
+    with bytes_progress(corpus.stat().st_size) as tick:
+        try:
+            summary = index_corpus(corpus, backend=backend, out=out, url=url, index_name=index_name, server=server,
+                                   add=add, force=force, skip_bad=skip_bad, progress=tick)
+        except (CorpusError, SearchIndexError, OSError) as err:
+            _fail(err)
+    for problem in summary.pop("skipped_lines", []):
+        click.echo(f"skipped: {problem}", err=True)
+    click.echo(json.dumps(summary, ensure_ascii=False))
 
 
 @main.command()

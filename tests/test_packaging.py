@@ -55,6 +55,8 @@ def test_wheel_installs_one_package_named_decomp(installed):
     assert (site / "decomp" / "grammar.lark").is_file()
     assert (site / "decomp" / "programs" / "decomp" / "prompts" / "split.txt").is_file()
     assert (site / "decomp" / "programs" / "tasklama" / "scorer.npz").is_file()  # S&F's trained scorer
+    assert (site / "decomp" / "programs" / "odqa" / "corpus.jsonl").is_file()  # the ODQA corpus and questions
+    assert (site / "decomp" / "programs" / "odqa" / "prompts" / "multi_hop.j2").is_file()
     assert not (site / "decomp" / "benchmarks").exists() and not (site / "decomp" / "tests").exists()
     python = installed / "bin" / "python"
     probe = "import importlib.util as u; print(u.find_spec('decomp.benchmarks'))"
@@ -113,6 +115,40 @@ ANSWERS = {
                "default": " no"},
 }
 
+# CommaQA-E: a row with its passage (`context`); fine and coarse decompose the same way, with
+# their own handlers; the CoT baseline's one line (the script is not used: it is no decomposer)
+COMMAQA_Q = "What movies have the directors from Zaggery directed?"
+COMMAQA_ROW = {"id": "c1", "question": COMMAQA_Q,
+               "context": "movie: Tarnwick ; directed by: Orlaquin. movie: Velloquin ; director: Ysmeralt. "
+                          "Orlaquin is from the country of Zaggery. Ysmeralt grew up in the nation of Drossmoor."}
+COMMAQA_QA = {"Which people are from the country Zaggery?": '["Orlaquin"]',
+              "Which movies did Orlaquin direct?": '["Tarnwick"]'}
+ANSWERS["commaqa_fine"] = {"script": {COMMAQA_Q: ["(select) [simp_qa] Which people are from the country Zaggery?",
+                                                  "(project_values_flat_unique) [pos_qa] Which movies did #1 direct?",
+                                                  "[EOQ]"]}, "mapping": COMMAQA_QA}
+ANSWERS["commaqa_coarse"] = {"script": {COMMAQA_Q: ["(select) [qa] Which people are from the country Zaggery?",
+                                                    "(project_values_flat_unique) [qa] Which movies did #1 direct?",
+                                                    "[EOQ]"]}, "mapping": COMMAQA_QA}
+ANSWERS["commaqa_cot"] = {"mapping": {COMMAQA_Q: ' Orlaquin is from Zaggery and directed Tarnwick. So the answer is '
+                                                 '["Tarnwick"].'}}
+# math: a chain of thought, then the number (by a model, or by a regular expression)
+MATH_Q = "Ann has 3 bags of 4 apples. How many apples does she have?"
+MATH_COT = "3 * 4 = 12 apples. So the answer is 12."
+ANSWERS["math"] = {"mapping": {MATH_Q: " " + MATH_COT, f"Reasoning: {MATH_COT}\nNumber:": " 12"}}
+# the chain-of-thought baselines of letter_cat and reverse: one line each, ending with the answer
+ANSWERS["decomp_cot"] = {"mapping": {LETTER_Q: ' "Grace" gives "r", "Hopper" gives "o". So the answer is "r,o".',
+                                     REVERSE_Q: ' From the last to the first. So the answer is "d, c, b, a".'}}
+
+# open-domain QA: the row names the index folder (built in the working folder from the installed
+# corpus by `_prepare`) and K
+ODQA_Q = "In which city was the director of the film The Glass Orchard born?"
+ODQA_ROW = {"id": "o1", "question": ODQA_Q, "K": 2, "index": "odqa-index"}
+ANSWERS["odqa"] = {"script": {ODQA_Q: ["[retrieve_odqa] Who directed the film The Glass Orchard?",
+                                       "[retrieve_odqa] In which city was #1 born?", "[multihop_reader] [#1, #2]",
+                                       "[EOQ]"]},
+                   "mapping": {"Who directed the film The Glass Orchard?": "Mira Calloway",
+                               'In which city was "Mira Calloway" born?': "Port Emmerich", ODQA_Q: "Port Emmerich"}}
+
 # a TextCraft task of recipe depth 1: dmax 2 solves it with the symbolic agents
 CRAFT_ROW = {"id": "t1", "goal": "oak planks", "dmax": 2,
              "crafting_commands": ["craft 4 oak planks using 1 oak logs", "craft 1 chest using 8 planks"]}
@@ -133,6 +169,19 @@ CASES = [
     ("decomp/letter_cat_symbolic", None, LETTER_Q, "none", "r,o", False),
     ("decomp/reverse", None, REVERSE_Q, "decomp", "d, c, b, a", True),
     ("decomp/reverse_symbolic", None, REVERSE_Q, "none", "d, c, b, a", False),
+    ("decomp/letter_cat_cot", None, LETTER_Q, "decomp_cot", "r,o", True),
+    ("decomp/letter_cat_cot_rollout", None, LETTER_Q, "decomp_cot", "r,o", True),
+    ("decomp/reverse_cot", None, REVERSE_Q, "decomp_cot", "d, c, b, a", True),
+    ("decomp/reverse_cot_rollout", None, REVERSE_Q, "decomp_cot", "d, c, b, a", True),
+    ("commaqa/fine", None, COMMAQA_ROW, "commaqa_fine", ["Tarnwick"], True),
+    ("commaqa/coarse", None, COMMAQA_ROW, "commaqa_coarse", ["Tarnwick"], True),
+    ("commaqa/cot", None, COMMAQA_ROW, "commaqa_cot", ["Tarnwick"], True),
+    ("commaqa/fine_symbolic", None, COMMAQA_ROW, "commaqa_fine", ["Tarnwick"], True),
+    ("math/cot", None, MATH_Q, "math", "12", True),
+    ("math/cot_regex", None, MATH_Q, "math", "12", True),
+    ("odqa/odqa", None, ODQA_ROW, "odqa", "Port Emmerich", True),
+    ("odqa/odqa", "no_decomp", ODQA_ROW, "odqa", "Port Emmerich", True),
+    ("odqa/odqa", "no_context", ODQA_ROW, "odqa", "Port Emmerich", True),
     *[("tasklama/steps", name, STEP_ROW, "steps", TEA, True)
       for name in ("icl", "icl_noctx", "multseq", "multseq_noctx", "sf", "sf_noctx", "multseq_sf",
                    "multseq_sf_noctx")],
@@ -180,6 +229,15 @@ def _main_args(main) -> list:
     return ["--main", main] if main else []
 
 
+def _prepare(installed, tmp_path, given) -> None:
+    """Build the search index a row names (`index`, a folder of the working folder) from the
+    installed ODQA corpus, as the README says: `decomp index build CORPUS --out DIR`."""
+    if isinstance(given, dict) and "index" in given:
+        site = next(installed.glob("lib/python*/site-packages"))
+        _decomp(installed, "index", "build", site / "decomp" / "programs" / "odqa" / "corpus.jsonl",
+                "--out", tmp_path / given["index"], cwd=tmp_path)
+
+
 def test_every_bundled_entry_point_has_a_case(installed, tmp_path):
     """The cases above cover `decomp programs` exactly, and every program of each file that runs on
     the rows its main runs on (tasklama/steps' icl, multseq, sf, ... are all entry points)."""
@@ -205,6 +263,7 @@ def test_bundled_programs_load_from_the_installed_wheel(installed, tmp_path):
 
 @pytest.mark.parametrize("program, main, given, answers, expected, uses_model", CASES, ids=CASE_IDS)
 def test_bundled_program_dry_run(installed, tmp_path, program, main, given, answers, expected, uses_model):
+    _prepare(installed, tmp_path, given)
     proc = _decomp(installed, "run", program, *_main_args(main), "--dry-run", *_input_args(tmp_path, given),
                    cwd=tmp_path, check=False)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
@@ -216,6 +275,7 @@ def test_bundled_program_dry_run(installed, tmp_path, program, main, given, answ
 @pytest.mark.parametrize("program, main, given, answers, expected, uses_model", CASES, ids=CASE_IDS)
 def test_bundled_program_one_real_row_on_the_fake_model(installed, tmp_path, program, main, given, answers,
                                                         expected, uses_model):
+    _prepare(installed, tmp_path, given)
     fake = tmp_path / "answers.json"
     fake.write_text(json.dumps(ANSWERS[answers]), encoding="utf-8")
     args = ["run", program, *_main_args(main), "--model", f"fake:{fake}", *_input_args(tmp_path, given)]

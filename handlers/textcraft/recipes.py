@@ -256,10 +256,11 @@ def parse_task(text: str) -> tuple[str, int]:
     """A sub-task as (item, count): `craft 1 polished granite stairs`, `Craft 4 polished granite
     stairs using 6 polished granite`, `fetch 6 polished granite`, `get 2 oak logs`, `obtain
     minecraft:oak_planks` (count 1). Every sub-task means: end with at least `count` of `item`.
+    A note after ` -- ` (`craft 1 bowl -- lesson: ...`, as Reflexion writes) is not part of it.
     ValueError when the text is not one."""
     if not isinstance(text, str):
         raise ValueError(f"a task is text, not {type(text).__name__}")
-    body = text.strip()
+    body = text.split(" -- ", 1)[0].strip()
     if body.startswith(">"):
         body = body[1:].strip()
     body = body.rstrip(".").strip()

@@ -92,12 +92,46 @@ class RowContext:
     usage: Usage = field(default_factory=Usage)
     #: The row's fields (what environment factories are made with).
     fields: Mapping[str, Any] = field(default_factory=dict)
-    #: The row's live environments, by declaration: (handler name, instance).
+    #: The row's live environments, by declaration: (label, instance).
     environments: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    #: How often each request of temperature > 0 was made in this row (see `Session.complete`).
+    occurrences: dict[str, int] = field(default_factory=dict)
+
+    def environment(self, declared: Any, fresh: bool = False) -> Any:
+        """The row's instance of the `environment` handler `declared` (made on first use, or
+        anew when `fresh`: the old one is closed)."""
+        found = self.environments.get(id(declared))
+        if found is not None and not fresh:
+            return found[1]
+        if found is not None:
+            found[1].close()
+        label = found[0] if found is not None else self._label(declared)
+        self.environments[id(declared)] = (label, declared.make(self.fields))
+        return self.environments[id(declared)][1]
+
+    def _label(self, declared: Any) -> str:
+        """The handler's name; `name@file:line` when another declaration of that name is in use."""
+        taken = {label for label, _ in self.environments.values()}
+        if declared.name not in taken:
+            return declared.name
+        span = declared.decl.span if declared.decl is not None else None
+        label = f"{declared.name}@{span.file}:{span.line}" if span else f"{declared.name}@{id(declared)}"
+        return label if label not in taken else f"{label}#{len(taken)}"
 
     def environment_summaries(self) -> dict[str, Any]:
         """What each environment the row used reports (`Environment.summary()`), by handler name."""
-        return {name: env.summary() for name, env in self.environments.values()}
+        return {label: env.summary() for label, env in self.environments.values()}
+
+    def close_environments(self) -> None:
+        """Call every live environment's close hook (the row is done)."""
+        for _, env in self.environments.values():
+            env.close()
+
+    def occurrence(self, key: str) -> int:
+        """How many times `key` was seen in this row before (0 the first time)."""
+        seen = self.occurrences.get(key, 0)
+        self.occurrences[key] = seen + 1
+        return seen
 
     def before_call(self, kind: str = "model") -> None:
         """Count a call of a service of `kind` about to be made, or refuse it if a budget is spent.

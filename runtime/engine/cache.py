@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from decomp.dsl.errors import CacheMiss
+from decomp.dsl.values import Failed
 from decomp.runtime.paths import default_cache_dir
 from decomp.runtime.sqlite_store import connect
 
-__all__ = ["MODES", "CacheMiss", "StepCache", "cache_key", "default_cache_dir"]
+__all__ = ["MODES", "CacheMiss", "StepCache", "cache_key", "decode_answer", "default_cache_dir", "encode_answer"]
 
 MODES = ("read-write", "refresh", "off", "replay")
 _MISSING = object()
@@ -32,6 +33,30 @@ def cache_key(parts: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of `parts`."""
     text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: A failed outcome is stored as {FAILED: value}; an answer that is itself an object whose only
+#: key is FAILED or ESCAPED is stored as {ESCAPED: answer}, so that every answer reads back as it was.
+FAILED, ESCAPED = "$failed", "$failedok"
+
+
+def encode_answer(answer: Any) -> Any:
+    """A handler's answer (maybe a `Failed`) as the JSON the step cache stores."""
+    if isinstance(answer, Failed):
+        return {FAILED: answer.value}
+    if isinstance(answer, dict) and len(answer) == 1 and (FAILED in answer or ESCAPED in answer):
+        return {ESCAPED: answer}
+    return answer
+
+
+def decode_answer(stored: Any) -> Any:
+    """The answer `encode_answer` stored."""
+    if isinstance(stored, dict) and len(stored) == 1:
+        if FAILED in stored:
+            return Failed(stored[FAILED])
+        if ESCAPED in stored:
+            return stored[ESCAPED]
+    return stored
 
 
 class StepCache:

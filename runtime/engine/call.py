@@ -128,12 +128,11 @@ class EngineCall(Call):
         if not isinstance(declared, EnvironmentHandler):
             raise HandlerError(f"[{handler}] is not an environment handler of this file",
                                expected="handler NAME = environment(name=\"...\")")
-        row = current_row()
-        found = row.environments.get(id(declared))
-        if found is None or fresh:
-            found = (declared.name, declared.make(row.fields))
-            row.environments[id(declared)] = found
-        return found[1]
+        if not self.handler.effectful:
+            raise HandlerError(f"[{self.handler.name}] acts on [{handler}] but is not marked as acting on an "
+                               "environment, so its answers could be replayed from the step cache",
+                               expected="a kind with effects = True, or a subclass of ActsOnEnvironment")
+        return current_row().environment(declared, fresh)
 
     def child(self, kind: str, **fields: Any) -> TraceNode:
         return self.trace.child(kind, **fields)

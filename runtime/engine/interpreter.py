@@ -13,10 +13,10 @@ from typing import Any, Mapping
 from decomp.dsl import nodes
 from decomp.dsl.errors import DecompError, DepthExceeded, Failure
 from decomp.dsl.operators import OperatorError, combine, item_for_query, items_of, parse_operator
-from decomp.dsl.values import Failed, item_text, json_kind, json_text, named_text, outcome, substitute
+from decomp.dsl.values import Failed, item_text, json_text, named_text, outcome, substitute
 from decomp.dsl.walks import ends_program, iter_steps
 from decomp.runtime.engine.budgets import current_row
-from decomp.runtime.engine.cache import cache_key
+from decomp.runtime.engine.cache import cache_key, decode_answer, encode_answer
 from decomp.runtime.engine.call import EngineCall, Scope, named
 from decomp.runtime.engine.plans import run_plan
 from decomp.runtime.engine.tracing import TraceNode
@@ -70,33 +70,10 @@ async def _cached_run(handler, call: EngineCall, node: TraceNode) -> Any:
     if cache.hit(stored):
         node.cache_hit = True
         current_row().charge(0, 0, 1)
-        return _from_cache(stored)
+        return decode_answer(stored)
     answer = await handler.run(call)
-    cache.put(key, _to_cache(answer))
+    cache.put(key, encode_answer(answer))
     return answer
-
-
-#: How a failed outcome is stored in the step cache: {"$failed": value} (an answer that is
-#: itself an object with only the key "$failed" or "$failedok" is stored as {"$failedok": answer},
-#: so it reads back as it was).
-_FAILED_KEY = "$failed"
-
-
-def _to_cache(answer: Any) -> Any:
-    if isinstance(answer, Failed):
-        return {_FAILED_KEY: answer.value}
-    if isinstance(answer, dict) and len(answer) == 1 and (_FAILED_KEY in answer or _FAILED_KEY + "ok" in answer):
-        return {_FAILED_KEY + "ok": answer}  # so that it reads back as it was
-    return answer
-
-
-def _from_cache(stored: Any) -> Any:
-    if isinstance(stored, dict) and len(stored) == 1:
-        if _FAILED_KEY in stored:
-            return Failed(stored[_FAILED_KEY])
-        if _FAILED_KEY + "ok" in stored:
-            return stored[_FAILED_KEY + "ok"]
-    return stored
 
 
 def _enter(handler, scope: Scope, span) -> tuple[str, ...]:
@@ -203,10 +180,7 @@ async def _plan(step, answers, scope, node) -> Any:
         item_node.query = query
         return await call_handler(step.handler, query, (text,), scope, step.span, item_node)
 
-    try:
-        return await run_plan(value, run_one, node)
-    except TypeError as err:
-        raise Failure(f"{ref.text}: {err}, not {json_kind(value)}", ref.span) from None
+    return await run_plan(value, run_one, node)
 
 
 async def _one_item(step, ref, item, as_text, others, scope, node) -> Any:

@@ -13,10 +13,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from decomp.dsl import nodes
-from decomp.dsl.checker import check_recursion, effectful
+from decomp.dsl.checker import check_metric, check_recursion, effectful
 from decomp.dsl.errors import CheckError, DecompError, Diagnostics
 from decomp.dsl.parser import parse_module, read_text
 from decomp.handlers.base import Handler, LoadContext
+from decomp.handlers.environment import ActsOnEnvironment, EnvironmentHandler
 from decomp.runtime.engine.program import ProgramHandler
 from decomp.handlers.python import user_traceback
 from decomp.handlers.registry import Registry, import_module, local_module_file
@@ -30,6 +31,8 @@ class LoadedModule:
     module: nodes.Module
     handlers: dict[str, Handler] = field(default_factory=dict)
     main: str | None = None
+    #: The root module's `metric` (how dataset runs score rows with gold); None: not declared.
+    metric: str | None = None
     default_model: str | None = None
     models: dict[str, str] = field(default_factory=dict)
     model_decls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
@@ -87,7 +90,8 @@ class _Loader:
         if root is None:
             raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
         modules = self._with_imports(root, path)
-        loaded = LoadedModule(str(path), root, main=root.main.target if root.main else None)
+        loaded = LoadedModule(str(path), root, main=root.main.target if root.main else None,
+                              metric=root.metric.name if root.metric else None)
         loaded.files.update(file for _, file in modules)
         self._models(loaded, modules)
         for module, file in modules:
@@ -221,6 +225,9 @@ class _Loader:
         for handler in loaded.handlers.values():
             self.errors += handler.check_references(names)
         self.errors += check_recursion(loaded.handlers)
+        self.errors += _environment_problems(loaded.handlers)
+        for module, _ in modules:  # only the root's metric is used; an imported one is still checked
+            self.errors += check_metric(module)
         _mark_effects(loaded.handlers)
         root = loaded.module
         if root.main is not None and root.main.target not in names:
@@ -254,11 +261,29 @@ class _Loader:
 
 def _mark_effects(handlers: dict[str, Handler]) -> None:
     """Mark every handler that can reach an environment (`Handler.effectful`): kinds that act on
-    one, `program(file=...)` handlers whose target can, and all that call them."""
+    one, `program(file=...)` handlers whose target can, kinds that may run any handler of the
+    module (decomposers) when one is effectful, and all that call them."""
     sources = [name for name, h in handlers.items()
                if h.effects or (isinstance(h, ProgramHandler) and h.target is not None and h.target.effectful)]
-    for name in effectful(handlers, sources):
+    found = effectful(handlers, sources)
+    if found:
+        found = effectful(handlers, sources + [name for name, h in handlers.items() if h.calls_any])
+    for name in found:
         handlers[name].effectful = True
+
+
+def _environment_problems(handlers: dict[str, Handler]) -> list[CheckError]:
+    """An executor (or another kind acting on an environment) whose `environment=` names a
+    handler that is not an `environment(...)` declaration."""
+    errors = []
+    for handler in handlers.values():
+        if isinstance(handler, ActsOnEnvironment):
+            target = handlers.get(handler.options.environment)
+            if target is not None and not isinstance(target, EnvironmentHandler):
+                errors.append(CheckError(f"[{handler.name}] acts on [{target.name}], which is a {target.kind} "
+                                         "handler, not an environment", handler.error_span("environment"),
+                                         expected="the name of an environment(...) handler"))
+    return errors
 
 
 #: What a `model NAME = "..." (option=value)` declaration may set, with the types allowed.

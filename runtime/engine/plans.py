@@ -3,7 +3,8 @@
 AND runs its items in order and stops at the first failed outcome; OR stops at the first ok
 one; groups nest as written. The answer is the nested list of the answers that ran (a group
 inside a group is a list inside the list); the outcome is the order's. A plan with no steps
-fails; a step number the plan does not define is a failed step. In the trace the plan node
+fails, and so does a value that is no plan (a number); a step number the plan does not define
+is a failed step. In the trace the plan node
 holds one node per group and per step, steps that never ran marked skipped.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from decomp.dsl import nodes
 from decomp.dsl.plans import order_text, read_plan
-from decomp.dsl.values import Failed, outcome
+from decomp.dsl.values import Failed, json_kind, outcome
 from decomp.runtime.engine.tracing import TraceNode
 
 RunStep = Callable[[str, TraceNode], Awaitable[Any]]
@@ -21,8 +22,14 @@ RunStep = Callable[[str, TraceNode], Awaitable[Any]]
 async def run_plan(value: Any, run_one: RunStep, trace: TraceNode) -> Any:
     """Run `run_one(step text, trace node)` over the plan `value` (text or a list of steps).
 
-    Raises `TypeError` when `value` is not a plan at all."""
-    plan, note = read_plan(value)
+    A value that is no plan at all (a planner that answered a number) fails like a plan with no
+    steps, its trace node saying why."""
+    try:
+        plan, note = read_plan(value)
+    except TypeError as err:
+        node = trace.child("plan", label="(not a plan)", answer=value, failed=True)
+        node.details = f"{err}, not {json_kind(value)}"
+        return Failed(value)
     order = plan.execution_order()
     label = order_text(order) if plan.steps else "(no steps)"
     node = trace.child("plan", label=label, query=value if isinstance(value, str) else None)

@@ -60,8 +60,10 @@ class ProgramHandler(Handler):
         return {} if self.program is None else step_calls(iter_steps(self.program.body))
 
     async def run(self, call: EngineCall) -> Any:
-        if self.target is not None:
-            return await self.target.run(call)
+        if self.target is not None:  # the target's name on the stack, so its depth() and bounds count it
+            stack = call.stack[:-1] + (self.target.name,) if call.stack and call.stack[-1] == self.name else call.stack
+            return await self.target.run(EngineCall(call.query, call.values, call.inputs, stack, call.span,
+                                                    call.session, self.target, call.trace))
         if self.program is None:
             raise Failure("has no program to run (see `decomp check`)", call.span)
         params = self.program.params

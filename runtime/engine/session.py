@@ -150,7 +150,10 @@ class Session:
             done = await self.scheduler.complete(model, request, self._turn(row))
             row.charge(done.prompt_tokens, done.completion_tokens, 0)
             return done
-        keys = [self._sample_key(model, request, i) for i in range(request.n)]
+        # a request of temperature > 0 made again in the row (a retry) gets new samples, not the
+        # first request's from the cache: its k-th occurrence takes sample indexes k*n .. k*n+n-1
+        first = row.occurrence(self._sample_key(model, request, -1)) * request.n if request.temperature > 0 else 0
+        keys = [self._sample_key(model, request, first + i) for i in range(request.n)]
         found = [self._cached(k, f"[{handler}] on {model.name}") for k in keys]
         missing = [i for i, value in enumerate(found) if value is None]
         if not missing:
@@ -236,15 +239,15 @@ class Session:
             answer = await self._entry(module, target, fields, trace)
         except DecompError as err:
             trace.error, trace.details = str(err), getattr(err, "details", None)
-            return RunResult(None, str(err), trace, row.usage, environments=_summaries(row))
+            return RunResult(None, str(err), trace, row.usage, environments=_finish_environments(row))
         except Exception as err:  # a bug in the interpreter must not end the run: record it on the row
             trace.error = str(InternalError.of(err))
-            return RunResult(None, trace.error, trace, row.usage, environments=_summaries(row))
+            return RunResult(None, trace.error, trace, row.usage, environments=_finish_environments(row))
         finally:
             CURRENT_ROW.reset(token)
         value, ok = outcome(answer)
         trace.answer, trace.failed = value, not ok
-        return RunResult(value, None, trace, row.usage, failed=not ok, environments=_summaries(row))
+        return RunResult(value, None, trace, row.usage, failed=not ok, environments=_finish_environments(row))
 
     def run(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None) -> RunResult:
         """Synchronous `arun` for one row (closes the models' connections afterwards)."""
@@ -333,12 +336,18 @@ class Session:
             raise failure from err
 
 
-def _summaries(row: RowContext) -> dict[str, Any]:
-    """The row's environment summaries; one that fails is recorded as its error, never raised."""
+def _finish_environments(row: RowContext) -> dict[str, Any]:
+    """The row's environment summaries, then their close hooks; an environment's own failure
+    is recorded in the summaries, never raised (it must not lose the row)."""
     try:
-        return row.environment_summaries()
-    except Exception as err:  # an environment's own bug must not lose the row
-        return {"error": f"{type(err).__name__}: {err}"}
+        summaries = row.environment_summaries()
+    except Exception as err:
+        summaries = {"error": f"summary: {type(err).__name__}: {err}"}
+    try:
+        row.close_environments()
+    except Exception as err:
+        summaries["close error"] = f"{type(err).__name__}: {err}"
+    return summaries
 
 
 def _known_settings(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -163,7 +164,8 @@ class RunSummary:
 
     @property
     def score(self) -> float | None:
-        """Mean exact match over the rows with gold answers (None without gold)."""
+        """Mean score over the rows with gold answers (None without gold), by the program's
+        `metric` (exact match when it declares none; `summary["metric"]` names it)."""
         return self.summary["score"]
 
     def to_dict(self) -> dict[str, Any]:
@@ -236,7 +238,7 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
     recorded = {**options.to_dict(), "model": session.default_model_spec(loaded)}
     if fields:
         recorded["fields"] = fields
-    manifest = make_manifest(path, loaded.main, loaded.files, data, recorded)
+    manifest = make_manifest(path, loaded.main, loaded.files, data, recorded, metric=loaded.metric or "em")
     rows = with_fields(read_rows(data), fields)
     run = _open_run(path, data, manifest, loaded.files, run_dir, resume, force)
     try:
@@ -272,10 +274,25 @@ def _check_fields(path: Path, manifest: dict) -> None:
     """Refuse to resume the run in `path` with other `--field`s than it was run with (two runs
     mixed), before anything there is touched."""
     old, new = read_manifest(path)["options"].get("fields") or {}, manifest["options"].get("fields") or {}
-    if old != new:
-        given = lambda values: " ".join(f"--field {k}={v}" for k, v in values.items()) or "no --field"  # noqa: E731
+    if _as_json(old) != _as_json(new):  # by JSON text: 4 and "4" (or 1 and true) are different fields
+        given = lambda values: " ".join(f"--field {k}={_as_typed(v)}" for k, v in values.items()) or "no --field"  # noqa: E731
         raise RunDirError(f"{path} was run with {given(old)}; resuming with {given(new)} would mix two "
                           f"runs: pass the same fields, or --force to start over")
+
+
+def _as_json(fields: Mapping[str, Any]) -> str:
+    return json.dumps(fields, sort_keys=True, ensure_ascii=False)
+
+
+def _as_typed(value: Any) -> str:
+    """A field's value as one would type it after --field NAME= to get it back (text that reads
+    as JSON, such as "4", quoted)."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _session(program, model, options: RunOptions | None, session: Session | None) -> tuple[Session, RunOptions]:

@@ -4,7 +4,8 @@ A bad row (malformed JSON, missing question) or a failing program records its er
 row's record; the other rows go on. Each row's record and trace go to a sink when the row ends
 (a run directory appends them at once, in the order rows end); `InOrder` instead writes lines
 in input order, each as soon as it and every row before it have ended. Each record carries the
-row's `index`; with gold in the data, its `gold` and `score` (DROP exact match) too.
+row's `index`; with gold in the data, its `gold` and `score` too: the module's `metric` (em,
+set_em or f1; DROP exact match when it declares none).
 """
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ async def _run_row(session: Session, module: LoadedModule, row: Row) -> tuple[di
         record["environment"] = result.environments
     if row.gold is not None:
         record["gold"] = row.gold
-        record["score"] = best_score(result.answer, as_alternatives(row.gold), "em") if result.error is None else 0.0
+        metric = module.metric or "em"
+        record["score"] = best_score(result.answer, as_alternatives(row.gold), metric) if result.error is None else 0.0
     record["usage"] = result.usage.to_dict()
     record["seconds"] = round(time.perf_counter() - started, 6)
     return record, result.trace

@@ -2,14 +2,15 @@
 
     RUN/
       run.json        the manifest: format, decomp version, program (path, main, fingerprint,
-                      each file's sha256), input (path, sha256), options, one entry per session
+                      each file's sha256), input (path, sha256), options, the metric rows are
+                      scored with, one entry per session
       program/        a copy of every file the program was built from (imports, prompt files)
       results.jsonl   one JSON line per row, appended and flushed as each row ends (so in the
                       order rows end; each line has the row's `index`)
       traces.sqlite   each row's decomposition tree: table `traces(idx, id, ok, tree)`, the tree
                       as zlib-compressed JSON (TraceNode.to_dict), WAL mode
-      summary.json    rows done/failed, score (with gold), calls, tokens, cache hits, wall time,
-                      per-handler latency; rewritten at the end of every session
+      summary.json    rows done/failed, score and metric (with gold), calls, tokens, cache hits,
+                      wall time, per-handler latency; rewritten at the end of every session
 
 Why SQLite for traces: a row's tree is written in one transaction before its results line, so
 a line in results.jsonl always has its trace; reading one row of a 10,000-row run is one
@@ -82,8 +83,10 @@ def fingerprint(hashes: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()
 
 
-def make_manifest(program: Path, main: str | None, files: Iterable[Path], data: Path, options: dict) -> dict:
-    """What `run.json` records for a new run of `program` over `data` with `options`."""
+def make_manifest(program: Path, main: str | None, files: Iterable[Path], data: Path, options: dict,
+                  metric: str = "em") -> dict:
+    """What `run.json` records for a new run of `program` over `data` with `options`; `metric`
+    is what rows with gold are scored with (the program's `metric` statement, else em)."""
     named = program_files(program, files)
     hashes = {name: sha256_file(path) for name, path in named.items()}
     return {
@@ -92,6 +95,7 @@ def make_manifest(program: Path, main: str | None, files: Iterable[Path], data: 
         "program": {"path": str(program.resolve()), "main": main, "sha256": fingerprint(hashes), "files": hashes},
         "input": {"path": str(data.resolve()), "sha256": sha256_file(data)},
         "options": options,
+        "metric": metric,
         "sessions": [],
     }
 
@@ -264,6 +268,12 @@ class RunDir:
         return self._manifest_field("input", "path")
 
     @property
+    def metric(self) -> str:
+        """The metric the run scored its rows with (runs written before run.json recorded one: em)."""
+        metric = self.manifest.get("metric")
+        return metric if isinstance(metric, str) and metric else "em"
+
+    @property
     def model(self) -> str | None:
         """The model the run was given (`--model`), if any."""
         return self._manifest_field("options", "model")
@@ -382,10 +392,12 @@ def summarize(records: list[dict], manifest: dict) -> dict:
     usage = total.to_dict()
     handlers = usage.pop("handlers")
     sessions = manifest.get("sessions", [])
+    metric = {"metric": manifest.get("metric") or "em"} if scored else {}
     return {
         "rows": len(records),
         "failed": sum("error" in r for r in records),
         "score": round(sum(scored) / len(scored), 6) if scored else None,
+        **metric,
         "scored_rows": len(scored),
         **outcomes(records),
         **usage,
@@ -399,7 +411,8 @@ def summarize(records: list[dict], manifest: dict) -> dict:
 
 def outcomes(records: list[dict]) -> dict:
     """Success over rows: `failed_outcome` (rows that answered with a failed outcome),
-    `success_rate` (rows answered with an ok outcome, over all rows), `calls_per_row`; when
+    `success_rate` (rows answered with an ok outcome, over all rows), `calls_per_row` (model
+    requests, cache hits included); when
     environments judged the rows (a summary's `success`), `env_success_rate` too (the paper
     found self-judged success inflated: both are kept); and, when their summaries name a
     `group` (TextCraft: the recipe depth), the same per group."""
@@ -422,7 +435,9 @@ def _rates(records: list[dict]) -> dict:
     judged = [_env_success(r) for r in records]
     if any(j is not None for j in judged):
         out["env_success_rate"] = round(sum(bool(j) for j in judged) / rows, 6)
-    out["calls_per_row"] = round(sum((r.get("usage") or {}).get("calls", 0) for r in records) / rows, 3)
+    # model requests a row made, whether the cache answered them or not: a re-run gives the same
+    out["calls_per_row"] = round(sum((r.get("usage") or {}).get("calls", 0) + (r.get("usage") or {}).get("cache_hits", 0)
+                                     for r in records) / rows, 3)
     return out
 
 

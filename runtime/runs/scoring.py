@@ -12,6 +12,10 @@ A gold answer is a string or a list/tuple of strings (one answer made of several
 A row's gold is a list of *alternatives*, each such an answer; its score is the best over
 the alternatives (see :func:`as_alternatives` and :func:`best_score`).
 
+A program chooses the metric its dataset runs score rows with (`metric set_em` in the .decomp
+file; the names are `decomp.dsl.checker.METRIC_NAMES`, checked when the module loads); run.json
+records it and `decomp eval --pred RUN` uses it unless `--metric` is given (`run_metric`).
+
 A prediction may be anything JSON can hold; :func:`coerce_answer` turns it into a string or
 a list of strings: numbers become their text, ``None`` the empty string, a dict its JSON text.
 """
@@ -261,14 +265,14 @@ def _metric(name: str) -> Callable[[Any, Any], float]:
 def best_score(pred: Any, alternatives: Alternatives, metric: str) -> float:
     """The best ``metric`` score of ``pred`` over the gold ``alternatives``.
 
-    As in DROP, alternatives whose first string is empty are ignored. When no alternative is
-    left (the gold answer is empty) the prediction is scored against the empty answer ``""``,
-    so an empty prediction (or ``None``) scores 1.0 and any other scores 0.0.
+    As in the official DROP evaluator, alternatives whose first string is empty are ignored,
+    and a row with no alternative left (an empty gold answer) scores 0.0 whatever the
+    prediction, an empty one included.
     """
     score = _metric(metric)
     kept = [alt for alt in alternatives if alt and alt[0].strip()]
     if not kept:
-        return float(score(pred, ""))
+        return 0.0
     return max(float(score(pred, list(alt))) for alt in kept)
 
 
@@ -358,15 +362,35 @@ def success_summary(predictions: Predictions) -> dict:
     return {"rows": len(records), "errors": sum(bool(r.get("error")) for r in records), **outcomes(records)}
 
 
-def evaluate_files(gold_path: str | Path | None, pred_path: str | Path, metric: str) -> tuple[dict, list[str]]:
+def run_metric(pred_path: str | Path) -> str | None:
+    """The metric recorded by the run whose predictions are at `pred_path` (a run directory, or
+    the results.jsonl inside one): the program's `metric`, em for runs that recorded none.
+    None for any other file (an `--output` JSONL, a predictions file of one's own)."""
+    from decomp.runtime.runs.rundir import MANIFEST, RESULTS, RunDir
+
+    path = Path(pred_path)
+    folder = path if path.is_dir() else path.parent if path.name == RESULTS else None
+    if folder is None or not (folder / MANIFEST).is_file():
+        return None
+    return RunDir.open(folder).metric
+
+
+def evaluate_files(gold_path: str | Path | None, pred_path: str | Path,
+                   metric: str | None = None) -> tuple[dict, list[str]]:
     """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL or
     `decomp run` run directory; also the warnings about prediction lines that were skipped.
+
+    `metric` None: the run's own metric when `pred_path` is a run (its program's `metric`
+    statement, recorded in run.json; see `run_metric`), else em.
 
     When some prediction failed its outcome or was judged by an environment (runs of programs
     whose steps can fail, such as ADaPT's), the success rates are added (`success_summary`);
     without gold only those are given."""
     from decomp.runtime.runs.datasets import read_rows
 
+    if metric is None:
+        metric = run_metric(pred_path) or "em"
+    _metric(metric)
     predictions = read_predictions(pred_path)
     judged = any(r.get("outcome") == "failed" or r.get("environment") for r in predictions.records.values())
     summary = success_summary(predictions) if judged or gold_path is None else {}

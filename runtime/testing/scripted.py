@@ -36,6 +36,7 @@ import hashlib
 import re
 from pathlib import Path
 
+from decomp.handlers.executor import COMPLETED, FAILED
 from decomp.handlers.registry import default_registry
 from decomp.handlers.textcraft import env as textcraft_env, recipes as textcraft_recipes
 from decomp.handlers.textcraft.env import TextCraft
@@ -45,7 +46,6 @@ from decomp.runtime.testing.fake import fake_tokens
 
 __all__ = ["LESSON", "ScriptedModel", "executor_answer", "parse_inventory", "planner_answer", "scripted_model"]
 
-COMPLETED, FAILED = "task completed", "task failed"
 #: The lesson a scripted model writes after a failed attempt.
 LESSON = " Fetch or craft each ingredient before crafting the target."
 
@@ -123,7 +123,7 @@ def _commands(lines: list[str], before: int | None = None) -> list[str] | None:
 
 def _task(line: str) -> tuple[str, int]:
     """The (item, count) of a `Task: ...` line, any ` -- note` dropped; ValueError if unreadable."""
-    text = line[len("Task:"):].split(" -- ", 1)[0].strip()
+    text = line[len("Task:"):].strip()  # parse_task leaves out a " -- " note
     return parse_task(text)
 
 

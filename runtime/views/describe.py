@@ -46,7 +46,7 @@ def _plain(node: Any) -> Any:
     if dataclasses.is_dataclass(node):
         out = {"node": type(node).__name__}
         for f in dataclasses.fields(node):
-            if f.name != "mains":
+            if f.name not in ("mains", "metrics"):
                 out[f.name] = _plain(getattr(node, f.name))
         return out
     if isinstance(node, (list, tuple)):

@@ -86,8 +86,10 @@ def pair_rows(a: RunDir, b: RunDir) -> tuple[list[tuple[dict, dict]], list[dict]
     return pairs, only_a, only_b
 
 
-def _outcome(record: dict) -> tuple[Any, bool]:
-    return record.get("answer"), "error" in record
+def _outcome(record: dict) -> tuple[Any, bool, str]:
+    """What a row's comparison looks at: its answer, whether it errored, and its outcome (the same
+    answer ok in one run and failed in the other is a difference)."""
+    return record.get("answer"), "error" in record, record.get("outcome", "error" if "error" in record else "ok")
 
 
 # ---- the runs compared
@@ -127,6 +129,9 @@ def _row_difference(a: RunDir, b: RunDir, row_a: dict, row_b: dict) -> dict:
         out["note"] = f"no stored trace for this row in run {' and '.join(missing)}"
     else:
         out["diverges_at"] = first_divergence(tree_a, tree_b)
+    outcomes = [row.get("outcome", "error" if "error" in row else "ok") for row in (row_a, row_b)]
+    if out["diverges_at"] is None and out["note"] is None and outcomes[0] != outcomes[1]:
+        out["note"] = f"the same answer, but its outcome is {outcomes[0]} in run A and {outcomes[1]} in run B"
     return out
 
 

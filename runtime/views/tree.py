@@ -117,7 +117,9 @@ def _totals(summary: dict) -> Text:
     text = Text(f"rows {summary['rows']}  ")
     text.append(f"failed {summary['failed']}", style="red" if summary["failed"] else "")
     if summary.get("score") is not None:
-        text.append(f"  score {summary['score']:.3f} over {summary['scored_rows']}")
+        metric = summary.get("metric")  # named when the program chose another metric than exact match
+        named = f" ({metric})" if metric and metric != "em" else ""
+        text.append(f"  score {summary['score']:.3f}{named} over {summary['scored_rows']}")
     text.append_text(_outcome_totals(summary))
     text.append(f"  calls {summary['calls']}  tokens {summary['prompt_tokens']}/{summary['completion_tokens']}"
                 f"  cache hits {summary['cache_hits']}  wall {summary['wall_s']} s"

@@ -289,13 +289,19 @@ def test_an_executor_without_a_template_is_a_check_error():
     assert "[act] needs file=... or text=..." in str(info.value)
 
 
-def test_an_executor_over_a_handler_that_is_no_environment_is_a_row_error():
-    log: list = []
-    reg = Registry.with_builtins()
-    reg.add_environment("craft", lambda row: Craft(row, log))
-    session = Session(registry=reg, model=FakeModel(answers=["task completed"]))
-    src = ('handler up = python(function="string:capwords")\n'
-           'handler act = executor(environment="up", text="x")\n'
-           'program p(question) {\n    QS: [act] #question\n}\nmain p\n')
-    result = session.run(session.load("x.decomp", text=src), {"question": "go"})
-    assert result.error is not None and "[up] is not an environment handler of this file" in result.error
+@pytest.mark.parametrize("line, column", [
+    ('handler act = executor(environment="up", text="x")', 36),
+    ('handler act = textcraft_executor(environment="up")', 46),
+])
+def test_check_refuses_an_executor_over_a_handler_that_is_no_environment(tmp_path, line, column):
+    from click.testing import CliRunner
+
+    from decomp.runtime.cli import main
+
+    path = tmp_path / "x.decomp"
+    path.write_text('handler up = python(function="string:capwords")\n' + line + '\n'
+                    'program p(question) {\n    QS: [act] #question\n}\nmain p\n', encoding="utf-8")
+    result = CliRunner().invoke(main, ["check", str(path)])
+    assert result.exit_code == 1, result.output
+    assert f"{path}:2:{column}: [act] acts on [up], which is a python handler, not an environment" in result.output
+    assert "expected the name of an environment(...) handler" in result.output

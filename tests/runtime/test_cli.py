@@ -178,3 +178,20 @@ def test_main_picks_another_program_and_an_unknown_one_is_a_clear_error(tmp_path
     assert invoke("run", str(src), "--main", "second", "-q", "a b").output.strip() == '"a B" Again'  # capwords of '"A B" again'
     result = invoke("run", str(src), "--main", "third", "-q", "a b")
     assert result.exit_code == 1 and "has no program or handler named 'third' (it has: first, second, up)" in result.output
+
+
+def test_textcraft_generate_skips_crafting_commands_that_are_not_text(tmp_path, fixture_data):
+    dev = (fixture_data / "textcraft" / "tasks_dev.jsonl").read_text(encoding="utf-8")
+    bad_rows = [{"goal": "x", "crafting_commands": [5, None, {"craft": 1}, ["craft 1 a using 1 b"], True]},
+                {"goal": "y", "crafting_commands": "craft 1 y using 1 z"},
+                {"goal": "z", "crafting_commands": {"a": "craft 1 a using 1 b"}}]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(dev + "".join(json.dumps(r) + "\n" for r in bad_rows), encoding="utf-8")
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text(dev, encoding="utf-8")
+    args = ["--depth", "2", "-n", "3", "--seed", "1"]
+    result = invoke("textcraft", "generate", "--from", str(mixed), *args)
+    assert result.exit_code == 0, result.output
+    expected = invoke("textcraft", "generate", "--from", str(clean), *args)
+    assert result.output == expected.output
+    assert len(result.output.splitlines()) == 3

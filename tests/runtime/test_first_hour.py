@@ -272,3 +272,36 @@ def test_run_directory_options_with_a_question_are_a_usage_error(echo, tmp_path)
     result = invoke("run", echo, "-q", "hi", "--field", "suffix=S", "--output", tmp_path / "out.jsonl")
     assert result.exit_code == 2 and "--output" in result.output and "--input" in result.output
     assert not (tmp_path / "out.jsonl").exists()
+
+
+# ---------------------------------------------------------------- --field values on --resume, by JSON text
+def test_resume_compares_fields_by_their_json_text(echo, data, tmp_path):
+    run_dir = tmp_path / "run"
+    first = invoke("run", echo, "--input", data, "--field", 'suffix="4"', "--run-dir", run_dir)
+    assert first.exit_code == 0, first.output
+    assert json.loads((run_dir / "run.json").read_text())["options"]["fields"] == {"suffix": "4"}
+    number = invoke("run", echo, "--input", data, "--field", "suffix=4", "--run-dir", run_dir, "--resume")
+    assert number.exit_code == 1
+    assert 'was run with --field suffix="4"; resuming with --field suffix=4 would mix two runs' in \
+        " ".join(number.output.split())
+    same = invoke("run", echo, "--input", data, "--field", 'suffix="4"', "--run-dir", run_dir, "--resume")
+    assert same.exit_code == 0, same.output
+
+
+def test_resume_tells_one_from_true(echo, data, tmp_path):
+    run_dir = tmp_path / "run"
+    assert invoke("run", echo, "--input", data, "--field", "suffix=1", "--run-dir", run_dir).exit_code == 0
+    other = invoke("run", echo, "--input", data, "--field", "suffix=true", "--run-dir", run_dir, "--resume")
+    assert other.exit_code == 1
+    assert "--field suffix=1" in other.output and "--field suffix=true" in other.output
+
+
+@pytest.mark.parametrize("word", ["NaN", "Infinity", "-Infinity"])
+def test_a_field_that_only_python_reads_as_a_number_stays_text(echo, data, tmp_path, word):
+    run_dir = tmp_path / "run"
+    result = invoke("run", echo, "--input", data, "--field", f"suffix={word}", "--run-dir", run_dir)
+    assert result.exit_code == 0, result.output
+    assert json.loads((run_dir / "run.json").read_text())["options"]["fields"] == {"suffix": word}
+    assert [r["answer"] for r in results(run_dir)] == [f"one {word}", f"two {word}"]
+    again = invoke("run", echo, "--input", data, "--field", f"suffix={word}", "--run-dir", run_dir, "--resume")
+    assert again.exit_code == 0, again.output

@@ -265,3 +265,86 @@ def test_engine_runs_adapt_as_the_reference_does(tmp_path, dev_rows, dmax, solve
     assert sum(n for (_, ok), n in groups.items() if ok) == solved
     assert groups["depth 3", True] == 29
     assert (calls["execute"] / 40, calls["plan"] / 40) == (executor, planner)
+
+
+# ---------------------------------------------------------------- the bundled methods (programs/adapt)
+def _bundled(name="adapt/textcraft_symbolic", **session_kwargs):
+    from decomp.runtime.runs.api import find_program
+
+    session = Session(**session_kwargs)
+    return session, session.load(str(find_program(name)))
+
+
+# a goal of recipe depth 9: item1 from item2 ... from item10 (fetched)
+CHAIN = {"id": "chain", "goal": "item1",
+         "crafting_commands": [f"craft 1 item{i} using 1 item{i + 1}" for i in range(1, 10)]}
+
+
+@pytest.mark.parametrize("dmax, solved", [(9, False), (10, True), (16, True)])
+def test_bundled_adapt_runs_deeper_than_8(dmax, solved):
+    """methods.decomp allows dmax up to 16: a depth-9 goal needs dmax 10, and dmax 9 is a failed
+    row, not one that ends at a max_depth."""
+    assert TextCraft.from_row(CHAIN).depth == 9
+    session, module = _bundled()
+    result = session.run(module, {**CHAIN, "dmax": dmax})
+    assert result.error is None, result.error
+    assert result.failed is not solved
+    assert result.environments["env"]["success"] is solved
+
+
+def test_bundled_adapt_easy_row_with_dmax_9(dev_rows):
+    session, module = _bundled()
+    result = session.run(module, {**dev_rows[0], "dmax": 9})
+    assert result.error is None, result.error
+    assert not result.failed
+
+
+def test_bundled_adapt_with_a_model_that_always_fails_stops_at_dmax_9(dev_rows):
+    """The model's executor always fails and its planner always plans one step: the recursion goes
+    down to dmax (9 here) and the row fails without an error."""
+    from decomp import FakeModel
+
+    def answer(request):
+        return " task failed" if request.prompt.rstrip().endswith(">") else \
+            "Step 1: fetch 1 oak planks\nExecution Order: (Step 1)"
+
+    session, module = _bundled("adapt/textcraft", model=FakeModel(default=answer))
+    result = session.run(module, {**dev_rows[0], "dmax": 9})
+    assert result.error is None, result.error
+    assert result.failed
+    adapt_calls = [n for n in result.trace.walk() if n.kind == "call" and n.handler == "adapt"]
+    assert len(adapt_calls) == 9
+
+
+@pytest.mark.parametrize("main", ["retry", "reflect_retry"])
+def test_bundled_retries_up_to_9_tries(dev_rows, main):
+    session, module = _bundled()
+    result = session.run(module, {**dev_rows[0], "tries": 9}, target=main)
+    assert result.error is None, result.error
+    acts = [n for n in result.trace.walk() if n.kind == "call" and n.handler == "act"]
+    assert len(acts) == 9 and result.failed
+
+
+# ---------------------------------------------------------------- Reflexion's lessons
+def test_parse_task_leaves_out_a_lesson_note():
+    assert parse_task("craft 1 bowl -- lesson: fetch the planks first") == ("bowl", 1)
+    assert parse_task('Craft 4 polished granite stairs using 6 polished granite -- lesson: "x" -- lesson: "y"') == \
+        ("polished granite stairs", 4)
+    assert parse_task("fetch 6 polished granite -- lesson: ") == ("polished granite", 6)
+
+
+def test_executor_reads_a_task_with_lessons_as_the_task():
+    env = TextCraft.from_row(ROW)
+    answer, _ = execute(env, "get 1 oak logs -- lesson: get it")
+    assert answer["success"] and env.inventory["oak logs"] == 1
+
+
+def test_symbolic_reflexion_retries_the_real_task(dev_rows):
+    """Every attempt of `reflect_retry` stops for the same reason as the first (one action is not
+    enough), none as an unknown or impossible task because of the lesson written after it."""
+    session, module = _bundled()
+    result = session.run(module, {**dev_rows[0], "tries": 3}, target="reflect_retry")
+    assert result.error is None, result.error
+    acts = [n for n in result.trace.walk() if n.kind == "call" and n.handler == "act"]
+    assert [a.query.count(" -- lesson: ") for a in acts] == [0, 1, 2]
+    assert [a.answer["stopped"] for a in acts] == ["cannot do it in one action"] * 3

@@ -564,3 +564,54 @@ def test_rerun_of_a_batch_makes_no_model_calls(tmp_path):
     assert sorted(answers1) == list(range(50))
     assert answers1[7] == '"7 ohw"'  # #1 is substituted as JSON text
     assert all(line["usage"]["calls"] == 0 and line["usage"]["cache_hits"] == 2 for line in lines2)
+
+
+# ------------------------------------------------------------------ a sampled request repeated in a row
+REPEATED = '''
+handler ask = prompt(text="Q: ping?\\nA: pong\\n", temperature=0.7)
+program p(question) {
+    QS: [ask] #question
+    QS: [ask] #question
+    QS: [ask] #question
+}
+main p
+'''
+
+
+def _steps(result):
+    return [n.answer for n in result.trace.walk() if n.kind == "step"]
+
+
+def test_a_sampled_request_repeated_in_a_row_gets_new_samples_and_a_rerun_replays_them(tmp_path):
+    path = tmp_path / "steps.sqlite"
+    runs = []
+    for _ in range(2):
+        model = FakeModel(answers=["one", "two", "three", "four"])
+        session = Session(model=model, cache=StepCache(path))
+        result = session.run(session.load("x.decomp", text=REPEATED), {"question": "hi"})
+        session.cache.close()
+        assert result.error is None, result.error
+        runs.append((model, result))
+    (model1, first), (model2, again) = runs
+    assert _steps(first) == ["one", "two", "three"]  # not the first sample three times
+    assert len(model1.history) == 3 and first.usage.calls == 3
+    assert _steps(again) == ["one", "two", "three"]  # the same samples, in the same order
+    assert model2.history == [] and again.usage.cache_hits == 3
+
+
+def test_each_row_counts_its_own_occurrences(tmp_path):
+    model = FakeModel(answers=["one", "two", "three", "four"])
+    session = Session(model=model, cache=StepCache(tmp_path / "steps.sqlite"))
+    module = session.load("x.decomp", text=REPEATED.replace("    QS: [ask] #question\n", "", 1))
+    assert _steps(session.run(module, {"question": "hi"})) == ["one", "two"]
+    other = session.run(module, {"question": "hi"})
+    assert _steps(other) == ["one", "two"] and other.usage.cache_hits == 2 and len(model.history) == 2
+
+
+def test_a_greedy_request_repeated_in_a_row_is_answered_from_the_cache(tmp_path):
+    model = FakeModel(answers=["one", "two", "three"])
+    session = Session(model=model, cache=StepCache(tmp_path / "steps.sqlite"))
+    result = session.run(session.load("x.decomp", text=REPEATED.replace("temperature=0.7", "temperature=0")),
+                         {"question": "hi"})
+    assert result.error is None, result.error
+    assert _steps(result) == ["one", "one", "one"] and len(model.history) == 1

@@ -443,3 +443,145 @@ def test_an_executor_naming_an_unknown_environment_handler_is_a_check_error():
     with pytest.raises(DecompError) as info:
         load('handler act = executor(environment="ghost", text="{{ task }}")\nmain act\n', log)
     assert "[act] names an unknown environment handler 'ghost'" in str(info.value)
+
+
+# ------------------------------------------------------------------ decomposers may run any handler
+DECOMPOSER = HEAD + '''
+handler dec = decomposer(examples="QC: hi\\nQS: [plain] x 0\\nA: \\"x\\"\\nQS: [EOQ]\\n")
+program p(question) {
+    QS: [dec] go
+    QS: [slow] b 0
+}
+main p
+'''
+
+
+def test_a_decomposer_whose_model_names_an_effectful_handler_acts_in_text_order():
+    """The decomposer's calls() lists nothing, but its model may write `[slow] ...`: it is effectful
+    when any handler of its module is, so a later effectful step waits for it."""
+    log: list = []
+    model = FakeModel(script={"go": ["[slow] a 0.06", "[EOQ]"]})
+    session = Session(registry=toy_registry(log), model=model)
+    module = session.load("x.decomp", text=DECOMPOSER)
+    assert module.handlers["dec"].effectful and module.handlers["p"].effectful
+    result = session.run(module, {"question": "q"})
+    assert result.error is None, result.error
+    assert log == ["a", "b"]
+    assert result.environments["env"]["actions"] == ["a", "b"]
+
+
+def test_a_decomposer_in_a_module_without_environments_is_not_effectful():
+    session = Session(registry=Registry.with_builtins(), model=FakeModel())
+    module = session.load("x.decomp", text='handler up = python(function="string:capwords")\n'
+                                           'handler dec = decomposer(examples="QC: hi\\nQS: [up] x\\nA: \\"X\\"\\n'
+                                           'QS: [EOQ]\\n")\nmain dec\n')
+    assert not module.handlers["dec"].effectful
+
+
+# ------------------------------------------------------------------ a kind not marked as acting
+def _sneaky_registry(log: list) -> Registry:
+    """toy_registry plus `sneaky`: acts on [env] without effects = True, ActsOnEnvironment or calls()."""
+    reg = toy_registry(log)
+
+    @handler_kind("sneaky", registry=reg)
+    class Sneaky(Handler):
+        async def run(self, call):
+            return call.environment("env").step(call.query).observation
+
+    return reg
+
+
+SNEAKY = 'handler env = environment(name="toy")\nhandler sn = sneaky()\nprogram p(question) {\n    QS: [sn] act\n}\nmain p\n'
+
+
+def test_call_environment_from_a_handler_not_marked_effectful_is_a_row_error(tmp_path):
+    """Were it allowed, its answer would be cached and the action replayed from the cache on the
+    next run, never reaching the environment."""
+    log: list = []
+    path = tmp_path / "steps.sqlite"
+    results = []
+    for _ in range(2):
+        session = Session(registry=_sneaky_registry(log), cache=StepCache(path), default_model=None)
+        module = session.load("x.decomp", text=SNEAKY)
+        assert not module.handlers["sn"].effectful
+        results.append(session.run(module, {"question": "q"}))
+    for result in results:
+        assert result.answer is None and result.error is not None
+        assert result.error.startswith("[sn] sneaky, x.decomp:")
+        assert "[sn] acts on [env] but is not marked as acting on an environment" in result.error
+        assert result.usage.cache_hits == 0
+    assert log == []
+
+
+# ------------------------------------------------------------------ two declarations of one name
+def test_two_environment_declarations_of_one_name_both_keep_their_summary(tmp_path):
+    (tmp_path / "lib.decomp").write_text('handler env = environment(name="toy")\n'
+                                         'program act(q) {\n    QS: [env] #q\n}\n', encoding="utf-8")
+    (tmp_path / "main.decomp").write_text(
+        'handler env = environment(name="toy")\nhandler sub = program(file="lib.decomp", name="act")\n'
+        'program p(question) {\n    QS: [env] a\n    QS: [sub] b\n}\nmain p\n', encoding="utf-8")
+    log: list = []
+    session = Session(registry=toy_registry(log), default_model=None)
+    result = session.run(session.load(tmp_path / "main.decomp"), {"question": "q"})
+    assert result.error is None, result.error
+    assert log == ["a", "b"]
+    envs = result.environments
+    other = f"env@{tmp_path / 'lib.decomp'}:1"  # the second declaration of the name: by file and line
+    assert list(envs) == ["env", other]
+    assert envs["env"]["actions"] == ["a"] and envs[other]["actions"] == ["b"]
+    assert envs["env"]["instance"] != envs[other]["instance"]
+
+
+def test_three_declarations_of_one_name_in_one_folder_keep_three_summaries(tmp_path):
+    for name in ("lib1", "lib2"):
+        (tmp_path / f"{name}.decomp").write_text('handler env = environment(name="toy")\n'
+                                                 'program act(q) {\n    QS: [env] #q\n}\n', encoding="utf-8")
+    (tmp_path / "main.decomp").write_text(
+        'handler env = environment(name="toy")\nhandler s1 = program(file="lib1.decomp", name="act")\n'
+        'handler s2 = program(file="lib2.decomp", name="act")\n'
+        'program p(question) {\n    QS: [env] a\n    QS: [s1] b\n    QS: [s2] c\n}\nmain p\n', encoding="utf-8")
+    log: list = []
+    session = Session(registry=toy_registry(log), default_model=None)
+    result = session.run(session.load(tmp_path / "main.decomp"), {"question": "q"})
+    assert result.error is None and log == ["a", "b", "c"]
+    assert [summary["actions"] for summary in result.environments.values()] == [["a"], ["b"], ["c"]]
+
+
+# ------------------------------------------------------------------ the close hook
+class Closing(Toy):
+    """A Toy that counts the calls of its close hook (in `closed`, by instance number)."""
+
+    closed: list = []
+
+    def close(self):
+        Closing.closed.append(self.number)
+
+
+def test_close_is_called_when_the_row_ends_and_when_reset_replaces_an_instance():
+    log: list = []
+    Closing.closed = []
+    result = run(program("QS: [env] a", "QS: [env] reset", "QS: [env] b"), log,
+                 factory=lambda fields: Closing(fields, log))
+    assert result.error is None, result.error
+    first, second = result.environments["env"]["instance"] - 1, result.environments["env"]["instance"]
+    assert Closing.closed == [first, second]  # the replaced one at the reset, the fresh one at the row's end
+
+
+def test_close_is_called_when_the_row_ends_in_an_error():
+    log: list = []
+    Closing.closed = []
+    result = run(program("QS: [env] a", "QS: [items] x", "QS: [env] #question"), log, {"question": " "},
+                 factory=lambda fields: Closing(fields, log))
+    assert result.error is not None
+    assert Closing.closed == [result.environments["env"]["instance"]]
+
+
+def test_a_close_hook_that_raises_is_recorded_not_raised():
+    class Broken(Toy):
+        def close(self):
+            raise RuntimeError("stuck")
+
+    log: list = []
+    result = run(program("QS: [env] a"), log, factory=lambda fields: Broken(fields, log))
+    assert result.error is None and result.answer == "did a"
+    assert result.environments["close error"] == "RuntimeError: stuck"

@@ -582,3 +582,63 @@ main p
     result = run(src, functions={"h": fail_on("bad")})
     assert result.error is None
     assert result.answer == "CAUGHT" and not result.failed
+
+
+# ------------------------------------------------------------------ depth() through program(file=...)
+LIB = '''
+handler log = python(function="log")
+program rec(n) with max_depth = 5 {
+    QS: [log] #n
+    if depth() >= 3 {
+        QS: [EOQ]
+    }
+    QS: [rec] #1
+}
+program at_one(n) {
+    if depth() == 1 {
+        QS: [log] one
+    } else {
+        QS: [log] more
+    }
+}
+'''
+
+
+@pytest.mark.parametrize("main", [
+    'import "lib.decomp"\nprogram p(question) {\n    QS: [rec] x\n}\nmain p\n',
+    'handler r = program(file="lib.decomp", name="rec")\nprogram p(question) {\n    QS: [r] x\n}\nmain p\n',
+], ids=["imported", "alias"])
+def test_depth_through_a_program_file_alias_counts_its_target(tmp_path, main):
+    """`handler r = program(file=..., name="rec")`: the first activation through [r] is rec's depth
+    1, so the recursion stops after as many activations as when rec is called directly."""
+    (tmp_path / "lib.decomp").write_text(LIB, encoding="utf-8")
+    (tmp_path / "main.decomp").write_text(main, encoding="utf-8")
+    seen: list[str] = []
+
+    def log(query):
+        seen.append(query)
+        return query + "+"
+
+    session = Session(registry=registry(log=log), default_model=None)
+    result = session.run(session.load(tmp_path / "main.decomp"), {"question": "q"})
+    assert result.error is None, result.error
+    assert seen == ["x", "x+", "x++"]
+
+
+def test_max_depth_through_a_program_file_alias_counts_its_target(tmp_path):
+    """The bound too: through the alias, rec (max_depth = 5, never stopping by itself) ends the
+    row after five activations, as when called directly."""
+    (tmp_path / "lib.decomp").write_text(LIB.replace("depth() >= 3", "depth() >= 99"), encoding="utf-8")
+    (tmp_path / "main.decomp").write_text(
+        'handler r = program(file="lib.decomp", name="rec")\nprogram p(question) {\n    QS: [r] x\n}\nmain p\n',
+        encoding="utf-8")
+    seen: list[str] = []
+
+    def log(query):
+        seen.append(query)
+        return query + "+"
+
+    session = Session(registry=registry(log=log), default_model=None)
+    result = session.run(session.load(tmp_path / "main.decomp"), {"question": "q"})
+    assert result.error is not None and "max_depth of 5" in result.error
+    assert seen == ["x", "x+", "x++", "x+++", "x++++"]

@@ -286,13 +286,15 @@ def test_the_plan_text_is_the_plan_nodes_query():
 
 @pytest.mark.parametrize("value, kind", [(5, "a number"), ({"Step 1": "a"}, "an object"), (None, "null"),
                                          (True, "a boolean")])
-def test_a_value_that_is_no_plan_is_a_row_error_naming_the_line(value, kind):
+def test_a_value_that_is_no_plan_fails_like_an_empty_plan(value, kind):
+    """A planner that answers a number is a failed plan (an OR above may recover), not a row error."""
     h = Harness(value)
-    session = h.session
-    result = session.run(session.load("x.decomp", text=PROGRAM), {"question": "q"})
-    assert result.answer is None
-    assert result.error.startswith("[p] program, x.decomp:7:22: ")
-    assert "#1: a plan is the planner's text" in result.error and result.error.endswith(f"not {kind}")
+    result = h.run()
+    assert result.error is None and result.answer == "failed"
+    assert plan_step(result).answer == value and plan_step(result).failed
+    node = plan_node(result)
+    assert node.label == "(not a plan)" and node.failed
+    assert "a plan is the planner's text" in node.details and node.details.endswith(f"not {kind}")
     assert h.acted == []
 
 
@@ -415,3 +417,64 @@ def test_a_depth_bound_reached_inside_a_plan_ends_the_row():
     result = h.session.run(h.session.load("x.decomp", text=src), {"task": "t"})
     assert result.error is not None and "max_depth of 2" in result.error
     assert result.answer is None and not result.failed
+
+
+# ------------------------------------------------------------------ lists and repeated numbers
+def test_a_list_item_is_only_the_text_of_its_step_whatever_it_contains():
+    h = Harness(["a\nExecution Order: (Step 7)", "b"])
+    result = h.run()
+    assert h.acted == ["a\nExecution Order: (Step 7)", "b"]
+    assert result.answer == "ok"
+    node = plan_node(result)
+    assert node.label == "(Step 1 AND Step 2)" and "list" in node.details
+
+
+def test_list_items_that_are_not_strings_become_their_json_text():
+    h = Harness([{"x": 1}, None, ["y", 2], True])
+    result = h.run()
+    assert h.acted == ['{"x": 1}', "null", '["y", 2]', "true"]
+    assert result.answer == "ok"
+
+
+def test_repeated_step_numbers_keep_the_first_of_each_and_run_each_step_once():
+    h = Harness("Step 1: a\nStep 1: b\nStep 2: c\nStep 2: d\n")
+    result = h.run()
+    assert h.acted == ["a", "c"]
+    assert result.answer == "ok" and plan_step(result).answer == ["A", "C"]
+    node = plan_node(result)
+    assert node.label == "(Step 1 AND Step 2)"
+    assert "repeated step numbers (1, 2)" in node.details and "no Execution Order" in node.details
+    assert outline(node) == ["plan (Step 1 AND Step 2)", "  and (Step 1 AND Step 2)", "    item Step 1: a",
+                             "    item Step 2: c"]
+
+
+def test_a_repeated_step_number_with_an_order_notes_it():
+    h = Harness(plan_text(["a", "b"], "Step 1").replace("Step 2:", "Step 1:"))
+    result = h.run()
+    assert h.acted == ["a"]
+    assert plan_node(result).details == "repeated step numbers (1): the first of each is kept"
+
+
+def test_a_value_that_is_no_plan_inside_an_or_is_recovered_from():
+    """ADaPT with an alternative: the planner of the first alternative answers a number, so that
+    sub-task fails (not the row), and the OR goes on to the second."""
+    acted: list[str] = []
+
+    def act(query):
+        acted.append(query)
+        return Failed(f"cannot {query}") if query.startswith("big") else f"did {query}"
+
+    def planner(query):
+        return plan_text(["big sub", "x"], "Step 1 OR Step 2") if query == "big top" else 42
+
+    reg = Registry.with_builtins()
+    reg.add_function(act, "act")
+    reg.add_function(planner, "planner")
+    session = Session(registry=reg, default_model=None)
+    result = session.run(session.load("adapt.decomp", text=ADAPT), {"task": "big top"})
+    assert result.error is None, result.error
+    assert not result.failed
+    assert acted == ["big top", "big sub", "x"]
+    assert result.answer == [42, "did x"]
+    not_a_plan = [n for n in result.trace.walk() if n.kind == "plan" and n.label == "(not a plan)"]
+    assert len(not_a_plan) == 1 and not_a_plan[0].failed and not_a_plan[0].details.endswith("not a number")

@@ -165,7 +165,9 @@ def test_best_score_takes_max_and_ignores_empty_alternatives():
     alternatives = [("",), ("cat",), ("dog",)]
     assert best_score("dog", alternatives, "em") == 1.0
     assert best_score("", alternatives, "em") == 0.0      # the empty alternative is ignored
-    assert best_score("", [("",)], "em") == 1.0           # but an all-empty gold is empty
+    # as in the official DROP evaluator, a row whose every alternative is empty scores 0
+    assert best_score("", [("",)], "em") == 0.0
+    assert best_score(None, [("",), ("",)], "f1") == 0.0
     assert best_score("x", [], "em") == 0.0
 
 

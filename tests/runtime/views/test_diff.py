@@ -278,3 +278,33 @@ def test_cli_diff_with_a_corrupt_traces_file_is_a_clear_error(tmp_path, programs
     result = invoke("trace", "diff", tmp_path / "ra", tmp_path / "rb")
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     assert "traces.sqlite is corrupt" in result.output and "Traceback" not in result.output
+
+
+# ---- outcomes
+OUTCOMES = '''from decomp import Failed
+
+
+def upper(query):
+    return query.upper()
+
+
+def fails_on_same(query):
+    return Failed(query.upper()) if query == "same" else query.upper()
+'''
+
+
+def test_the_same_answer_ok_in_one_run_and_failed_in_the_other_differs(tmp_path, monkeypatch):
+    (tmp_path / "outcome_flip.py").write_text(OUTCOMES, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = 'handler h = python(function="outcome_flip:FN")\nprogram p(question) {\n    QS: [h] #question\n}\nmain p\n'
+    for name, fn in (("a", "upper"), ("b", "fails_on_same")):
+        (tmp_path / f"{name}.decomp").write_text(source.replace("FN", fn), encoding="utf-8")
+    rows = [{"id": "s", "question": "same"}, {"id": "o", "question": "other"}]
+    a = run(tmp_path, tmp_path / "a.decomp", "ra", rows)
+    b = run(tmp_path, tmp_path / "b.decomp", "rb", rows)
+    assert [r["outcome"] for r in b.records()] == ["failed", "ok"]
+    found = diff_runs(a, b)
+    assert [d["id"] for d in found] == ["s"]
+    assert (found[0]["answer_a"], found[0]["answer_b"]) == ("SAME", "SAME")
+    assert found[0]["error_a"] is None and found[0]["error_b"] is None
+    assert "1 differ" in _shown(found, a, b)

@@ -1,0 +1,207 @@
+"""The embedded search backend: an on-disk tantivy index (BM25 over title and text).
+
+A folder holds tantivy's files and `decomp-index.json`, the manifest this package writes:
+
+    {"format": 1, "backend": "tantivy", "version": "<uuid>", "state": "ready",
+     "documents": 1234, "updated": "2026-01-01T00:00:00Z", "tantivy": "0.27.0"}
+
+Every build and every incremental add gives the index a new `version` (a fresh uuid), written
+last, after tantivy's commit: the `retrieve` kind keys its cached results by it, so a rebuilt or
+grown index never answers from entries of the old one. While a build or add runs, the manifest
+says `"state": "building"` (with a version of its own that no finished index ever has), and
+searches refuse the folder until it is ready again; a build that died half-way leaves it so.
+
+Queries: the user's text is reduced to its words (letters and digits), lower-cased and joined
+by spaces before tantivy's query parser sees it over `title` and `text`, so a question with
+quotes, colons, parentheses, `AND`/`OR`/`NOT`, `*`, `~` or `^` is never a syntax error and
+never means anything but its words (`safe_query`). Words are OR-ed; BM25 ranks.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from decomp.handlers.search.corpus import Record
+
+MANIFEST = "decomp-index.json"
+FORMAT = 1
+FIELDS = ("id", "title", "text")
+#: Query words beyond this many are dropped (a paragraph pasted as a query still works).
+MAX_QUERY_WORDS = 256
+_WORD = re.compile(r"[^\W_]+")
+
+
+class SearchIndexError(ValueError):
+    """An index folder that cannot be built, added to or searched (missing, not an index, busy)."""
+
+
+def safe_query(text: str) -> str:
+    """The words of `text`, lower-cased, space-separated: a query tantivy's parser always reads,
+    meaning only those words (empty when `text` has none)."""
+    return " ".join(_WORD.findall(text.lower())[:MAX_QUERY_WORDS])
+
+
+# ---- the manifest
+def read_manifest(folder: str | Path) -> dict[str, Any]:
+    """The manifest of an index folder; `SearchIndexError` when there is none or it is not ready."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    if not folder.is_dir():
+        raise SearchIndexError(f"no index at {folder}: the folder does not exist (build one with "
+                               f"`decomp index build CORPUS.jsonl --out {folder}`)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SearchIndexError(f"no index at {folder}: it has no {MANIFEST} (build one with "
+                               f"`decomp index build CORPUS.jsonl --out {folder}`)") from None
+    except (OSError, ValueError) as err:
+        raise SearchIndexError(f"cannot read {path}: {err}") from None
+    if not isinstance(manifest, dict) or manifest.get("backend") != "tantivy" or not manifest.get("version"):
+        raise SearchIndexError(f"{path} does not describe a tantivy index")
+    if manifest.get("state") != "ready":
+        raise SearchIndexError(f"the index at {folder} is being built, or its build was interrupted "
+                               f"(rebuild it with `decomp index build ... --out {folder} --force`)")
+    return manifest
+
+
+def _write_manifest(folder: Path, **fields: Any) -> dict[str, Any]:
+    import tantivy
+
+    manifest = {"format": FORMAT, "backend": "tantivy", "version": uuid.uuid4().hex, **fields,
+                "updated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "tantivy": _tantivy_version(tantivy)}
+    tmp = folder / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, folder / MANIFEST)  # atomic: a reader sees the old manifest or the new one
+    return manifest
+
+
+def _tantivy_version(module) -> str:
+    text = str(getattr(module, "__version__", ""))
+    found = re.search(r"\d+\.\d+(\.\d+)?", text)
+    return found.group(0) if found else text
+
+
+# ---- building
+def _schema():
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("id", stored=True, tokenizer_name="raw")
+    builder.add_text_field("title", stored=True, tokenizer_name="en_stem")
+    builder.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    return builder.build()
+
+
+def build_index(records: Iterable[Record], folder: str | Path, *, add: bool = False, force: bool = False,
+                heap_bytes: int = 256_000_000, threads: int = 0,
+                progress: Callable[[int], None] | None = None, every: int = 1000) -> dict[str, Any]:
+    """Index `records` into `folder` and return the new manifest (with `added`, the count).
+
+    add=False: a new index; the folder must not exist, be empty, or (with `force`) hold an
+    index, which is replaced. add=True: the records are added to the index already there.
+    `progress(n)` is called every `every` records and at the end with the count so far.
+    When `records` raise (a `CorpusError`) nothing is kept: an add is rolled back (the index
+    stays as it was, under a new version) and a new index is removed."""
+    import tantivy
+
+    folder = Path(folder)
+    previous = read_manifest(folder) if add else None
+    if not add:
+        _prepare_new(folder, force)
+    _write_manifest(folder, state="building", documents=(previous or {}).get("documents", 0))
+    try:
+        index = tantivy.Index(_schema(), path=str(folder), reuse=add)
+        writer = index.writer(heap_size=heap_bytes, num_threads=threads)
+    except ValueError as err:
+        _give_up(folder, previous)
+        raise SearchIndexError(f"cannot open the index at {folder} for writing: {err}") from None
+    count = 0
+    try:
+        for record in records:
+            writer.add_document(tantivy.Document(id=record.id, title=record.title, text=record.text))
+            count += 1
+            if progress is not None and count % every == 0:
+                progress(count)
+        writer.commit()
+        writer.wait_merging_threads()
+    except BaseException:
+        writer.rollback()
+        writer.wait_merging_threads()
+        _give_up(folder, previous)
+        raise
+    if progress is not None:
+        progress(count)
+    index.reload()
+    manifest = _write_manifest(folder, state="ready", documents=index.searcher().num_docs)
+    return {**manifest, "added": count}
+
+
+def _give_up(folder: Path, previous: dict[str, Any] | None) -> None:
+    """After a failed build: an add leaves the index as it was (a new version all the same: the
+    files were touched); a new index is removed."""
+    if previous is not None:
+        _write_manifest(folder, state="ready", documents=previous.get("documents", 0))
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _prepare_new(folder: Path, force: bool) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise SearchIndexError(f"{folder} exists and is not a folder")
+    if folder.is_dir() and any(folder.iterdir()):
+        if not (folder / MANIFEST).is_file():
+            raise SearchIndexError(f"{folder} is not empty and holds no index; refusing to write into it")
+        if not force:
+            raise SearchIndexError(f"{folder} already holds an index: --add adds to it, --force rebuilds it")
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+# ---- searching
+class TantivyIndex:
+    """One opened, ready index: its version and a searcher. `search` is synchronous (run it in a
+    thread from async code)."""
+
+    def __init__(self, folder: str | Path):
+        import tantivy
+
+        self.folder = Path(folder)
+        manifest = read_manifest(self.folder)
+        self.version: str = manifest["version"]
+        self.documents: int = int(manifest.get("documents", 0))
+        try:
+            self._index = tantivy.Index.open(str(self.folder))
+        except ValueError as err:
+            raise SearchIndexError(f"cannot open the index at {self.folder}: {err}") from None
+        self._searcher = self._index.searcher()
+
+    def search(self, terms: str, k: int) -> list[dict[str, Any]]:
+        """The `k` best paragraphs for `terms` (a `safe_query`), best first, each
+        `{"id", "title", "text", "score"}`."""
+        if not terms:
+            return []
+        query = self._index.parse_query(terms, ["title", "text"])
+        searcher = self._searcher
+        found = []
+        for score, address in searcher.search(query, k, count=False).hits:
+            doc = searcher.doc(address)
+            found.append({"id": doc.get_first("id"), "title": doc.get_first("title") or "",
+                          "text": doc.get_first("text") or "", "score": round(float(score), 4)})
+        return found
+
+
+def manifest_signature(path: str | Path) -> tuple[int, int, int] | None:
+    """What changes whenever the manifest at `path` (a folder's `MANIFEST`) is rewritten (inode,
+    size, mtime), or None when absent: cheap enough to look at before every search."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns

@@ -1,0 +1,206 @@
+"""The `retrieve` kind over a real tantivy index: answers, options, checks, errors that end only
+their row, the step cache keyed by the index version, budgets and the worker thread."""
+import json
+import re
+import threading
+
+import pytest
+
+from decomp import Session, run_dataset
+from decomp.dsl.errors import DecompError, HandlerError
+from decomp.handlers.base import LoadContext
+from decomp.handlers.retrieve import RetrieveHandler, RetrieveOptions
+from decomp.handlers.search.corpus import read_corpus
+from decomp.handlers.search.tantivy_index import TantivyIndex, build_index
+from decomp.runtime.engine.budgets import Budget
+from decomp.runtime.engine.cache import StepCache
+
+ROWS = [
+    {"id": "varn", "title": "Lake Varn", "text": "Lake Varn is a deep lake in the north. The town of Brisk lies near it."},
+    {"id": "brisk", "title": "Brisk", "text": "Brisk is a fishing town on the river Corran, founded in 1702 by Ottilie Marsh."},
+    {"id": "marsh", "title": "Ottilie Marsh", "text": "Ottilie Marsh was a cartographer born in Calder."},
+    {"id": "calder", "title": "Calder", "text": "Calder is a city famous for its bicycle workshops."},
+]
+
+
+def _corpus(path, rows=ROWS):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _build(folder, rows=ROWS, **kw):
+    corpus = _corpus(folder.parent / f"{folder.name}-corpus.jsonl", rows)
+    return build_index(read_corpus(corpus), folder, **kw)
+
+
+@pytest.fixture
+def index(tmp_path):
+    folder = tmp_path / "index"
+    _build(folder)
+    return folder
+
+
+def _module(tmp_path, text, name="r.decomp"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_answers_the_k_best_paragraphs(tmp_path, index):
+    path = _module(tmp_path, 'handler retrieve = retrieve(index="index", k=2)\nmain retrieve\n')
+    session = Session()
+    result = session.run(session.load(path), {"question": 'Who founded "Brisk" (the town)?'})
+    assert result.error is None
+    assert [hit["id"] for hit in result.answer] == ["brisk", "varn"]
+    assert set(result.answer[0]) == {"id", "title", "text", "score"}
+    assert result.answer[0]["score"] >= result.answer[1]["score"]
+
+
+def test_fields_k_and_index_from_inputs(tmp_path, index):
+    text = ('handler r = retrieve(index="#where", k="#K", fields=["title"])\n'
+            'program p(question, K, where) {\n    QS: [r] #question\n}\nmain p\n')
+    session = Session()
+    module = session.load(_module(tmp_path, text))
+    result = session.run(module, {"question": "Calder", "K": "1", "where": str(index)})
+    assert result.error is None and result.answer == [{"title": "Calder"}]
+    result = session.run(module, {"question": "Calder", "K": 0, "where": str(index)})
+    assert "k must be a whole number from 1 to 1000, got 0" in result.error
+    result = session.run(module, {"question": "Calder", "K": 2, "where": str(tmp_path / "none")})
+    assert "[r] retrieve" in result.error and "no index at" in result.error and "r.decomp:3:" in result.error
+
+
+def test_missing_inputs_are_named(tmp_path, index):
+    handler = RetrieveHandler("r", RetrieveOptions(index="#where", k="#K"), None, LoadContext(tmp_path))
+    with pytest.raises(HandlerError, match="no input named 'K'"):
+        Session().run_handler(handler, "brisk", inputs={"where": str(index)})
+    with pytest.raises(HandlerError, match="no input named 'where' holding a folder"):
+        Session().run_handler(handler, "brisk", inputs={"K": 3})
+
+
+@pytest.mark.parametrize("options, message", [
+    ('index="missing"', "no index at"),
+    ('index="index", url="http://x:9200"', 'url is for backend="elasticsearch"'),
+    ('', 'needs index="DIR"'),
+    ('index="index", k="five"', 'k must be a number or "#name"'),
+    ('index="index", k=0', "k must be between 1 and 1000"),
+    ('index="index", fields=["title", "body"]', "unknown: body"),
+    ('backend="elasticsearch"', 'needs url="http://HOST:PORT"'),
+    ('backend="elasticsearch", url="localhost:9200", index_name="x"', "url must start with http://"),
+    ('backend="elasticsearch", url="$not a name", index_name="x"', "url must start with http://"),
+    ('backend="elasticsearch", url="http://h:9200", index="index"', "name an Elasticsearch index with index_name"),
+    ('index="index", backend="solr"', "backend"),
+])
+def test_check_errors(tmp_path, index, options, message):
+    path = _module(tmp_path, f"handler r = retrieve({options})\nmain r\n")
+    with pytest.raises(DecompError) as err:
+        Session().load(path)
+    assert message in err.value.format()
+    assert f"{path}:1:" in err.value.format()
+
+
+def test_escaping_and_empty_results_are_plain_failures(tmp_path, index):
+    handler = RetrieveHandler("r", RetrieveOptions(index="index"), None, LoadContext(tmp_path))
+    session = Session()
+    found = session.run_handler(handler, 'title:brisk AND (lake OR "varn" NOT) ^2 ~ * [a TO b]')
+    assert {hit["id"] for hit in found} >= {"brisk", "varn"}
+    with pytest.raises(HandlerError, match="no paragraph of the index .* matches 'zebra'"):
+        session.run_handler(handler, "zebra")
+    with pytest.raises(HandlerError, match="nothing to search for: '\\?\\?' has no words"):
+        session.run_handler(handler, "??")
+
+
+def test_a_written_default_answers_an_empty_retrieval(tmp_path, index):
+    handler = RetrieveHandler("r", RetrieveOptions(index="index", default=[]), None, LoadContext(tmp_path))
+    assert Session().run_handler(handler, "zebra") == []
+    assert Session().run_handler(handler, "?!") == []
+    assert Session().run_handler(handler, "brisk")[0]["id"] == "brisk"
+    nothing = RetrieveHandler("r", RetrieveOptions(index="index", default=None), None, LoadContext(tmp_path))
+    assert Session().run_handler(nothing, "zebra") is None
+
+
+def test_a_failing_row_names_the_handler_and_the_run_goes_on(tmp_path, index):
+    program = _module(tmp_path, 'handler retrieve = retrieve(index="index", k=1)\n'
+                                'program p(question) {\n    QS: [retrieve] #question\n}\nmain p\n')
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "ok", "question": "Brisk"}, {"id": "none", "question": "zebra"}, {"id": "ok2", "question": "Calder"}]))
+    done = run_dataset(program, data, model="fake:none", run_dir=tmp_path / "run")
+    records = {r["id"]: r for r in done.records()}
+    assert done.rows == 3 and done.failed == 1
+    assert records["ok"]["answer"][0]["id"] == "brisk" and records["ok2"]["answer"][0]["id"] == "calder"
+    assert records["none"]["error"].startswith(f"[retrieve] retrieve, {program}:3:")
+    assert "no paragraph of the index" in records["none"]["error"] and "'zebra'" in records["none"]["error"]
+
+
+def test_an_index_removed_after_loading_fails_its_rows(tmp_path, index):
+    import shutil
+
+    session = Session()
+    module = session.load(_module(tmp_path, 'handler retrieve = retrieve(index="index")\nmain retrieve\n'))
+    shutil.rmtree(index)
+    result = session.run(module, {"question": "brisk"})
+    assert "[retrieve] retrieve" in result.error and "no index at" in result.error
+
+
+def _cached_run(tmp_path, question):
+    session = Session(cache=StepCache(tmp_path / "steps.sqlite"))
+    module = session.load(tmp_path / "c.decomp")
+    result = session.run(module, {"question": question})
+    assert result.error is None, result.error
+    return [hit["id"] for hit in result.answer], result.usage.cache_hits, result.trace
+
+
+def test_cached_per_query_and_index_version(tmp_path, index):
+    _module(tmp_path, 'handler retrieve = retrieve(index="index", k=3)\nmain retrieve\n', "c.decomp")
+    first, hits, trace = _cached_run(tmp_path, "Brisk town")
+    assert hits == 0 and first[0] == "brisk"
+    search = [n for n in trace.walk() if n.kind == "search"]
+    assert len(search) == 1 and search[0].label == f"tantivy:{index}" and search[0].query == "Brisk town"
+    again, hits, _ = _cached_run(tmp_path, "brisk,  TOWN?")  # the same words: the same entry
+    assert (again, hits) == (first, 1)
+    # a rebuilt index is a new version: the old entries are never read again
+    _build(index, [{"id": "new", "title": "Brisk harbour", "text": "The new harbour of Brisk town."}], force=True)
+    rebuilt, hits, _ = _cached_run(tmp_path, "Brisk town")
+    assert (rebuilt, hits) == (["new"], 0)
+    # so is an index grown by an add
+    _build(index, [{"id": "more", "title": "Brisk town hall", "text": "Brisk town hall, Brisk town."}], add=True)
+    grown, hits, _ = _cached_run(tmp_path, "Brisk town")
+    assert hits == 0 and grown[0] == "more" and "new" in grown
+
+
+def test_a_run_records_the_index_manifest(tmp_path, index):
+    path = _module(tmp_path, 'handler retrieve = retrieve(index="index")\nmain retrieve\n')
+    module = Session().load(path)
+    assert index / "decomp-index.json" in module.files
+
+
+def test_searches_count_against_the_search_budget(tmp_path, index):
+    text = ('handler r = retrieve(index="index", k=1)\n'
+            'program p(question) {\n    QS: [r] #question\n    QS: [r] Calder\n}\nmain p\n')
+    session = Session(budget=Budget(service_calls=(("search", 1),)))
+    result = session.run(session.load(_module(tmp_path, text)), {"question": "Brisk"})
+    # the two steps run at once: either is the one refused
+    assert re.fullmatch(rf"\[r\] retrieve, {re.escape(str(tmp_path / 'r.decomp'))}:[34]:5: budget exhausted: "
+                        r"search calls for this row reached 1", result.error)
+
+
+def test_searches_run_in_a_worker_thread(tmp_path, index, monkeypatch):
+    threads = []
+    original = TantivyIndex.search
+
+    def search(self, terms, k):
+        threads.append(threading.get_ident())
+        return original(self, terms, k)
+
+    monkeypatch.setattr(TantivyIndex, "search", search)
+    handler = RetrieveHandler("r", RetrieveOptions(index="index"), None, LoadContext(tmp_path))
+    Session().run_handler(handler, "brisk")
+    assert threads and threads[0] != threading.get_ident()
+
+
+def test_kind_is_registered_and_not_cached_itself():
+    from decomp.handlers.registry import default_registry
+    import decomp.handlers.kinds  # noqa: F401
+
+    assert default_registry.kinds["retrieve"] is RetrieveHandler
+    assert RetrieveHandler.cacheable is False
