@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -52,6 +54,45 @@ def _encoder():
 
 
 _ENCODE = _encoder()
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable_json(value: Any, **kwargs: Any) -> str:
+    """JSON text of `value` that a UTF-8 file, SQLite and a terminal can always hold.
+
+    Non-ASCII characters stay as they are, unless the value holds text no encoding can write
+    (a lone surrogate such as "\\ud800", from a data row or a model reply): then the text is
+    written with JSON escapes, and `json.loads` gives the very same value back. NaN and the
+    infinities, which JSON does not have, are written as the strings "NaN", "Infinity",
+    "-Infinity". `kwargs` go to `json.dumps` (indent, sort_keys, default...)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, **kwargs)
+    except ValueError:  # NaN or an infinity somewhere: as strings
+        text = json.dumps(_finite(value), ensure_ascii=False, allow_nan=False, **kwargs)
+        value = _finite(value)
+    if _SURROGATE.search(text) is None:
+        return text
+    return json.dumps(value, ensure_ascii=True, allow_nan=False, **kwargs)
+
+
+def printable(text: str) -> str:
+    """`text` with each lone surrogate written as its escape (`\\ud800`), so that it can be
+    printed or written as UTF-8; other text unchanged."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def item_text(item: Any) -> str:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from decomp.dsl.errors import CheckError
 from decomp.dsl.nodes import HandlerDecl, Span
 from decomp.handlers.call import Call
+from decomp.handlers.trust import PathRefused, inside, refusal
 
 __all__ = ["Call", "Handler", "LoadContext", "NoOptions", "Options", "step_calls"]
 
@@ -45,10 +46,18 @@ class LoadContext:
     #: Every file resolved through `resolve` (shared by the contexts of one load): what a run
     #: directory copies as "the exact program used".
     files: set[Path] = field(default_factory=set)
+    #: The folders the program may read files from (its own folder first, see
+    #: `decomp.handlers.trust.program_roots`); None: not confined (a context built by hand).
+    roots: tuple[Path, ...] | None = None
 
     def resolve(self, path: str) -> Path:
+        """`path` (a `file=` option) from the handler's folder. Raises `PathRefused` (a
+        ValueError) when it leads outside the program's allowed folders, symlinks followed: such
+        a file is never read, nor recorded among the program's files."""
         p = Path(path)
         found = p if p.is_absolute() else self.base_dir / p
+        if self.roots is not None and not inside(found, self.roots):
+            raise PathRefused(str(path), refusal(str(path), "the path", self.roots))
         self.files.add(found)
         return found
 

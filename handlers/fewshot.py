@@ -7,6 +7,7 @@ from decomp.dsl import nodes
 from decomp.dsl.errors import CheckError, DecompError
 from decomp.dsl.parser import parse_fewshot, read_fewshot
 from decomp.handlers.base import Handler
+from decomp.handlers.trust import PathRefused
 
 
 def load_fewshot(handler: Handler) -> nodes.FewShot | None:
@@ -27,14 +28,21 @@ def load_fewshot(handler: Handler) -> nodes.FewShot | None:
 
 
 def check_file(handler: Handler, option: str = "file") -> list[CheckError]:
-    """A missing prompt file is a check error at the option's position."""
+    """A missing prompt file, or one outside the program's allowed folders, is a check error at
+    the option's position."""
     path = getattr(handler.options, option, None)
+    if not path:
+        return []
     try:
-        missing = bool(path) and not handler.ctx.resolve(path).is_file()
+        found = handler.ctx.resolve(path)
+    except PathRefused as err:  # outside the program's folders: named as written, never read
+        return [CheckError(err.message, handler.error_span(option))]
+    try:
+        missing = not found.is_file()
     except (OSError, ValueError):
         missing = True
     if missing:
-        return [CheckError(f"prompt file not found: {handler.ctx.resolve(path)}", handler.error_span(option))]
+        return [CheckError(f"prompt file not found: {found}", handler.error_span(option))]
     return []
 
 

@@ -4,8 +4,8 @@
     def reverse(values): return list(reversed(values[0]))
 
     handler rev   = python(function="reverse")
-    handler upper = python(function="string:capwords")   # module:attr, imported on demand
     handler f     = python(function="helpers:f")         # helpers.py next to the .decomp file
+    handler upper = python(function="string:capwords")   # refused unless trusted: --trust string
 
 The cache key of a call holds the sha256 of the function's module file and of the project
 modules it imports (`function_sources`), read from disk on every call; a module whose file
@@ -50,6 +50,9 @@ class PythonHandler(Handler):
     Options:
       function  the function's registered name or "module:attr" path (required); the module
                 is looked for in the program's own folder first, then on the import path.
+                Only registered functions, modules whose file is in the program's folder and
+                trusted modules (`--trust MODULE`, `DECOMP_TRUST`) may be called: see
+                `decomp.handlers.trust`; anything else is a check error, imported never.
 
     Arguments are chosen by the function's signature: parameters named `query` (the sub-query
     text), `values` (list of the referenced values) and `inputs` (dict of named inputs) get
@@ -70,7 +73,9 @@ class PythonHandler(Handler):
         super().__init__(name, options, decl, ctx)
         self._registry: Registry = getattr(ctx, "registry", None) or default_registry
         self._folder = _resolved(getattr(ctx, "base_dir", None))
-        self._fn = self._registry.function(options.function, self._folder)
+        #: The main program's folder: its modules are local too (see `Registry.function`).
+        self._local = tuple((getattr(ctx, "roots", None) or ())[:1])
+        self._fn = self._registry.function(options.function, self._folder, self._local)
         self._reload_error: str | None = None
         if self._fn is not None:
             sources = function_sources(self._fn, self._folder)
@@ -100,7 +105,9 @@ class PythonHandler(Handler):
 
     def _unknown_message(self, registry: Registry) -> str:
         names = ", ".join(sorted(registry.functions)) or "none"
-        problem = registry.function_problem(self.options.function, self._folder)
+        problem = registry.function_problem(self.options.function, self._folder, self._local)
+        if (problem or "").startswith("python function "):  # not allowed: the message says how to allow it
+            return f"python handler '{self.name}': {problem}"
         return (f"unknown python function {self.options.function!r}: {problem} "
                 f"(registered: {names}; or give a 'module:function' path)")
 
@@ -143,7 +150,7 @@ class PythonHandler(Handler):
     def _resolve(self, call: Call) -> Callable[..., Any]:
         registry = call.registry
         own = registry is None or registry is self._registry
-        fn = self._fn if own else registry.function(self.options.function, self._folder)
+        fn = self._fn if own else registry.function(self.options.function, self._folder, self._local)
         if fn is None:
             raise HandlerError(self._unknown_message(registry or self._registry), call.span)
         return fn

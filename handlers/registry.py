@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import inspect
 import sys
 from importlib.metadata import entry_points
@@ -16,6 +17,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 from decomp.handlers.base import Handler
+from decomp.handlers.trust import inside, is_trusted, untrusted
 
 ENTRY_POINT_GROUP = "decomp.handlers"
 #: Entry points here name environment factories (see `decomp.handlers.environment`).
@@ -67,22 +69,35 @@ class Registry:
         self._load_entry_points()
         return self.kinds.get(name)
 
-    def function(self, name: str, folder: str | Path | None = None) -> Callable[..., Any] | None:
+    def function(self, name: str, folder: str | Path | None = None,
+                 local: tuple[Path, ...] = ()) -> Callable[..., Any] | None:
         """A registered function by name, or a `module:attr` Python function imported on demand,
-        the module looked for in `folder` (the program's own folder) first (see
-        `function_problem` for why one is refused)."""
+        the module looked for in `folder` (the program's own folder) first. Only modules whose
+        file lies in `folder` (or in a folder of `local`, the main program's) and trusted ones
+        (`decomp.handlers.trust`) are imported; see `function_problem` for why one is refused."""
         self._load_entry_points()
         if name in self.functions:
             return self.functions[name]
-        found = _import_function(name, folder)
+        found = _import_function(name, folder, local)
         return found if callable(found) else None
 
-    def function_problem(self, name: str, folder: str | Path | None = None) -> str | None:
+    def function_problem(self, name: str, folder: str | Path | None = None,
+                         local: tuple[Path, ...] = ()) -> str | None:
         """Why `function(name, folder)` finds nothing, in words; None when it finds a function."""
-        if self.function(name, folder) is not None:
+        if self.function(name, folder, local) is not None:
             return None
-        found = _import_function(name, folder)
+        found = _import_function(name, folder, local)
         return found if isinstance(found, str) else f"no function is registered as {name!r}"
+
+    def function_origin(self, name: str, folder: str | Path | None = None,
+                        local: tuple[Path, ...] = ()) -> str | None:
+        """Why the function `name` may be called: "registered", "local" (its module's file is in
+        the program's folder) or "trusted"; None when it may not (nothing is imported)."""
+        self._load_entry_points()
+        if name in self.functions:
+            return "registered"
+        module, sep, attr = name.partition(":")
+        return module_allowance(module, folder, local) if sep and module and attr else None
 
     def model_backend(self, scheme: str) -> Callable[..., Any] | None:
         """The factory for model specs `scheme:...`, called as factory(name, settings)."""
@@ -110,9 +125,10 @@ class Registry:
             self.add_function(obj, name)
 
 
-#: Modules whose functions a .decomp file may not call by `module:attr`: they reach the shell,
-#: the file system or the interpreter. A .decomp file is code all the same: run only files you
-#: trust; this list stops the obvious abuse, not a determined author.
+#: Modules whose functions a .decomp file may never call by `module:attr`, even when trusted:
+#: they reach the shell, the file system or the interpreter. Beyond these, `module:attr` is
+#: default-deny: only modules of the program's folder and trusted ones (`decomp.handlers.trust`)
+#: are imported at all.
 DENIED_MODULES = frozenset({
     "os", "posix", "nt", "subprocess", "shutil", "sys", "builtins", "importlib", "runpy", "pty",
     "socket", "ctypes", "multiprocessing", "pickle", "marshal", "code", "codeop", "pathlib", "tempfile",
@@ -120,14 +136,19 @@ DENIED_MODULES = frozenset({
 })
 
 
-def _import_function(name: str, folder: str | Path | None = None) -> Callable[..., Any] | str:
+def _import_function(name: str, folder: str | Path | None = None,
+                     local: tuple[Path, ...] = ()) -> Callable[..., Any] | str:
     """The Python function `module:attr` (the module looked for in `folder` first), or why it
-    cannot be used."""
+    cannot be used (a denied, untrusted or missing module, not a function)."""
     module, sep, attr = name.partition(":")
     if not sep or not module or not attr:
         return f"{name!r} is neither a registered function nor a 'module:function' path"
     if module.split(".")[0] in DENIED_MODULES:
         return f"functions of the module {module!r} may not be called from a .decomp file"
+    if module_allowance(module, folder, local) is None:  # refused before anything is imported
+        if local_module_file(module.partition(".")[0], _real(folder)) is None and find_module_file(module) is None:
+            return f"cannot load {name!r}: there is no module named {module!r}"
+        return untrusted(name, module)
     try:
         obj = import_module(module, folder)
         for part in attr.split("."):
@@ -137,6 +158,60 @@ def _import_function(name: str, folder: str | Path | None = None) -> Callable[..
     if not inspect.isfunction(obj):
         return f"{name!r} is not a Python function (builtins and classes are not allowed)"
     return obj
+
+
+def module_allowance(module: str, folder: str | Path | None = None, local: tuple[Path, ...] = ()) -> str | None:
+    """"local" when the file of `module` lies in `folder` or a folder of `local` (symlinks
+    followed; found without importing anything: `helpers` as FOLDER/helpers.py, or a dotted
+    package path such as `decomp.programs.decomp.letters` whose file is there), "trusted" when
+    the user trusts it (`decomp.handlers.trust`), else None."""
+    folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
+    if folders:
+        for where in folders:
+            own = local_module_file(module, where)
+            if own is not None:  # the folder provides it: local only if it does not lead elsewhere
+                if inside(own, folders):
+                    return "local"
+                break
+        else:
+            found = find_module_file(module)
+            if found is not None and inside(found, folders):
+                return "local"
+    return "trusted" if is_trusted(module) else None
+
+
+def find_module_file(name: str) -> Path | None:
+    """The resolved file the module `name` would be imported from, found without running any
+    module's code (only the top-level package is located by the import system), or None."""
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return module_file(loaded)
+    top, *rest = name.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None:
+        return None
+    if not rest:
+        return _real(spec.origin) if spec.origin and spec.has_location else None
+    places = [Path(p) for p in (spec.submodule_search_locations or ())]
+    for part in rest[:-1]:
+        places = [p / part for p in places if (p / part).is_dir()]
+    for place in places:
+        for candidate in (place / (rest[-1] + ".py"), place / rest[-1] / "__init__.py"):
+            if candidate.is_file():
+                return _real(candidate)
+    return None
+
+
+def _real(path: str | Path | None) -> Path | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
 
 
 # ---- modules of the program's own folder

@@ -1,6 +1,7 @@
 """The `decomp` command line. Each command parses its arguments and calls the library."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 import click
 
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
+from decomp.dsl.values import printable, storable_json
+from decomp.handlers.trust import allowing
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import load_plugin
@@ -38,6 +41,26 @@ def resolve_program(name: str) -> Path:
 @click.version_option(package_name="decomp-lang")
 def main() -> None:
     """decomp: write prompt programs that break a task into sub-queries, and run them."""
+    for stream in (sys.stdout, sys.stderr):  # text no encoding can write (a lone surrogate) as \udXXX
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _trust_options(command):
+    """`--trust MODULE` and `--allow-root DIR` (both repeatable): what the program may reach
+    beyond its own folder, for the duration of the command (see `decomp.handlers.trust`)."""
+    @functools.wraps(command)
+    def wrapped(*args, trust: tuple[str, ...] = (), allow_roots: tuple[str, ...] = (), **kwargs):
+        with allowing(trust, allow_roots):
+            return command(*args, **kwargs)
+
+    wrapped = click.option("--allow-root", "allow_roots", multiple=True, metavar="DIR",
+                           help="Let `import` and file= options read files in DIR too, not only in the program's "
+                                "folder and the bundled programs (repeatable; also $DECOMP_ALLOW_ROOTS).")(wrapped)
+    return click.option("--trust", "trust", multiple=True, metavar="MODULE",
+                        help="Let python(function=\"MODULE:f\") handlers call functions of MODULE (and its "
+                             "submodules), not only registered ones and the program's own modules (repeatable; "
+                             "also $DECOMP_TRUST, comma-separated).")(wrapped)
 
 
 @main.command()
@@ -45,6 +68,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the parsed module or few-shot examples as JSON.")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
               help="Import this module first, as `decomp run --plugin` does, so the kinds it registers are known.")
+@_trust_options
 def check(file: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Check FILE (a .decomp module or a few-shot prompt file) without running anything.
 
@@ -61,10 +85,12 @@ def check(file: str, as_json: bool, plugins: tuple[str, ...]) -> None:
         _refuse(err, path)
     fewshot, warnings = checked.fewshot, checked.warnings
     result = describe(fewshot) if fewshot is not None else describe(checked.module.module, warnings)
+    if checked.module is not None:  # every Python function the program would import, and why it may
+        result["python_functions"] = checked.python_functions
     if as_json:  # a module's warnings are in its JSON; a few-shot file's on stderr
         for warning in warnings if fewshot is not None else ():
             click.echo(warning.format(), err=True)
-        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        click.echo(storable_json(result, indent=2))
         return
     for warning in warnings:
         click.echo(warning.format(), err=True)
@@ -147,6 +173,7 @@ def _session_options(command):
 @click.option("--verbose", "-v", is_flag=True, help="With --input: print each failed row's error on stderr.")
 @click.option("--dry-run", is_flag=True, help="Count the model calls per row on a stand-in model; call nothing.")
 @_session_options
+@_trust_options
 def run(file, question, main_name, data, run_dir, resume, force, output, fields, show_trace, trace_out, verbose,
         dry_run, **opts) -> None:
     """Run the program FILE on one --question or on every row of --input.
@@ -206,7 +233,7 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
     except (DecompError, OSError, ValueError) as err:
         _fail(err)
     for record in failed:
-        click.echo(f"row {record.get('id')} (index {record.get('index')}) failed: {record['error']}", err=True)
+        click.echo(printable(f"row {record.get('id')} (index {record.get('index')}) failed: {record['error']}"), err=True)
     click.echo(json.dumps(done.to_dict()))
 
 
@@ -214,22 +241,22 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> N
     row = {"question": question, **fields}
     result = session.run(loaded, row)
     if show_trace or trace_out is not None:
-        text = json.dumps(result.trace.to_dict(), indent=2, ensure_ascii=False)
+        text = storable_json(result.trace.to_dict(), indent=2)
         if trace_out is not None:
             trace_out.parent.mkdir(parents=True, exist_ok=True)
             trace_out.write_text(text + "\n", encoding="utf-8")
         if show_trace:
             click.echo(text, err=True)
     if result.error is not None:
-        click.echo(f"error: {result.error}", err=True)
+        click.echo(f"error: {printable(result.error)}", err=True)
         details = result.trace.failure_details()
         if details:
             click.echo(details.rstrip("\n"), err=True)
         sys.exit(1)
     answer = result.answer
-    click.echo(answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False))
+    click.echo(printable(answer) if isinstance(answer, str) else storable_json(answer))
     for name, summary in result.environments.items():
-        click.echo(f"environment [{name}]: {json.dumps(summary, ensure_ascii=False)}", err=True)
+        click.echo(f"environment [{name}]: {storable_json(summary)}", err=True)
     if result.failed:
         click.echo("outcome: failed (the answer above is what the program's last step gave)", err=True)
         sys.exit(1)
@@ -450,7 +477,7 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
         _fail(err)
     if as_json:
         for difference in differences:
-            click.echo(json.dumps(difference, ensure_ascii=False, default=str))
+            click.echo(storable_json(difference, default=str))
     else:
         diffing.show_diff(differences, a, b, Console())
 
@@ -483,7 +510,7 @@ def textcraft_generate(source: Path, depth: int, count: int, seed: int, distract
     except ValueError as err:
         _fail(err)
     for row in rows:
-        click.echo(json.dumps(row, ensure_ascii=False))
+        click.echo(storable_json(row))
 
 
 @main.group("index")
@@ -517,7 +544,7 @@ def index_build(corpus: Path, out: Path | None, add: bool, force: bool, skip_bad
             _fail(err)
     for problem in summary.pop("skipped_lines", []):
         click.echo(f"skipped: {problem}", err=True)
-    click.echo(json.dumps(summary, ensure_ascii=False))
+    click.echo(storable_json(summary))
 
 
 @main.command()

@@ -1,17 +1,25 @@
 """Shared fixtures: the papers' data the tests read (tests/fixtures/, cut from the originals:
 tests/fixtures/README.md), a private step cache per test, a registry of plain functions."""
 import inspect
+import string
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 from decomp import Handler, Options
-from decomp.handlers.registry import Registry, handler_kind
+from decomp.handlers.registry import Registry, handler_kind, python_handler
 
 REPO = Path(__file__).resolve().parents[1]
 # Small cuts of the papers' data, with their licences: every test that needs real data reads these.
 FIXTURES = REPO / "tests" / "fixtures"
+
+
+@python_handler("capwords")
+def capwords(query):
+    """`python(function="capwords")`: a registered function for tests (a program may not call
+    `string:capwords` itself unless the user trusts `string`)."""
+    return string.capwords(query)
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from decomp.dsl.errors import CacheMiss
-from decomp.dsl.values import Failed
+from decomp.dsl.values import Failed, storable_json
 from decomp.runtime.paths import default_cache_dir
 from decomp.runtime.sqlite_store import connect
 
@@ -32,7 +32,7 @@ _MISSING = object()
 def cache_key(parts: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of `parts`."""
     text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate hashes too
 
 
 #: A failed outcome is stored as {FAILED: value}; an answer that is itself an object whose only
@@ -109,7 +109,7 @@ class StepCache:
     def put(self, key: str, value: Any) -> None:
         if not self.writes:
             return
-        self._pending[key] = json.dumps(value, ensure_ascii=False)
+        self._pending[key] = storable_json(value)
         if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > self.flush_seconds:
             self.flush()
 

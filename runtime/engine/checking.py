@@ -6,6 +6,7 @@ problems and its warnings, without running anything.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from dataclasses import dataclass, field
@@ -15,6 +16,9 @@ from decomp.dsl import nodes
 from decomp.dsl.checker import check_fewshot, module_warnings
 from decomp.dsl.errors import CheckError, CheckWarning, DecompError, Diagnostics
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
+from decomp.handlers.python import PythonHandler
+from decomp.handlers.registry import default_registry
+from decomp.handlers.trust import inside, program_roots
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.session import Session
 
@@ -27,6 +31,44 @@ class Checked:
     module: LoadedModule | None = None
     fewshot: nodes.FewShot | None = None
     warnings: list[CheckWarning] = field(default_factory=list)
+
+    @property
+    def python_functions(self) -> list[dict]:
+        """Every Python function the module's handlers call (see `python_functions`)."""
+        return python_functions(self.module) if self.module is not None else []
+
+
+def python_functions(loaded: LoadedModule) -> list[dict]:
+    """Every Python function a loaded module would call, `program(file=...)` targets included:
+    one entry per python handler, {"handler", "function", "allowed" ("registered", "local":
+    its module's file is in the program's folder, or "trusted"), "file" (the module's file, or
+    null)}, in declaration order."""
+    found: list[dict] = []
+    seen: set[int] = set()
+    modules = [loaded]
+    while modules:
+        module = modules.pop(0)
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        for handler in module.handlers.values():
+            if isinstance(handler, PythonHandler):
+                found.append(_function_entry(handler))
+            target = getattr(handler, "target", None)
+            other = getattr(getattr(target, "ctx", None), "module", None)
+            if isinstance(other, LoadedModule):
+                modules.append(other)
+    return found
+
+
+def _function_entry(handler: PythonHandler) -> dict:
+    name = handler.options.function
+    registry = handler.ctx.registry or default_registry
+    allowed = registry.function_origin(name, handler._folder, handler._local)
+    fn = handler._fn
+    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+    file = code.co_filename if code is not None and not code.co_filename.startswith("<") else None
+    return {"handler": handler.name, "function": name, "allowed": allowed, "file": file}
 
 
 def check_file(path: str | Path, session: Session | None = None) -> Checked:
@@ -151,15 +193,19 @@ def _sniff(path: Path, text: str) -> str | None:
 
 def file_warnings(path: str | Path) -> list[CheckWarning]:
     """The warnings of a .decomp file and of the files it imports, each file once. A file that
-    does not parse has none here: its errors are the loader's to report."""
+    does not parse has none here, nor one outside the program's allowed folders: their errors
+    are the loader's to report."""
     warnings: list[CheckWarning] = []
     seen: set[Path] = set()
     queue = [Path(path)]
+    roots = program_roots(path)
     while queue:
         file = queue.pop(0)
         if file.resolve() in seen:
             continue
         seen.add(file.resolve())
+        if not inside(file, roots):  # an import the loader refuses: never read here either
+            continue
         try:
             module = parse_module(read_text(file), str(file))
         except (DecompError, OSError):

@@ -21,6 +21,7 @@ from decomp.handlers.environment import ActsOnEnvironment, EnvironmentHandler
 from decomp.runtime.engine.program import ProgramHandler
 from decomp.handlers.python import user_traceback
 from decomp.handlers.registry import Registry, import_module, local_module_file
+from decomp.handlers.trust import PathRefused, inside, program_roots, refusal
 
 
 @dataclass
@@ -76,9 +77,12 @@ def load_plugin(spec: str, folder: str | Path | None = None) -> ModuleType:
 
 
 class _Loader:
-    def __init__(self, registry: Registry, active: tuple[Path, ...] = ()):
+    def __init__(self, registry: Registry, active: tuple[Path, ...] = (), roots: tuple[Path, ...] | None = None):
         self.registry = registry
         self.active = active
+        #: Where this load may read files (the main program's folder first): `import` and `file=`
+        #: paths outside them are refused unread (see `decomp.handlers.trust`).
+        self.roots = roots
         self.errors: list[DecompError] = []
         self.sources: dict[str, nodes.HandlerDecl | nodes.Program | nodes.ModelDecl] = {}
         self.declared: set[str] = set()
@@ -86,6 +90,8 @@ class _Loader:
 
     def load(self, path: Path, text: str | None) -> LoadedModule:
         self.active = self.active + (path.resolve(),)
+        if self.roots is None:
+            self.roots = program_roots(path)
         root = self._parse(path, text)
         if root is None:
             raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
@@ -96,7 +102,7 @@ class _Loader:
         self._models(loaded, modules)
         for module, file in modules:
             self._declare(loaded, module, LoadContext(file.parent, loaded.default_model, loaded, self.registry,
-                                                      loaded.files))
+                                                      loaded.files, self.roots))
         self._check(loaded, modules)
         if self.errors:
             self._attach_lines()
@@ -137,6 +143,9 @@ class _Loader:
                 if target in seen:
                     continue
                 seen.add(target)
+                if not inside(target, self.roots or ()):  # never read: its text must not reach a diagnostic
+                    self.errors.append(CheckError(refusal(imp.path, "import", self.roots or ()), imp.span))
+                    continue
                 if not target.is_file():
                     self.errors.append(CheckError(f"imported file not found: {target}", imp.span))
                     continue
@@ -220,10 +229,17 @@ class _Loader:
     def _check(self, loaded: LoadedModule, modules) -> None:
         names = set(loaded.handlers) | self.declared
         for handler in loaded.handlers.values():
-            self.errors += handler.check()
+            try:
+                self.errors += handler.check()
+            except PathRefused as err:  # a kind that resolves a path in its check without catching this
+                self.errors.append(CheckError(err.message, _option_span(handler, err.written)))
+                continue
             self._link_program_file(handler)
         for handler in loaded.handlers.values():
-            self.errors += handler.check_references(names)
+            try:
+                self.errors += handler.check_references(names)
+            except PathRefused:  # reported once, by its check()
+                pass
         self.errors += check_recursion(loaded.handlers)
         self.errors += _environment_problems(loaded.handlers)
         for module, _ in modules:  # only the root's metric is used; an imported one is still checked
@@ -237,7 +253,11 @@ class _Loader:
     def _link_program_file(self, handler: Handler) -> None:
         if not isinstance(handler, ProgramHandler) or handler.program is not None or not handler.options.file:
             return
-        path = handler.ctx.resolve(handler.options.file).resolve()
+        try:
+            path = handler.ctx.resolve(handler.options.file).resolve()
+        except PathRefused as err:
+            self.errors.append(CheckError(err.message, handler.error_span("file")))
+            return
         if not path.is_file():
             self.errors.append(CheckError(f"program file not found: {path}", handler.error_span("file")))
             return
@@ -248,7 +268,7 @@ class _Loader:
                                           handler.error_span("file")))
             return
         try:
-            other = _Loader(self.registry, self.active + (path,)).load(path, None)
+            other = _Loader(self.registry, self.active + (path,), self.roots).load(path, None)
         except DecompError as err:
             self.errors += err.errors if isinstance(err, Diagnostics) else [err]
             return
@@ -257,6 +277,14 @@ class _Loader:
             self.errors.append(CheckError(f"{path} has no program '{name}'", handler.error_span("name")))
             return
         handler.target = other.handlers[name]
+
+
+def _option_span(handler: Handler, written: str):
+    """The position of the option of `handler` whose value is `written`, else the declaration's."""
+    for option in getattr(handler.decl, "options", ()) or ():
+        if option.value.plain() == written:
+            return option.value.span
+    return handler.error_span()
 
 
 def _mark_effects(handlers: dict[str, Handler]) -> None:

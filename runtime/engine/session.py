@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from decomp.dsl.errors import DecompError, InternalError, ModelError
-from decomp.dsl.values import outcome
+from decomp.dsl.values import json_text, outcome
 from decomp.handlers.base import Handler
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
@@ -326,8 +326,12 @@ class Session:
                 return await handler.run_main(call, fields)
             if "question" not in fields:
                 raise DecompError(f"the row has no 'question' field for [{name}]")
+            question = fields["question"]
+            if question is None:
+                raise DecompError(f"the row's 'question' is null: [{name}] has nothing to answer")
             stack = (name,) if handler.nests else ()
-            call = EngineCall(str(fields["question"]), (), dict(fields), stack, None, self, handler, trace)
+            query = question if isinstance(question, str) else json_text(question)  # 12, not "12.0"; lists as JSON
+            call = EngineCall(query, (), dict(fields), stack, None, self, handler, trace)
             return await handler.run(call)
         except Exception as err:  # named like any other handler's, a bug included
             failure = named(err, handler, None)

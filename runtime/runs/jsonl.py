@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from decomp.dsl.values import json_kind
+from decomp.dsl.values import json_kind, storable_json
 
 #: A line ends at \n, \r\n or \r (what Python's universal newlines and bytes.splitlines accept).
 _BREAKS = {bytes: re.compile(rb"\r\n|\r|\n"), str: re.compile(r"\r\n|\r|\n")}
@@ -38,8 +38,9 @@ class Line:
 
 
 def json_line(value: Any) -> str:
-    """`value` as one line of JSON, newline included (non-ASCII as it is, other objects as text)."""
-    return json.dumps(value, ensure_ascii=False, default=str) + "\n"
+    """`value` as one line of JSON, newline included (non-ASCII as it is, other objects as text;
+    text no encoding can write, such as a lone surrogate, and NaN as `storable_json` does)."""
+    return storable_json(value, default=str) + "\n"
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:

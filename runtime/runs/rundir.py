@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from decomp.dsl.errors import DecompError
+from decomp.dsl.values import printable, storable_json
 from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.jsonl import json_line, read_lines
@@ -41,6 +42,8 @@ from decomp.runtime.sqlite_store import connect
 
 FORMAT = 1
 MANIFEST, RESULTS, TRACES, SUMMARY, PROGRAM = "run.json", "results.jsonl", "traces.sqlite", "summary.json", "program"
+#: Held (an exclusive `flock`) by the one process writing the run: a second writer is refused.
+LOCK = "run.lock"
 #: Options that change answers: resuming under different ones would mix two runs.
 BINDING_OPTIONS = ("model",)
 
@@ -169,6 +172,7 @@ class RunDir:
     notes: list[str] = field(default_factory=list)       # what opening it found and repaired
     _results: Any = None
     _traces: sqlite3.Connection | None = None
+    _lock: Any = None
 
     # ---- starting, continuing, reading
     @classmethod
@@ -178,7 +182,17 @@ class RunDir:
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise RunDirError(f"{path} is a file, not a run directory")
-        if path.is_dir() and any(p.name != MANIFEST + ".tmp" for p in path.iterdir()):
+        lock = _writer_lock(path) if (path / MANIFEST).is_file() else None  # a run there: lock before clearing
+        try:
+            run = cls._create(path, manifest, program_sources, force, lock)
+        except BaseException:
+            _release(lock)
+            raise
+        return run
+
+    @classmethod
+    def _create(cls, path: Path, manifest: dict, program_sources, force: bool, lock) -> "RunDir":
+        if path.is_dir() and any(p.name not in (MANIFEST + ".tmp", LOCK) for p in path.iterdir()):
             if not (path / MANIFEST).is_file():
                 raise RunDirError(f"{path} is not empty and holds no run: choose another --run-dir "
                                   "(nothing there is deleted, not even with --force)")
@@ -188,6 +202,7 @@ class RunDir:
             _clear(path)
         path.mkdir(parents=True, exist_ok=True)
         run = cls(path, manifest)
+        run._lock = lock or _writer_lock(path)
         run._start_session(resumed=False)  # run.json first: a kill from here on leaves a resumable run
         for name, source in (program_sources or {}).items():
             target = path / PROGRAM / name
@@ -199,9 +214,15 @@ class RunDir:
     def resume(cls, path: Path, manifest: dict) -> "RunDir":
         """The run in `path`, checked to be of the same program, input and binding options as
         `manifest`; `done` holds its complete rows, a half-written last line is cut off."""
-        run = cls.open(path, repair=True)
-        run._check_same(manifest)
-        run._check_traces()
+        lock = _writer_lock(Path(path)) if (Path(path) / MANIFEST).is_file() else None
+        try:
+            run = cls.open(path, repair=True)
+            run._lock = lock
+            run._check_same(manifest)
+            run._check_traces()
+        except BaseException:
+            _release(lock)
+            raise
         run._start_session(resumed=True)
         return run
 
@@ -323,10 +344,12 @@ class RunDir:
     def add(self, record: dict, trace: TraceNode) -> None:
         """Store a finished row: its trace (committed), then its results line (flushed)."""
         db = self._db()
-        tree = zlib.compress(json.dumps(trace.to_dict(), ensure_ascii=False, default=str).encode())
+        tree = zlib.compress(storable_json(trace.to_dict(), default=str).encode())
+        row_id = record.get("id")
         with db:
             db.execute("INSERT OR REPLACE INTO traces (idx, id, ok, tree) VALUES (?, ?, ?, ?)",
-                       (record["index"], record.get("id"), "error" not in record, tree))
+                       (record["index"], printable(row_id) if isinstance(row_id, str) else row_id,
+                        "error" not in record, tree))
         if self._results is None:
             self._results = (self.path / RESULTS).open("a", encoding="utf-8")
         self._results.write(json_line(record))
@@ -378,6 +401,8 @@ class RunDir:
         if self._traces is not None:
             self._traces.close()
             self._traces = None
+        _release(self._lock)
+        self._lock = None
 
     def _write_manifest(self) -> None:
         _write_json(self.path / MANIFEST, self.manifest)
@@ -472,12 +497,37 @@ def _manifest_problem(manifest: dict) -> str:
 def _write_json(path: Path, value: Any) -> None:
     """Write atomically: a killed process leaves the old file or the new one, never half."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(storable_json(value, indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def _writer_lock(path: Path) -> Any:
+    """Take the run's writer lock (an exclusive `flock` on `path/run.lock`), or raise
+    `RunDirError` when another process holds it. Returns the open lock file (None where the
+    platform has no `flock`); the lock goes with the process, so a killed run leaves none."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        return None
+    handle = (path / LOCK).open("a", encoding="utf-8")  # never written: the lock is the flock itself
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise RunDirError(f"{path} is being written by another decomp run: wait for it to end, "
+                          "or use another --run-dir") from None
+    return handle
+
+
+def _release(lock: Any) -> None:
+    if lock is not None:
+        lock.close()  # closing the file releases the flock
 
 
 def _clear(path: Path) -> None:
     for child in path.iterdir():
+        if child.name == LOCK:  # held by this process: kept
+            continue
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child)
         else:

@@ -13,7 +13,7 @@ from decomp.dsl.parser import parse_module
 from decomp.runtime.cli import main
 from decomp.runtime.runs.scoring import METRICS
 
-PROGRAM = 'handler up = python(function="string:capwords")\n{metric}main up\n'
+PROGRAM = 'handler up = python(function="capwords")\n{metric}main up\n'
 
 
 def test_metric_statement_parses_with_positions():
@@ -30,7 +30,7 @@ def test_no_metric_statement_is_none():
 
 
 def test_metric_may_come_anywhere_and_takes_a_comment():
-    module = parse_module('metric f1   # token overlap\nhandler up = python(function="string:capwords")\nmain up\n')
+    module = parse_module('metric f1   # token overlap\nhandler up = python(function="capwords")\nmain up\n')
     assert module.metric.name == "f1"
 
 
@@ -43,7 +43,7 @@ def test_malformed_metric_statement_is_a_syntax_error(text):
 
 def test_metric_is_a_keyword_only_where_a_statement_starts():
     """A handler, program or input may still be called `metric`."""
-    module = parse_module('handler metric = python(function="string:capwords")\n'
+    module = parse_module('handler metric = python(function="capwords")\n'
                           'program p(metric) {\n    QS: [metric] #metric\n}\nmetric em\nmain p\n')
     assert module.handlers[0].name == "metric" and module.metric.name == "em"
 
@@ -69,7 +69,7 @@ def test_repeated_metric_is_an_error_at_the_first():
 
 def test_loading_reports_the_unknown_metric_with_every_other_problem(tmp_path):
     path = tmp_path / "p.decomp"
-    path.write_text('handler up = python(function="string:capwords")\nmetric exact\nmain nope\n')
+    path.write_text('handler up = python(function="capwords")\nmetric exact\nmain nope\n')
     with pytest.raises(DecompError) as err:
         Session().load(path)
     text = err.value.format()
@@ -78,13 +78,13 @@ def test_loading_reports_the_unknown_metric_with_every_other_problem(tmp_path):
 
 
 def test_loaded_module_carries_the_root_metric_and_checks_imported_ones(tmp_path):
-    (tmp_path / "lib.decomp").write_text('metric f1\nhandler up = python(function="string:capwords")\n')
+    (tmp_path / "lib.decomp").write_text('metric f1\nhandler up = python(function="capwords")\n')
     root = tmp_path / "p.decomp"
     root.write_text('import "lib.decomp"\nmetric set_em\nmain up\n')
     assert Session().load(root).metric == "set_em"
     root.write_text('import "lib.decomp"\nmain up\n')
     assert Session().load(root).metric is None  # an imported file's metric is not the program's
-    (tmp_path / "lib.decomp").write_text('metric sets\nhandler up = python(function="string:capwords")\n')
+    (tmp_path / "lib.decomp").write_text('metric sets\nhandler up = python(function="capwords")\n')
     with pytest.raises(DecompError, match="unknown metric 'sets'"):
         Session().load(root)
 

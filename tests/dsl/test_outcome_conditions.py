@@ -17,7 +17,7 @@ INTERNALS = ("Token(", "_EOL", "__ANON", "Traceback", "Unexpected", "lark", "REF
 
 
 def condition_of(cond: str, params: str = "question") -> nodes.Expr:
-    src = (f"handler a = python(function=\"string:capwords\")\nprogram p({params}) {{\n    QS: [a] #question\n"
+    src = (f"handler a = python(function=\"capwords\")\nprogram p({params}) {{\n    QS: [a] #question\n"
            f"    if {cond} {{\n        QS: [a] #1\n    }}\n}}\n")
     module = parse_module(src, "t.decomp")
     stmt = module.programs[0].body[1]
@@ -144,7 +144,7 @@ def test_ok_without_parentheses_is_refused():
 # ------------------------------------------------------------------ decomp check
 def test_check_reports_ok_beyond_the_steps_and_unknown_inputs(tmp_path):
     path = tmp_path / "a.decomp"
-    path.write_text('handler h = python(function="string:capwords")\n'
+    path.write_text('handler h = python(function="capwords")\n'
                     'program p(question) {\n'
                     '    QS: [h] #question\n'
                     '    if ok(#9) or ok(#nope) {\n'
@@ -165,7 +165,7 @@ def test_check_reports_ok_beyond_the_steps_and_unknown_inputs(tmp_path):
 
 def test_check_accepts_ok_of_earlier_steps_and_depth(tmp_path):
     path = tmp_path / "a.decomp"
-    path.write_text('handler h = python(function="string:capwords")\n'
+    path.write_text('handler h = python(function="capwords")\n'
                     'program p(question) with max_depth = 3 {\n'
                     '    QS: [h] #question\n'
                     '    if ok(#1) and depth() < 3 {\n'
@@ -206,7 +206,7 @@ def test_ok_and_depth_remain_usable_as_handler_and_input_names():
 
 
 def test_ok_and_depth_as_program_main_and_option_names():
-    src = ('handler h = python(function="string:capwords", description = ok)\n'
+    src = ('handler h = python(function="capwords", description = ok)\n'
            'program ok(depth) {\n    QS: [h] #depth\n}\n'
            'program depth(ok) {\n    QS: [ok] #ok\n}\n'
            'main depth\n')

@@ -28,7 +28,7 @@ def invoke(*args):
 
 
 # ------------------------------------------------------------------ 1. a comment after a QS line
-COMMENTED = ('handler up = python(function="string:capwords")\n'
+COMMENTED = ('handler up = python(function="capwords")\n'
              'program p(question) {\n'
              '    QS: [up] #question # shout it\n'
              '    if #1 {\n'

@@ -141,8 +141,9 @@ def test_rendered_prompt_reproduces_the_official_example(letter_cat):
     assert all(r.stop == ("\n",) for r in model.history)
 
 
-def test_official_example_with_prompt_sub_handlers_and_mapping(letter_cat, tmp_path):
+def test_official_example_with_prompt_sub_handlers_and_mapping(letter_cat, tmp_path, monkeypatch):
     """The same run with the sub-handlers as few-shot prompts answered through FakeModel.mapping."""
+    monkeypatch.setenv("DECOMP_ALLOW_ROOTS", str(LETTER_CAT.parent))  # the examples live outside tmp_path
     text, blocks = letter_cat
     tables = lookup_tables(blocks)
     mapping = {q: json.dumps(a) for table in tables.values() for q, a in table.items()}

@@ -299,7 +299,7 @@ def test_check_refuses_an_executor_over_a_handler_that_is_no_environment(tmp_pat
     from decomp.runtime.cli import main
 
     path = tmp_path / "x.decomp"
-    path.write_text('handler up = python(function="string:capwords")\n' + line + '\n'
+    path.write_text('handler up = python(function="capwords")\n' + line + '\n'
                     'program p(question) {\n    QS: [act] #question\n}\nmain p\n', encoding="utf-8")
     result = CliRunner().invoke(main, ["check", str(path)])
     assert result.exit_code == 1, result.output

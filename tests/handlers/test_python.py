@@ -11,6 +11,7 @@ from decomp import Session
 from decomp.handlers.base import LoadContext
 from decomp.handlers.python import PythonHandler, to_json
 from decomp.handlers.registry import Registry, default_registry, python_handler
+from decomp.handlers.trust import allowing
 
 
 @python_handler("test_py_reverse")
@@ -68,16 +69,20 @@ def test_registered_function_gets_the_query():
 
 
 def test_module_attr_path():
-    assert run(make("string:capwords"), "hello big world") == "Hello Big World"
+    assert run(make("capwords"), "hello big world") == "Hello Big World"
+    with allowing(trust=["string"]):  # a module of the standard library, trusted on purpose
+        assert run(make("string:capwords"), "hello big world") == "Hello Big World"
     assert run(make("decomp.programs.decomp.letters:position"), "the letters at position 4") == 4
 
 
 @pytest.mark.parametrize("name, reason", [
     ("os:system", "may not be called"), ("subprocess:run", "may not be called"), ("builtins:eval", "may not be called"),
     ("math:sqrt", "not a Python function"), ("string:Template", "not a Python function"),
-    (":x", "neither a registered function"), ("no_such_module_xyz:f", "ModuleNotFoundError"),
+    (":x", "neither a registered function"), ("no_such_module_xyz:f", "no module named"),
+    ("textwrap:dedent", "is not allowed"), ("stringprep:in_table_a1", "is not allowed"),
 ])
-def test_dangerous_or_odd_module_paths_are_refused_with_a_reason(name, reason):
+def test_dangerous_or_odd_module_paths_are_refused_with_a_reason(name, reason, monkeypatch):
+    monkeypatch.setenv("DECOMP_TRUST", "math, string")  # trusted: refused for what they are
     problems = make(name).check()
     assert len(problems) == 1 and reason in problems[0].message
 
@@ -116,7 +121,8 @@ def test_unknown_function_is_a_check_error_listing_names():
 
 
 def test_function_needing_other_parameters_is_a_check_error():
-    assert "needs 'word', 'possibilities'" in make("difflib:get_close_matches").check()[0].message
+    with allowing(trust=["difflib"]):
+        assert "needs 'word', 'possibilities'" in make("difflib:get_close_matches").check()[0].message
 
 
 def test_session_registry_is_used():

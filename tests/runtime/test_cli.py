@@ -171,7 +171,7 @@ def test_check_passes_on_every_official_prompt_file(fixture_data):
 
 def test_main_picks_another_program_and_an_unknown_one_is_a_clear_error(tmp_path):
     src = tmp_path / "two.decomp"
-    src.write_text('handler up = python(function="string:capwords")\n'
+    src.write_text('handler up = python(function="capwords")\n'
                    'program first(question) {\n    QS: [up] #question\n}\n'
                    'program second(question) {\n    QS: [up] #question\n    QS: [up] #1 again\n}\nmain first\n')
     assert invoke("run", str(src), "-q", "a b").output.strip() == "A B"

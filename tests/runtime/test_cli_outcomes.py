@@ -12,7 +12,7 @@ from decomp.handlers.registry import default_registry
 from decomp.runtime.cli import main
 
 FIELD = '''
-handler say = python(function="string:capwords")
+handler say = python(function="capwords")
 program p(question, dmax) {
     if #dmax == 3 {
         QS: [say] a number

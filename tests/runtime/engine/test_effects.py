@@ -5,6 +5,7 @@ row (`reset` makes a fresh one), factory errors, unknown environments at check t
 from __future__ import annotations
 
 import asyncio
+import string
 from typing import Any
 
 import pytest
@@ -56,10 +57,12 @@ def toy_registry(log: list, factory=None, calls_env: bool = False) -> Registry:
     """Built-in kinds; the environment "toy"; kinds `slow` (acts on the environment after a
     delay written at the end of the query: `QS: [slow] a 0.05`; `effects = True`), `via` (the same
     but effectful only through `calls()` naming its environment handler), `plain` (the same delay,
-    no environment: logs to `log` directly) and the function `items` (splits the query on `,`)."""
+    no environment: logs to `log` directly) and the functions `items` (splits the query on `,`)
+    and `capwords`."""
     reg = Registry.with_builtins()
     reg.add_environment("toy", factory or (lambda fields: Toy(fields, log)))
     reg.add_function(lambda query: [s.strip() for s in query.split(",")], "items")
+    reg.add_function(string.capwords, "capwords")
 
     def split(query: str) -> tuple[str, float]:
         action, _, delay = query.rpartition(" ")
@@ -209,7 +212,7 @@ def test_foreach_of_actions_fails_when_one_fails_and_goes_on():
 
 # ------------------------------------------------------------------ marking over the call graph
 PROGRAMS = HEAD + '''
-handler up = python(function="string:capwords")
+handler up = python(function="capwords")
 program inner(task) {
     QS: [slow] #task
 }
@@ -471,8 +474,10 @@ def test_a_decomposer_whose_model_names_an_effectful_handler_acts_in_text_order(
 
 
 def test_a_decomposer_in_a_module_without_environments_is_not_effectful():
-    session = Session(registry=Registry.with_builtins(), model=FakeModel())
-    module = session.load("x.decomp", text='handler up = python(function="string:capwords")\n'
+    registry = Registry.with_builtins()
+    registry.add_function(string.capwords, "capwords")
+    session = Session(registry=registry, model=FakeModel())
+    module = session.load("x.decomp", text='handler up = python(function="capwords")\n'
                                            'handler dec = decomposer(examples="QC: hi\\nQS: [up] x\\nA: \\"X\\"\\n'
                                            'QS: [EOQ]\\n")\nmain dec\n')
     assert not module.handlers["dec"].effectful

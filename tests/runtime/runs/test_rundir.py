@@ -189,3 +189,38 @@ def test_resuming_with_another_main_is_refused(tmp_path, data):
     assert run_cli("--input", data, "--run-dir", tmp_path / "run").exit_code == 0
     result = run_cli("--input", data, "--run-dir", tmp_path / "run", "--resume", "--main", "letter_at")
     assert result.exit_code == 1 and "ran the program's 'letter_cat', not 'letter_at'" in result.output
+
+
+def test_a_second_writer_of_a_run_directory_is_refused_while_the_first_holds_it(tmp_path):
+    """One writer per run directory: another process holding the lock (a `--resume` still
+    running) makes `resume` and `create --force` refuse, touching nothing; once it ends, both work."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from decomp.runtime.runs.rundir import LOCK, RunDir, RunDirError, make_manifest
+
+    (tmp_path / "p.decomp").write_text("main x\n", encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text("", encoding="utf-8")
+    manifest = make_manifest(tmp_path / "p.decomp", None, [], tmp_path / "d.jsonl", {})
+    run = RunDir.create(tmp_path / "run", manifest)
+    run.close()
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, sys, time
+        handle = open({str(tmp_path / "run" / LOCK)!r}, "a")
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        print("locked", flush=True)
+        sys.stdin.readline()
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = sorted(p.name for p in (tmp_path / "run").iterdir())
+        for attempt in (lambda: RunDir.resume(tmp_path / "run", manifest),
+                        lambda: RunDir.create(tmp_path / "run", manifest, force=True)):
+            with pytest.raises(RunDirError, match="being written by another decomp run"):
+                attempt()
+        assert sorted(p.name for p in (tmp_path / "run").iterdir()) == before
+    finally:
+        holder.communicate("\n", timeout=10)
+    RunDir.resume(tmp_path / "run", manifest).close()
+    RunDir.create(tmp_path / "run", manifest, force=True).close()
