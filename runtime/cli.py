@@ -5,6 +5,7 @@ import functools
 import json
 import re
 import sys
+import warnings
 from typing import Any
 from pathlib import Path
 
@@ -44,6 +45,12 @@ def main() -> None:
     for stream in (sys.stdout, sys.stderr):  # text no encoding can write (a lone surrogate) as \udXXX
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning (a bypassed step cache, ...) as one plain line on stderr."""
+    click.echo(f"warning: {printable(str(message))}", err=True)
 
 
 def _trust_options(command):

@@ -8,6 +8,13 @@ a cached call in the tens of microseconds; `close()` commits the rest.
 
 Modes: `read-write` (default), `refresh` (recompute, then store), `off`, `replay` (a miss is an
 error: for CI and exact re-runs).
+
+The file is never trusted blindly: each entry carries a checksum of its key and value, and one
+that does not match (a value edited by hand, a torn write) is a miss, recomputed. A file that is
+not a usable cache (damaged, not SQLite, another program's), or one that cannot be written (a
+full disk), is reported once by path (`CacheWarning`, and `problem`) and bypassed: the run goes
+on uncached, never a per-row error. In replay mode, where the cache is the answer, that ends
+the row as a `CacheMiss` naming the path.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ import hashlib
 import json
 import sqlite3
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +31,8 @@ from decomp.dsl.values import Failed, storable_json
 from decomp.runtime.paths import default_cache_dir
 from decomp.runtime.sqlite_store import connect
 
-__all__ = ["MODES", "CacheMiss", "StepCache", "cache_key", "decode_answer", "default_cache_dir", "encode_answer"]
+__all__ = ["MODES", "CacheMiss", "CacheWarning", "StepCache", "cache_key", "decode_answer", "default_cache_dir",
+           "encode_answer"]
 
 MODES = ("read-write", "refresh", "off", "replay")
 _MISSING = object()
@@ -59,6 +68,18 @@ def decode_answer(stored: Any) -> Any:
     return stored
 
 
+class CacheWarning(UserWarning):
+    """The step cache's file cannot be used (damaged, foreign, not writable) and is bypassed."""
+
+
+_SCHEMA = ("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+           "checksum TEXT NOT NULL, created REAL NOT NULL)")
+
+
+def _checksum(key: str, text: str) -> str:
+    return hashlib.sha256(f"{key}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 class StepCache:
     """A key -> JSON value store with the four cache modes."""
 
@@ -72,35 +93,71 @@ class StepCache:
         self._pending: dict[str, str] = {}
         self._last_flush = time.monotonic()
         self._db: sqlite3.Connection | None = None
+        #: Why the file is bypassed (None while it is in use); `rejected`: entries whose checksum
+        #: did not match, recomputed.
+        self.problem: str | None = None
+        self.rejected = 0
 
     @property
     def reads(self) -> bool:
-        return self.mode in ("read-write", "replay")
+        return self.mode in ("read-write", "replay") and self.problem is None
 
     @property
     def writes(self) -> bool:
-        return self.mode in ("read-write", "refresh")
+        return self.mode in ("read-write", "refresh") and self.problem is None
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            self._db = connect(self.path, schema="CREATE TABLE IF NOT EXISTS steps (key TEXT PRIMARY KEY, "
-                               "value TEXT NOT NULL, created REAL NOT NULL)",
-                               isolation_level=None, check_same_thread=False)
+            self._db = connect(self.path, schema=_SCHEMA, isolation_level=None, check_same_thread=False)
         return self._db
+
+    def _bypass(self, doing: str, err: Exception) -> None:
+        """Stop using the file, saying so once: `doing` failed with `err`."""
+        self.problem = (f"step cache {self.path}: cannot {doing} ({type(err).__name__}: {err}); it is bypassed "
+                        "and the run goes on uncached: delete the file or choose another --cache-dir")
+        self._pending.clear()
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+        warnings.warn(self.problem, CacheWarning, stacklevel=3)
 
     def get(self, key: str, what: str = "call") -> Any:
         """The stored value, or `_MISSING` (see `hit`); in replay mode a miss raises `CacheMiss`."""
         if not self.reads:
+            if self.mode == "replay":
+                raise CacheMiss(f"replay mode: {self.problem}")
             return _MISSING
         text = self._pending.get(key)
         if text is None:
-            row = self._connect().execute("SELECT value FROM steps WHERE key = ?", (key,)).fetchone()
-            text = row[0] if row else None
+            text = self._stored(key)
         if text is None:
             if self.mode == "replay":
-                raise CacheMiss(f"replay mode: nothing cached for {what}")
+                raise CacheMiss(f"replay mode: nothing cached for {what}" + (f" ({self.problem})" if self.problem else ""))
             return _MISSING
         return json.loads(text)
+
+    def _stored(self, key: str) -> str | None:
+        """The stored text of `key` if its checksum holds (a value changed behind our back is a miss)."""
+        try:
+            row = self._connect().execute("SELECT value, checksum FROM entries WHERE key = ?", (key,)).fetchone()
+        except (sqlite3.Error, OSError) as err:
+            self._bypass("read it", err)
+            return None
+        if row is None:
+            return None
+        text, checksum = row
+        if not isinstance(text, str) or checksum != _checksum(key, text):
+            self.rejected += 1
+            return None
+        try:
+            json.loads(text)
+        except ValueError:
+            self.rejected += 1
+            return None
+        return text
 
     @staticmethod
     def hit(value: Any) -> bool:
@@ -118,14 +175,26 @@ class StepCache:
         self._last_flush = time.monotonic()
         if not self._pending:
             return
-        rows = [(k, v, time.time()) for k, v in self._pending.items()]
-        db = self._connect()
-        db.execute("BEGIN IMMEDIATE")
+        if not self.writes:
+            self._pending.clear()
+            return
+        now = time.time()
+        rows = [(k, v, _checksum(k, v), now) for k, v in self._pending.items()]
         try:
-            db.executemany("INSERT OR REPLACE INTO steps (key, value, created) VALUES (?, ?, ?)", rows)
+            db = self._connect()
+            db.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, OSError) as err:
+            self._bypass("write to it", err)
+            return
+        try:
+            db.executemany("INSERT OR REPLACE INTO entries (key, value, checksum, created) VALUES (?, ?, ?, ?)", rows)
             db.execute("COMMIT")
+        except sqlite3.Error as err:  # a full disk, a damaged file: the run goes on uncached
+            _rollback(db)
+            self._bypass("write to it", err)
+            return
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
         self._pending.clear()
 
@@ -137,4 +206,11 @@ class StepCache:
 
     def __len__(self) -> int:
         self.flush()
-        return self._connect().execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+        return self._connect().execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    try:
+        db.execute("ROLLBACK")
+    except sqlite3.Error:  # nothing to roll back (the failure ended the transaction)
+        pass
