@@ -149,15 +149,34 @@ def _import_function(name: str, folder: str | Path | None = None,
         if local_module_file(module.partition(".")[0], _real(folder)) is None and find_module_file(module) is None:
             return f"cannot load {name!r}: there is no module named {module!r}"
         return untrusted(name, module)
+    if not attr.isidentifier() or attr.startswith("_"):  # no walking to what the module imported (random._os)
+        return f"{name!r}: name one public function of the module (module:function), not {attr!r}"
+    allowed = module_allowance(module, folder, local)
+    approved = _approved_file(module, folder, local) if allowed == "local" else None
     try:
-        obj = import_module(module, folder)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
+        mod = import_module(module, folder)
+        obj = getattr(mod, attr)
     except Exception as err:  # the module's own import error, whatever it is
         return f"cannot load {name!r}: {type(err).__name__}: {err}"
+    if approved is not None and module_file(mod) != approved:  # imported another module than the one approved
+        return untrusted(name, module)
     if not inspect.isfunction(obj):
         return f"{name!r} is not a Python function (builtins and classes are not allowed)"
+    if getattr(obj, "__module__", None) != mod.__name__:  # defined elsewhere, only imported there
+        return (f"{name!r} is defined in the module {getattr(obj, '__module__', '?')!r}, not in {module!r}: "
+                "name the module that defines it (it must be allowed itself)")
     return obj
+
+
+def _approved_file(module: str, folder, local) -> Path | None:
+    """The file `module_allowance` found `module` to be "local" by."""
+    folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
+    for where in folders:
+        own = local_module_file(module, where)
+        if own is not None:
+            return own
+    found = find_module_file(module)
+    return found
 
 
 def module_allowance(module: str, folder: str | Path | None = None, local: tuple[Path, ...] = ()) -> str | None:
@@ -224,7 +243,11 @@ def local_module_file(name: str, folder: str | Path | None) -> Path | None:
     package; `a.b` as `a/b.py`), or None when the folder does not provide it."""
     if folder is None or not name:
         return None
-    base = Path(folder).joinpath(*name.split("."))
+    parts = name.split(".")
+    for depth in range(1, len(parts)):  # a dotted name: a real package at each level (no namespace trick)
+        if not Path(folder).joinpath(*parts[:depth], "__init__.py").is_file():
+            return None
+    base = Path(folder).joinpath(*parts)
     for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate.resolve()

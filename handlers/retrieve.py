@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any, Literal
 
@@ -100,8 +101,10 @@ class RetrieveHandler(Handler):
       backend     "tantivy" (default) or "elasticsearch"
       url, index_name, server, timeout
                   for elasticsearch: the server, or "$NAME": the environment variable holding
-                  it (user-info in it is sent as basic auth, `$ELASTIC_API_KEY` as the API key
-                  when set; neither is ever written in a name, trace, cache key or message:
+                  it (it must hold an http(s) URL; user-info in it is sent as basic auth, and
+                  `$ELASTIC_API_KEY`, when set, as the API key, but only to a server the
+                  environment names: never to a url written in the file; neither is ever
+                  written in a name, trace, cache key or message:
                   keep them out of the .decomp file, which run directories copy); the index;
                   "elasticsearch" or "opensearch" (plain JSON media types); seconds per
                   request (default 10)
@@ -254,8 +257,11 @@ class RetrieveHandler(Handler):
         url = self._url(call)
         service = self._services.get(url)
         if service is None:
+            # $ELASTIC_API_KEY goes only to a server the user named in the environment too, never
+            # to a host that the .decomp file wrote (it could be anyone's)
+            key = None if _ENV.fullmatch(opts.url or "") else ""
             service = self._services[url] = ElasticService(url, opts.index_name, server=opts.server,
-                                                           timeout=opts.timeout)
+                                                           timeout=opts.timeout, api_key=key)
         version = await self._elastic_version(call, service)
         cache = {"backend": "elasticsearch", "index": version, "query": query, "k": k} if version else None
         found = await call.request(service, service.search, query, k, what=query, cache=cache)
@@ -271,6 +277,10 @@ class RetrieveHandler(Handler):
         value = os.environ.get(found.group(1), "").strip()
         if not value:
             raise HandlerError(f"url={url!r}: the environment variable {found.group(1)} is not set", call.span)
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:  # never echo it: it may be any secret
+            raise HandlerError(f"url={url!r}: the environment variable {found.group(1)} does not hold an "
+                               "http(s) URL", call.span)
         return value
 
     async def _elastic_version(self, call: Call, service) -> str | None:

@@ -212,7 +212,8 @@ class ElasticService(Service):
         self.index_name = index_name
         self.server = server
         self.timeout = timeout
-        self._api_key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
+        # None: $ELASTIC_API_KEY when set; "": no API key
+        self._api_key = (api_key or None) if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
         self.endpoint = split_url(url)[0]
         self.name = f"elasticsearch:{self.endpoint}/{index_name}"
         self._client: Any = None

@@ -146,3 +146,35 @@ def test_check_json_lists_every_python_function(tmp_path):
     bundled = json.loads(invoke("check", "decomp/letter_cat_symbolic", "--json").stdout)["python_functions"]
     assert {f["allowed"] for f in bundled} == {"local"}
     assert all(f["function"].startswith("decomp.programs.decomp.") for f in bundled)
+
+
+# ---- ways around the rules (found in review): each one refused at check, nothing run
+def test_a_function_path_cannot_walk_to_what_a_module_imported(tmp_path):
+    """`module:random._os.popen` would reach `os.popen` through an allowed module's imports."""
+    marker = tmp_path / "pwned"
+    path = program(tmp_path, "decomp.programs.tasklama.handlers:random._os.popen")
+    result = invoke("check", path)
+    assert result.exit_code == 1 and "name one public function of the module" in result.output
+    ran = invoke("run", path, "-q", f"touch {marker}")
+    assert ran.exit_code != 0 and not marker.exists()
+
+
+def test_a_function_only_imported_by_a_local_module_is_refused(tmp_path):
+    (tmp_path / "helpers.py").write_text("from os import getcwd\ndef own(query):\n    return query\n",
+                                         encoding="utf-8")
+    refused = invoke("check", program(tmp_path, "helpers:getcwd"))
+    assert refused.exit_code == 1
+    assert "not a Python function" in refused.output or "defined in" in refused.output
+    (tmp_path / "shim.py").write_text("from string import capwords\n", encoding="utf-8")
+    shim = invoke("check", program(tmp_path, "shim:capwords", name="q.decomp"))
+    assert shim.exit_code == 1 and "is defined in the module 'string', not in 'shim'" in shim.output
+    assert invoke("check", program(tmp_path, "helpers:own", name="r.decomp")).exit_code == 0
+
+
+def test_a_folder_named_like_a_stdlib_package_does_not_make_its_modules_local(tmp_path):
+    """`logging/config.py` beside the program (no `__init__.py`) once made `logging.config` look
+    local while the standard library's was imported (`fileConfig` runs code from a file)."""
+    (tmp_path / "logging").mkdir()
+    (tmp_path / "logging" / "config.py").write_text("", encoding="utf-8")
+    result = invoke("check", program(tmp_path, "logging.config:fileConfig"))
+    assert result.exit_code == 1 and "is not allowed" in result.output

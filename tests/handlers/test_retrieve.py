@@ -204,3 +204,28 @@ def test_kind_is_registered_and_not_cached_itself():
 
     assert default_registry.kinds["retrieve"] is RetrieveHandler
     assert RetrieveHandler.cacheable is False
+
+
+def test_a_url_variable_that_holds_no_url_is_refused_without_echoing_it(monkeypatch):
+    """`url="$NAME"` may name any variable: unless it holds an http(s) URL it is refused, and its
+    value (an API key, a token) never reaches a message or a trace."""
+    import json as _json
+
+    from decomp import Session
+
+    monkeypatch.setenv("SOME_TOKEN", "sk-supersecret-123")
+    session = Session(default_model=None)
+    module = session.load("e.decomp", text='handler r = retrieve(backend="elasticsearch", url="$SOME_TOKEN", '
+                                           'index_name="wiki")\nmain r\n')
+    result = session.run(module, {"question": "hello"})
+    assert result.error is not None and "does not hold an http(s) URL" in result.error
+    assert "sk-supersecret-123" not in result.error
+    assert "sk-supersecret-123" not in _json.dumps(result.trace.to_dict())
+
+
+def test_the_api_key_variable_is_never_sent_to_a_url_the_file_wrote(monkeypatch):
+    from decomp.handlers.search.elastic import ElasticService
+
+    monkeypatch.setenv("ELASTIC_API_KEY", "KEY-FROM-ENV")
+    assert ElasticService("http://written.example:9200", "wiki", api_key="")._api_key is None
+    assert ElasticService("http://named.example:9200", "wiki")._api_key == "KEY-FROM-ENV"
