@@ -10,7 +10,9 @@ Modes: `read-write` (default), `refresh` (recompute, then store), `off`, `replay
 error: for CI and exact re-runs).
 
 The file is never trusted blindly: each entry carries a checksum of its key and value, and one
-that does not match (a value edited by hand, a torn write) is a miss, recomputed. A file that is
+that does not match (a torn write, a value changed by accident or by a tool unaware of the
+checksum) is a miss, recomputed. The checksum is not a signature: whoever can write the file
+can forge it. A file that is
 not a usable cache (damaged, not SQLite, another program's), or one that cannot be written (a
 full disk), is reported once by path (`CacheWarning`, and `problem`) and bypassed: the run goes
 on uncached, never a per-row error. In replay mode, where the cache is the answer, that ends
