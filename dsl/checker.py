@@ -17,6 +17,7 @@ import networkx as nx
 
 from decomp.dsl import nodes
 from decomp.dsl.errors import CheckError, CheckWarning
+from decomp.dsl.walks import iter_steps
 
 FAN_OUT_HINT = "exactly one #n naming the list to iterate over"
 #: The metrics a module may declare (`metric NAME`); runtime/runs/scoring.py implements each:
@@ -72,7 +73,7 @@ def program_warnings(program: nodes.Program) -> list[CheckWarning]:
     """What a program's body accepts but probably does not mean: a `# comment` written after a
     step, which is part of the step's query (a `QS:` line's text runs to the end of the line)."""
     warnings = []
-    for step in _steps(program.body):
+    for step in iter_steps(program.body):
         if step.query_span is None:
             continue
         match = _COMMENT_IN_QUERY.search(step.query)
@@ -88,15 +89,6 @@ def program_warnings(program: nodes.Program) -> list[CheckWarning]:
 def module_warnings(module: nodes.Module) -> list[CheckWarning]:
     """The warnings of every program of a module, in the order they are written."""
     return [w for program in module.programs for w in program_warnings(program)]
-
-
-def _steps(body: tuple):
-    for stmt in body:
-        if isinstance(stmt, nodes.If):
-            yield from _steps(stmt.then)
-            yield from _steps(stmt.otherwise)
-        else:
-            yield stmt
 
 
 def check_recursion(handlers: Mapping[str, Checkable]) -> list[CheckError]:

@@ -80,16 +80,10 @@ def environment(name: str, registry=default_registry):
 class ActsOnEnvironment(Handler):
     """Base of kinds that act on the environment an option names (`environment="craft"`: an
     `environment` handler of the same file): the checker sees the call, so such handlers are
-    effectful, and a name that is not a handler is a `decomp check` error."""
+    effectful, and the loader refuses a name that is no `environment(...)` handler."""
 
     def calls(self) -> dict[str, list]:
         return {self.options.environment: [self.error_span("environment")]}
-
-    def check_references(self, handlers: set[str]) -> list[CheckError]:
-        if self.options.environment in handlers:
-            return []
-        return [CheckError(f"[{self.name}] names an unknown environment handler {self.options.environment!r}",
-                           self.error_span("environment"), expected="the name of an environment(...) handler")]
 
 
 class EnvironmentOptions(Options):

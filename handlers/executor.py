@@ -27,12 +27,10 @@ from jinja2 import TemplateError
 from pydantic import Field
 
 from decomp.dsl.errors import CheckError, DecompError, HandlerError
-from decomp.dsl.parser import read_text
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Options
 from decomp.handlers.environment import ActsOnEnvironment, Environment
-from decomp.handlers.fewshot import check_file
-from decomp.handlers.prompt import JINJA
+from decomp.handlers.prompt import JINJA, source_problems, source_text, template_error
 from decomp.handlers.registry import handler_kind
 
 COMPLETED, FAILED = "task completed", "task failed"
@@ -80,21 +78,18 @@ class ExecutorHandler(ActsOnEnvironment):
         self._template = None
 
     def check(self) -> list[CheckError]:
-        errors = check_file(self)
-        if not self.options.file and self.options.text is None:
-            errors.append(CheckError(f"[{self.name}] needs file=... or text=... (a Jinja template)", self.error_span()))
+        errors = source_problems(self, " (a Jinja template)")
         if errors:
             return errors
         try:
             self._prepare()
         except (DecompError, OSError, TemplateError) as err:
-            return [CheckError(f"template of [{self.name}]: {err}", self.error_span("file") or self.error_span("text"))]
+            return template_error(self, err)
         return []
 
     def _prepare(self):
         if self._template is None:
-            source = read_text(self.ctx.resolve(self.options.file)) if self.options.file else self.options.text
-            self._template = JINJA.from_string(source)
+            self._template = JINJA.from_string(source_text(self))
         return self._template
 
     def render(self, call: Call, env: Environment, state: str) -> str:

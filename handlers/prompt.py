@@ -37,6 +37,24 @@ class PromptOptions(Options):
     context: str | None = None
 
 
+def source_problems(handler: Handler, what: str = "") -> list[CheckError]:
+    """The check of a kind whose text comes from `file=` or `text=`: one of them, and the file there."""
+    errors = check_file(handler)
+    if not handler.options.file and handler.options.text is None:
+        errors.append(CheckError(f"[{handler.name}] needs file=... or text=...{what}", handler.error_span()))
+    return errors
+
+
+def source_text(handler: Handler) -> str:
+    """The text of `file=` (from the handler's folder) or `text=`."""
+    return read_text(handler.ctx.resolve(handler.options.file)) if handler.options.file else handler.options.text
+
+
+def template_error(handler: Handler, err: Exception) -> list[CheckError]:
+    """A template that does not compile, at its `file=` or `text=` option."""
+    return [CheckError(f"template of [{handler.name}]: {err}", handler.error_span("file") or handler.error_span("text"))]
+
+
 @handler_kind("prompt")
 class PromptHandler(Handler):
     """Few-shot or template prompt; the completion is parsed as JSON where possible."""
@@ -50,16 +68,13 @@ class PromptHandler(Handler):
         self._fewshot = None
 
     def check(self) -> list[CheckError]:
-        errors = check_file(self)
-        if not self.options.file and self.options.text is None:
-            errors.append(CheckError(f"[{self.name}] needs file=... or text=...", self.error_span()))
+        errors = source_problems(self)
         if errors:
             return errors
         try:
             self._prepare()
         except (DecompError, OSError, TemplateError) as err:
-            return fewshot_error(self, err) if not isinstance(err, TemplateError) else [
-                CheckError(f"template of [{self.name}]: {err}", self.error_span("file") or self.error_span("text"))]
+            return fewshot_error(self, err) if not isinstance(err, TemplateError) else template_error(self, err)
         if self.options.answer_regex:
             try:
                 regex.compile(self.options.answer_regex)
@@ -77,7 +92,7 @@ class PromptHandler(Handler):
     def _prepare(self) -> None:
         if self._source is not None:
             return
-        self._source = read_text(self.ctx.resolve(self.options.file)) if self.options.file else self.options.text
+        self._source = source_text(self)
         if self.is_template:
             self._template = JINJA.from_string(self._source)
             return

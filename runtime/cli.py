@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
-from decomp.dsl.values import printable, storable_json
+from decomp.dsl.values import storable_json
 from decomp.handlers.trust import allowing
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
@@ -50,7 +50,7 @@ def main() -> None:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning (a bypassed step cache, ...) as one plain line on stderr."""
-    click.echo(f"warning: {printable(str(message))}", err=True)
+    click.echo(f"warning: {message}", err=True)
 
 
 def _trust_options(command):
@@ -240,7 +240,7 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
     except (DecompError, OSError, ValueError) as err:
         _fail(err)
     for record in failed:
-        click.echo(printable(f"row {record.get('id')} (index {record.get('index')}) failed: {record['error']}"), err=True)
+        click.echo(f"row {record.get('id')} (index {record.get('index')}) failed: {record['error']}", err=True)
     click.echo(json.dumps(done.to_dict()))
 
 
@@ -255,13 +255,13 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> N
         if show_trace:
             click.echo(text, err=True)
     if result.error is not None:
-        click.echo(f"error: {printable(result.error)}", err=True)
+        click.echo(f"error: {result.error}", err=True)
         details = result.trace.failure_details()
         if details:
             click.echo(details.rstrip("\n"), err=True)
         sys.exit(1)
     answer = result.answer
-    click.echo(printable(answer) if isinstance(answer, str) else storable_json(answer))
+    click.echo(answer if isinstance(answer, str) else storable_json(answer))
     for name, summary in result.environments.items():
         click.echo(f"environment [{name}]: {storable_json(summary)}", err=True)
     if result.failed:

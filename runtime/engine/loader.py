@@ -241,7 +241,7 @@ class _Loader:
             except PathRefused:  # reported once, by its check()
                 pass
         self.errors += check_recursion(loaded.handlers)
-        self.errors += _environment_problems(loaded.handlers)
+        self.errors += _environment_problems(loaded.handlers, names)
         for module, _ in modules:  # only the root's metric is used; an imported one is still checked
             self.errors += check_metric(module)
         _mark_effects(loaded.handlers)
@@ -300,13 +300,20 @@ def _mark_effects(handlers: dict[str, Handler]) -> None:
         handlers[name].effectful = True
 
 
-def _environment_problems(handlers: dict[str, Handler]) -> list[CheckError]:
-    """An executor (or another kind acting on an environment) whose `environment=` names a
-    handler that is not an `environment(...)` declaration."""
+def _environment_problems(handlers: dict[str, Handler], names: set[str]) -> list[CheckError]:
+    """An executor (or another kind acting on an environment) whose `environment=` names no
+    handler of the file (`names`: every name declared), or one that is not an `environment(...)`."""
     errors = []
     for handler in handlers.values():
-        if isinstance(handler, ActsOnEnvironment):
-            target = handlers.get(handler.options.environment)
+        if not isinstance(handler, ActsOnEnvironment):
+            continue
+        name = handler.options.environment
+        if name not in names:
+            errors.append(CheckError(f"[{handler.name}] names an unknown environment handler {name!r}",
+                                     handler.error_span("environment"),
+                                     expected="the name of an environment(...) handler"))
+        else:
+            target = handlers.get(name)
             if target is not None and not isinstance(target, EnvironmentHandler):
                 errors.append(CheckError(f"[{handler.name}] acts on [{target.name}], which is a {target.kind} "
                                          "handler, not an environment", handler.error_span("environment"),
