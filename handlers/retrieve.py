@@ -10,9 +10,11 @@ some of them; `default=[]` answers an empty retrieval instead of failing). Build
 index with `decomp index build corpus.jsonl --out DIR`.
 
 Backends:
-  tantivy        (default) an on-disk index made by `decomp index build`, searched in-process in
-                 a worker thread (`asyncio.to_thread`; tantivy releases the GIL while it
-                 searches). The sub-query is reduced to its words first, so quotes, colons,
+  tantivy        (default) an on-disk index made by `decomp index build`, searched in-process:
+                 in a worker thread (`asyncio.to_thread`; tantivy releases the GIL while it
+                 searches), or on the event loop once the index's searches have proved to take
+                 under 2 ms (the hand-off would cost as much; see
+                 `decomp.handlers.search.services`). The sub-query is reduced to its words first, so quotes, colons,
                  parentheses and query operators in a question are never a syntax error.
   elasticsearch  the official `elasticsearch` client (`AsyncElasticsearch`): a `multi_match`
                  over title and text, `size=k`. `server="opensearch"` sends plain JSON media
