@@ -11,6 +11,7 @@ such as a `# comment` after a `QS:` line, which is part of the query (`module_wa
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable, Mapping, Protocol
 
 import networkx as nx
@@ -38,10 +39,10 @@ class Checkable(Protocol):
 
 def check_program(program: nodes.Program, handlers: Iterable[str]) -> list[CheckError]:
     """Problems of one program's body (handler names, references, operators)."""
-    known = set(handlers)
-    params = {p.name for p in program.params}
+    known = frozenset(handlers)
+    params = frozenset(p.name for p in program.params)
     walker = _BodyChecker(known, params)
-    walker.block(program.body, frozenset())
+    walker.block(program.body)
     return walker.errors + _duplicate_params(program)
 
 
@@ -61,11 +62,11 @@ def check_metric(module: nodes.Module) -> list[CheckError]:
 def check_fewshot(fewshot: nodes.FewShot, handlers: Iterable[str] | None = None) -> list[CheckError]:
     """Problems inside decomposition examples: `#n` beyond the steps so far, fan-out references,
     unknown operators and, when `handlers` is given, handler names that do not exist."""
-    known = None if handlers is None else set(handlers) | {"EOQ"}
+    known = None if handlers is None else frozenset(handlers) | {"EOQ"}
     errors: list[CheckError] = []
     for example in fewshot.examples:
         for number, item in enumerate(example.steps):
-            errors += _step_problems(item.step, set(range(1, number + 1)), None, known)
+            errors += _step_problems(item.step, range(1, number + 1), None, known)
     return errors
 
 
@@ -131,23 +132,64 @@ def _bound_hint(handler) -> str:
     return "a depth bound: add max_depth = 8 to the handler's options"
 
 
+class _Available:
+    """The answers a step may read: those of the steps before it, in its block and the blocks
+    around it, not those inside an earlier `if` (which may not have run). Numbers come in text
+    order and leave in the reverse order (when a branch ends), so they stay a sorted list."""
+
+    def __init__(self):
+        self.numbers: list[int] = []
+        self._members: set[int] = set()
+
+    def __contains__(self, number) -> bool:
+        return number in self._members
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __getitem__(self, index):
+        return self.numbers[index]
+
+    def add(self, number: int) -> None:
+        self.numbers.append(number)
+        self._members.add(number)
+
+    def back_to(self, mark: int) -> None:
+        """Forget the answers added since there were `mark` of them."""
+        self._members.difference_update(self.numbers[mark:])
+        del self.numbers[mark:]
+
+
 class _BodyChecker:
-    def __init__(self, known: set[str], params: set[str]):
+    """One pass over a program's body, in text order, with a stack instead of recursion: linear
+    in the number of statements, whatever their depth."""
+
+    def __init__(self, known: frozenset[str], params: frozenset[str]):
         self.known, self.params = known, params
         self.errors: list[CheckError] = []
         self.number = 0
 
-    def block(self, body: tuple, available: frozenset) -> None:
-        for stmt in body:
-            if isinstance(stmt, nodes.If):
+    def block(self, body: tuple) -> None:
+        available = _Available()
+        work: list = [iter(body)]   # statement iterators, and marks: where a branch's answers end
+        while work:
+            top = work[-1]
+            if isinstance(top, int):
+                work.pop()
+                available.back_to(top)
+                continue
+            stmt = next(top, None)
+            if stmt is None:
+                work.pop()
+            elif isinstance(stmt, nodes.If):
                 self.condition(stmt.condition, available)
-                self.block(stmt.then, available)
-                self.block(stmt.otherwise, available)
+                mark = len(available)
+                work += [mark, iter(stmt.otherwise), mark, iter(stmt.then)]
             else:
                 self.errors += _step_problems(stmt, available, self.params, self.known)
                 if not stmt.is_end:
                     self.number += 1
-                    available = available | {self.number}
+                    available.add(self.number)
 
     def condition(self, expr, available) -> None:
         for ref in nodes.condition_refs(expr):
@@ -162,7 +204,7 @@ def _step_problems(step: nodes.Step, available, params, known) -> list[CheckErro
         errors.append(CheckError("this step names no handler", step.span, expected="QS: [handler] question"))
     elif known is not None and step.handler not in known and step.handler != "EOQ":
         errors.append(CheckError(f"unknown handler [{step.handler}]", step.handler_span,
-                                 expected="one of: " + ", ".join(sorted(known - {"EOQ"}))))
+                                 expected=one_of(known - {"EOQ"})))
     try:
         op = parse_operator(step.operator)
     except OperatorError as err:
@@ -177,13 +219,35 @@ def _step_problems(step: nodes.Step, available, params, known) -> list[CheckErro
 
 def _ref_problems(ref: nodes.Ref, available, params) -> list[CheckError]:
     if ref.index is not None and ref.index not in available:
-        have = ", ".join(f"#{n}" for n in sorted(available)) or "none yet"
+        have = _so_far(available)
         return [CheckError(f"{ref.text} refers to a step that has not run at this point", ref.span,
                            expected=f"one of the answers so far: {have}")]
     if ref.name is not None and params is not None and ref.name not in params:
-        names = ", ".join(f"#{p}" for p in sorted(params)) or "none"
+        names = _names(params, "#") or "none"
         return [CheckError(f"unknown input {ref.text}", ref.span, expected=f"one of the parameters: {names}")]
     return []
+
+
+def one_of(names: frozenset[str]) -> str:
+    """`one of: a, b, c` for a message's `expected` (the names sorted, at most 20 of them)."""
+    return "one of: " + _names(names)
+
+
+@lru_cache(maxsize=64)
+def _names(names: frozenset[str], prefix: str = "") -> str:
+    """The names sorted and joined, computed once per set: a program with thousands of steps
+    and handlers gets each of its messages in constant time."""
+    ordered = sorted(names)
+    more = f", ... ({len(ordered) - 20} more)" if len(ordered) > 20 else ""
+    return ", ".join(prefix + name for name in ordered[:20]) + more
+
+
+def _so_far(numbers) -> str:
+    """The answer numbers (ascending) as a message lists them: all of a few, else the first and
+    last ones (a message stays short however long the program)."""
+    if len(numbers) > 8:
+        return ", ".join([*(f"#{n}" for n in numbers[:3]), "...", *(f"#{n}" for n in numbers[-3:])])
+    return ", ".join(f"#{n}" for n in numbers) or "none yet"
 
 
 def _duplicate_params(program: nodes.Program) -> list[CheckError]:

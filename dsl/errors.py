@@ -215,11 +215,11 @@ def _caret_pad(text: str, column: int) -> str:
 def _read_line(span: Span | None) -> str | None:
     if span is None or span.line < 1:
         return None
-    try:
-        with open(span.file, encoding="utf-8") as fh:
+    try:  # universal newlines: `\r` and `\r\n` end lines here as in the parser
+        with open(span.file, encoding="utf-8", errors="replace") as fh:
             for number, line in enumerate(fh, 1):
                 if number == span.line:
                     return line
-    except OSError:
+    except (OSError, ValueError):  # unreadable, or a name no file can have (a NUL in it)
         return None
     return None

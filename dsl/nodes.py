@@ -186,17 +186,18 @@ Expr = Union[Literal, RefOperand, Len, Ok, Depth, Compare, BoolOp, Not]
 
 
 def condition_refs(expr: Expr):
-    """The references a condition reads, left to right."""
-    if isinstance(expr, (RefOperand, Len, Ok)):
-        yield expr.ref
-    elif isinstance(expr, Not):
-        yield from condition_refs(expr.operand)
-    elif isinstance(expr, BoolOp):
-        for operand in expr.operands:
-            yield from condition_refs(operand)
-    elif isinstance(expr, Compare):
-        yield from condition_refs(expr.left)
-        yield from condition_refs(expr.right)
+    """The references a condition reads, left to right (with a stack, not recursion)."""
+    stack = [expr]
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, (RefOperand, Len, Ok)):
+            yield expr.ref
+        elif isinstance(expr, Not):
+            stack.append(expr.operand)
+        elif isinstance(expr, BoolOp):
+            stack.extend(reversed(expr.operands))
+        elif isinstance(expr, Compare):
+            stack += [expr.right, expr.left]
 
 
 @dataclass(frozen=True)

@@ -2,20 +2,24 @@
 
 Syntax errors come back as `DecompSyntaxError` (or `Diagnostics` for several), positioned,
 in the language's own words. A file with several broken declarations reports each of them:
-after a failure the text is re-parsed one top-level chunk at a time. A bracket left open in a
-module is named where it was opened (`UnclosedError`'s note), a string left open where it
-starts, and a `QS:` line whose `[handler` or `(operator` is never closed is an error at its
-`[` or `(`, not a step without a handler.
+after a failure the text is re-parsed one top-level chunk at a time, each chunk alone. A
+bracket left open in a module is named where it was opened (`UnclosedError`'s note), a string
+left open where it starts, and a `QS:` line whose `[handler` or `(operator` is never closed is
+an error at its `[` or `(`, not a step without a handler.
+
+Reading is linear in the text and never recursive (`Transformer_NonRecursive`); the limits on
+size and nesting, and the line ends (`\r\n` and a lone `\r` end a line), are `dsl.limits`'.
 """
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lark import Token, Transformer, v_args
+from lark import Token, Transformer_NonRecursive, v_args
 from lark.exceptions import (
     UnexpectedCharacters,
     UnexpectedInput,
@@ -26,6 +30,7 @@ from lark.exceptions import (
 from decomp.dsl import nodes
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics, UnclosedError
 from decomp.dsl.grammar import describe_expected, describe_terminal, parser
+from decomp.dsl.limits import MAX_SOURCE_CHARS, json_too_deep, normalize_newlines, source_lines, too_deep, too_long
 from decomp.dsl.text import shorten
 
 REF_RE = re.compile(r"#(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*))")
@@ -34,13 +39,21 @@ _MODULE_CHUNK = re.compile(r"^(import|model|handler|program|main|metric)\b")
 
 
 def parse_module(text: str, path: str = "<string>") -> nodes.Module:
-    """Parse a .decomp module."""
+    """Parse a .decomp module. Memoised (the last few texts): `decomp check` and `decomp run`
+    read a file twice (to load it, then for its warnings), and the AST is immutable."""
+    return _parse_module(text, path)
+
+
+@lru_cache(maxsize=8)
+def _parse_module(text: str, path: str) -> nodes.Module:
     return _parse(text, path, "module", _module_chunks)
 
 
-def parse_fewshot(text: str, path: str = "<string>") -> nodes.FewShot:
-    """Parse a DecomP few-shot file (QC/QS/A programs, Q/A pairs, context paragraphs)."""
-    return _parse(text, path, "fewshot", _blank_chunks)
+def parse_fewshot(text: str, path: str = "<string>", *, line: int = 1) -> nodes.FewShot:
+    """Parse a DecomP few-shot file (QC/QS/A programs, Q/A pairs, context paragraphs). `line`:
+    the line of `path` the text starts on (examples written inside a .decomp file), so that
+    spans and errors point into that file."""
+    return _parse(text, path, "fewshot", _blank_chunks, line - 1)
 
 
 def parse_plan(text: str, path: str = "<plan>") -> nodes.Plan:
@@ -56,7 +69,7 @@ def parse_step_line(text: str, path: str = "<model output>") -> nodes.Step:
     line without line breaks is read by `_step_line()`, a regular expression made of the
     grammar's own terminals: the same `Step` as Lark's (a property test compares them on
     random lines) at a fifth of the cost. Anything else goes through Lark."""
-    line = text.strip("\n")
+    line = text.strip("\r\n")
     if not line.strip():
         line = "QS:"
     if "\n" not in line and "\r" not in line:
@@ -96,13 +109,23 @@ def _fast_step(match: re.Match | None, path: str) -> nodes.Step | None:
 
 
 def read_text(path: str | Path) -> str:
-    """A source file's text; a file that is not UTF-8 is a `DecompSyntaxError`, not a crash."""
-    data = Path(path).read_bytes()
+    """A source file's text; a file that is not UTF-8, or longer than `MAX_SOURCE_CHARS` bytes
+    (refused after reading one byte more, whatever its size), is a `DecompSyntaxError`; a name
+    no file can have a `DecompError` (a missing file is the `OSError` it always was)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_SOURCE_CHARS + 1)
+    except ValueError:  # a NUL or a lone surrogate in the name: no file is called that
+        raise DecompError("no file can have this name (it holds a NUL or text that is not Unicode)",
+                          nodes.Span(str(path), 1, 1, 1, 2), line_text="") from None
+    error = too_long(len(data), str(path), "bytes")
+    if error is not None:
+        raise error
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        before = source_lines(data[: err.start].decode("utf-8"))
+        line, column = len(before), len(before[-1]) + 1
         raise DecompSyntaxError(f"the file is not UTF-8 text (byte {data[err.start]:#04x})",
                                 nodes.Span(str(path), line, column, line, column + 1), line_text="") from None
 
@@ -116,31 +139,55 @@ def read_fewshot(path: str | Path) -> nodes.FewShot:
 
 
 # ------------------------------------------------------------------ driver
-def _parse(text: str, path: str, start: str, chunker):
-    source = text.replace("\r\n", "\n")
+def _parse(text: str, path: str, start: str, chunker, offset: int = 0):
+    """Parse `text` from the grammar's `start` rule; `offset`: lines of `path` before it."""
+    error = too_long(len(text), path)
+    if error is not None:
+        raise error
+    source = normalize_newlines(text)
     source = source if source.endswith("\n") else source + "\n"
     lines = source.split("\n")
     try:
         tree = parser().parse(source, start=start)
     except UnexpectedInput as exc:
         first = _syntax_error(exc, path, lines, source if start == "module" else None)
-        raise _all_errors(source, path, start, chunker, first) from None
-    except RecursionError:
-        raise DecompSyntaxError("the text is nested too deeply to read", nodes.Span(path, 1, 1, 1, 2)) from None
-    builder = _Builder(path, source, strict_steps=start in ("module", "fewshot"))
+        raise _shifted(_all_errors(lines, path, start, chunker, first), offset) from None
+    error = too_deep(tree, path, lines)
+    if error is not None:
+        raise _shifted(error, offset)
+    builder = _Builder(path, source, lines, strict_steps=start in ("module", "fewshot"), offset=offset)
     try:
         built = builder.transform(tree)
     except VisitError as exc:
-        if isinstance(exc.orig_exc, DecompError):
+        if isinstance(exc.orig_exc, DecompError):  # made by the builder, at its (shifted) spans
             raise exc.orig_exc from None
         span = _visit_span(exc, path)
-        raise DecompSyntaxError(f"cannot read this: {exc.orig_exc}", span,
-                                line_text=lines[span.line - 1] if span.line <= len(lines) else None) from None
-    except RecursionError:
-        raise DecompSyntaxError("the text is nested too deeply to read", nodes.Span(path, 1, 1, 1, 2)) from None
+        raise _shifted(DecompSyntaxError(f"cannot read this: {exc.orig_exc}", span,
+                                         line_text=lines[span.line - 1] if span.line <= len(lines) else None),
+                       offset) from None
     if builder.errors:
         raise builder.errors[0] if len(builder.errors) == 1 else Diagnostics(builder.errors)
     return built
+
+
+def _shifted(error: DecompError, offset: int) -> DecompError:
+    """`error` (just made, for a text read on its own) moved down `offset` lines in its file."""
+    if not offset:
+        return error
+    parts = error.errors if isinstance(error, Diagnostics) else [error]
+    for err in parts:
+        err.span = _down(err.span, offset)
+        if isinstance(err, UnclosedError):
+            err.opened = err.note.span = _down(err.opened, offset)
+    if isinstance(error, Diagnostics):
+        error.span = parts[0].span if parts else None
+    return error
+
+
+def _down(span: nodes.Span | None, offset: int) -> nodes.Span | None:
+    if span is None:
+        return None
+    return nodes.Span(span.file, span.line + offset, span.column, span.end_line + offset, span.end_column)
 
 
 def _visit_span(exc: VisitError, path: str) -> nodes.Span:
@@ -150,35 +197,33 @@ def _visit_span(exc: VisitError, path: str) -> nodes.Span:
     return nodes.Span(path, 1, 1, 1, 2)
 
 
-def _all_errors(source, path, start, chunker, first) -> DecompError:
-    """The first error, plus those found by parsing each later chunk on its own.
+def _all_errors(lines: list[str], path: str, start: str, chunker, first: DecompError) -> DecompError:
+    """The first error, plus those found by parsing each later chunk on its own (alone, then
+    moved down to its lines: each line is read once more at most, whatever the chunk count).
 
     Chunks up to the one holding the first error are not re-parsed: an unclosed bracket is
     often reported at the start of the next declaration, and would otherwise count twice."""
     if chunker is None:
         return first
     errors = [first]
-    chunks = list(chunker(source))
-    for offset, chunk in chunks:
+    for offset, chunk in chunker(lines):
         if offset + 1 <= first.span.line:
             continue
-        text = "\n" * offset + chunk
         try:
-            parser().parse(text, start=start)
+            parser().parse(chunk, start=start)
         except UnexpectedInput as exc:
-            errors.append(_syntax_error(exc, path, source.split("\n"), text if start == "module" else None))
+            error = _syntax_error(exc, path, chunk.split("\n"), chunk if start == "module" else None)
+            errors.append(_shifted(error, offset))
     return errors[0] if len(errors) == 1 else Diagnostics(errors)
 
 
-def _module_chunks(source: str):
+def _module_chunks(lines: list[str]):
     """Top-level declarations: chunks start at lines that begin with a keyword."""
-    lines = source.split("\n")
     return _chunks(lines, [i for i, line in enumerate(lines) if _MODULE_CHUNK.match(line)])
 
 
-def _blank_chunks(source: str):
+def _blank_chunks(lines: list[str]):
     """Examples: chunks start at a non-blank line after a blank one."""
-    lines = source.split("\n")
     starts = [i for i, line in enumerate(lines) if line.strip() and (i == 0 or not lines[i - 1].strip())]
     return _chunks(lines, starts)
 
@@ -283,6 +328,8 @@ def _unclosed(source: str, end: int, closer: str | None = None) -> tuple[str, in
     closed by a `}` less indented than its `{` line, when an outer `{` line has exactly that
     indentation, is taken to be the block left open (the `}` belongs to the outer one)."""
     stack: list[tuple[str, int]] = []
+    indents: list[int] = []                     # the indentation of each open bracket's line
+    braces: Counter[int] = Counter()            # how many open `{` lines have each indentation
     suspect = None
     bol, leading = 0, True                      # where the line starts; only blanks on it so far
     i, n = 0, min(end, len(source))
@@ -316,12 +363,16 @@ def _unclosed(source: str, end: int, closer: str | None = None) -> tuple[str, in
             i = string.end()
         elif c in "([{":
             stack.append((c, i))
+            indents.append(len(_INDENT.match(source, bol).group()))
+            braces[indents[-1]] += c == "{"
             i += 1
         elif c in _CLOSERS:
             if stack and stack[-1][0] == _CLOSERS[c]:
-                opener = stack.pop()
-                if c == "}" and first and suspect is None:
-                    suspect = _misindented(source, stack, opener, i - bol)
+                opener, indent = stack.pop(), indents.pop()
+                braces[indent] -= c == "}"
+                # a `}` less indented than its `{` line, lined up with an outer `{` line instead
+                if c == "}" and first and suspect is None and i - bol < indent and braces[i - bol] > 0:
+                    suspect = opener
             i += 1
         else:
             i += 1
@@ -335,17 +386,6 @@ def _unclosed(source: str, end: int, closer: str | None = None) -> tuple[str, in
     return stack[-1] if stack else None
 
 
-def _misindented(source: str, stack, opener, indent: int):
-    """The `{` just closed, when the `}` lines up with an outer `{` line instead of its own."""
-    def indentation(offset: int) -> int:
-        return len(_INDENT.match(source, source.rfind("\n", 0, offset) + 1).group())
-
-    if indent >= indentation(opener[1]):
-        return None
-    outer = any(b == "{" and indentation(o) == indent for b, o in stack)
-    return opener if outer else None
-
-
 def _token_words(token: Token) -> str:
     if token.type in ("_EOL", "_BLANKS"):
         return "end of the line"
@@ -357,7 +397,8 @@ def _token_words(token: Token) -> str:
     return describe_terminal(token.type)
 
 
-_NOUNS = {"NAME": "name", "NUMBER": "number", "STRING": "string", "LONG_STRING": "string", "REF": "reference"}
+_NOUNS = {"NAME": "name", "NUMBER": "number", "STRING": "string", "LONG_STRING": "string", "REF": "reference",
+          "HANDLER_REF": "handler reference", "OPERATOR": "operator"}
 
 
 # ------------------------------------------------------------------ tree -> AST
@@ -392,8 +433,10 @@ _JSON = json.JSONDecoder(parse_constant=_no_constants)
 
 def parse_answer_text(text: str) -> tuple[Any, bool]:
     """JSON value of an answer, or the stripped text itself when it is not JSON (NaN and
-    Infinity are not JSON; nesting too deep to read stays text too)."""
+    Infinity are not JSON; arrays and objects nested more than `MAX_NESTING` deep stay text too)."""
     stripped = text.strip()
+    if json_too_deep(stripped):  # more than MAX_NESTING levels: no later walk could take it
+        return stripped, False
     try:
         return _JSON.decode(stripped), True
     except (ValueError, RecursionError):
@@ -412,13 +455,17 @@ def find_refs(text: str, span: nodes.Span) -> tuple[nodes.Ref, ...]:
     return tuple(refs)
 
 
-class _Builder(Transformer):
-    """Turns Lark's parse tree into the frozen dataclasses of `nodes`."""
+class _Builder(Transformer_NonRecursive):
+    """Turns Lark's parse tree into the frozen dataclasses of `nodes` (bottom-up, with a stack
+    of its own rather than recursion: no tree is too deep for it)."""
 
-    def __init__(self, path: str, source: str, strict_steps: bool = False):
+    def __init__(self, path: str, source: str, lines: list[str], strict_steps: bool = False, offset: int = 0):
         super().__init__(visit_tokens=False)  # no terminal has a callback: skip a call per token
         self.path = path
         self.source = source
+        self.lines = lines  # the source's lines, split once
+        #: lines of the file before the text (examples inside a .decomp file): added to spans
+        self.offset = offset
         #: in files people write (modules, few-shot files), a `QS:` line whose `[` or `(` is
         #: never closed is a syntax error; a model's line (step_line) is read as it comes
         self.strict_steps = strict_steps
@@ -426,10 +473,17 @@ class _Builder(Transformer):
 
     def _span(self, item) -> nodes.Span:
         if isinstance(item, Token):
-            return nodes.Span(self.path, item.line, item.column, item.end_line, item.end_column)
+            return nodes.Span(self.path, item.line + self.offset, item.column, item.end_line + self.offset,
+                              item.end_column)
         if getattr(item, "empty", True):
-            return nodes.Span(self.path, 1, 1, 1, 1)
-        return nodes.Span(self.path, item.line, item.column, item.end_line, item.end_column)
+            return nodes.Span(self.path, 1 + self.offset, 1, 1 + self.offset, 1)
+        return nodes.Span(self.path, item.line + self.offset, item.column, item.end_line + self.offset,
+                          item.end_column)
+
+    def _line(self, span: nodes.Span) -> str:
+        """The source line `span` starts on."""
+        index = span.line - 1 - self.offset
+        return self.lines[index] if 0 <= index < len(self.lines) else ""
 
     # ---------------- module
     @v_args(meta=True)
@@ -570,9 +624,8 @@ class _Builder(Transformer):
     def depth_operand(self, meta, items):
         if items:  # read, so that the error is this one, not "#1) {" taken for a comment
             at = self._span(items[0])
-            line = self.source.split("\n")[at.line - 1]
             self.errors.append(DecompSyntaxError("depth() takes no argument: it is the depth of the running program",
-                                                 at, expected="depth()", line_text=line))
+                                                 at, expected="depth()", line_text=self._line(at)))
         return nodes.Depth(self._span(meta))
 
     def _ref(self, token: Token) -> nodes.Ref:
@@ -607,8 +660,7 @@ class _Builder(Transformer):
             expected = "an operator such as (foreach)"
         else:
             return
-        line = self.source.split("\n")[span.line - 1] if span.line >= 1 else ""
-        self.errors.append(DecompSyntaxError(message, at, expected=expected, line_text=line))
+        self.errors.append(DecompSyntaxError(message, at, expected=expected, line_text=self._line(span)))
 
     def step_line(self, items):
         return items[0]
@@ -641,7 +693,9 @@ class _Builder(Transformer):
 
     @v_args(meta=True)
     def example(self, meta, items):
-        return _ExampleReader(self._span(meta), self.source).read(items)
+        span = self._span(meta)
+        lines = self.lines[span.line - 1 - self.offset: span.end_line - self.offset]
+        return _ExampleReader(span, lines).read(items)
 
     @v_args(meta=True)
     def fewshot(self, meta, items):
@@ -707,9 +761,9 @@ class _ExampleReader:
     several `Q:`/`A:` pairs in one block (one example each, sharing the context).
     """
 
-    def __init__(self, span: nodes.Span, source: str):
+    def __init__(self, span: nodes.Span, lines: list[str]):
         self.span = span
-        self.lines = source.split("\n")[span.line - 1: span.end_line]
+        self.lines = lines
         self.examples: list[nodes.Example] = []
         self._reset([])
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from decomp.dsl import nodes
 from decomp.dsl.errors import DecompError
+from decomp.dsl.limits import normalize_newlines
 from decomp.dsl.parser import parse_plan
 from decomp.dsl.values import json_text
 
@@ -32,7 +33,8 @@ def read_plan(value: Any, path: str = "<plan>") -> tuple[nodes.Plan, str | None]
     if not isinstance(value, str):
         raise TypeError("a plan is the planner's text (Step n: ... lines and an Execution Order) "
                         "or a list of steps")
-    text = value if value.endswith("\n") else value + "\n"
+    text = normalize_newlines(value)  # `\r` ends a line for the order line's pattern too
+    text = text if text.endswith("\n") else text + "\n"
     notes = []
     try:
         plan = parse_plan(text, path)

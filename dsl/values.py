@@ -64,9 +64,11 @@ def storable_json(value: Any, **kwargs: Any) -> str:
 
     Non-ASCII characters stay as they are, unless the value holds text no encoding can write
     (a lone surrogate such as "\\ud800", from a data row or a model reply): then the text is
-    written with JSON escapes, and `json.loads` gives the very same value back. NaN and the
-    infinities, which JSON does not have, are written as the strings "NaN", "Infinity",
-    "-Infinity". `kwargs` go to `json.dumps` (indent, sort_keys, default...)."""
+    written with JSON escapes, and `json.loads` gives the very same value back (but for a high
+    surrogate followed by a low one: JSON reads that pair as the one character it encodes,
+    "\\ud800\\udfff" as U+103FF). NaN and the infinities, which JSON does not have, are written
+    as the strings "NaN", "Infinity", "-Infinity". `kwargs` go to `json.dumps` (indent,
+    sort_keys, default...)."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, **kwargs)
     except ValueError:  # NaN or an infinity somewhere: as strings
@@ -78,11 +80,24 @@ def storable_json(value: Any, **kwargs: Any) -> str:
 
 
 def printable(text: str) -> str:
-    """`text` with each lone surrogate written as its escape (`\\ud800`), so that it can be
-    printed or written as UTF-8; other text unchanged."""
-    if _SURROGATE.search(text) is None:
+    r"""`text` that can always be printed or written as UTF-8, and read back unambiguously.
+
+    The scheme: each backslash is doubled (`\\` stands for one backslash) and each lone
+    surrogate is written as its escape (`\ud800`); nothing else changes, so text without a
+    backslash or a surrogate comes back as it is. Reading left to right, `\\` is a backslash and
+    `\uXXXX` a surrogate, nothing else: the six characters `\ud800` print as `\\ud800`, the
+    lone surrogate U+D800 as `\ud800`, so the two can no longer be confused."""
+    if _PRINT_ESCAPED.search(text) is None:
         return text
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _PRINT_ESCAPED.sub(_print_escape, text)
+
+
+_PRINT_ESCAPED = re.compile(r"[\\\ud800-\udfff]")
+
+
+def _print_escape(found: re.Match) -> str:
+    char = found.group()
+    return "\\\\" if char == "\\" else f"\\u{ord(char):04x}"
 
 
 def _finite(value: Any) -> Any:

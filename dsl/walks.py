@@ -7,11 +7,15 @@ from decomp.dsl import nodes
 
 
 def iter_steps(body: tuple) -> Iterator[nodes.Step]:
-    """Every step of a body in text order, the steps inside `if` branches included."""
-    for stmt in body:
-        if isinstance(stmt, nodes.If):
-            yield from iter_steps(stmt.then)
-            yield from iter_steps(stmt.otherwise)
+    """Every step of a body in text order, the steps inside `if` branches included (a stack
+    of statement iterators, not recursion: each step is yielded once, at any depth)."""
+    stack = [iter(body)]
+    while stack:
+        stmt = next(stack[-1], None)
+        if stmt is None:
+            stack.pop()
+        elif isinstance(stmt, nodes.If):
+            stack += [iter(stmt.otherwise), iter(stmt.then)]
         else:
             yield stmt
 

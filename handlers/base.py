@@ -3,7 +3,9 @@
 A kind is a subclass of `Handler` with a `kind` name, an `Options` model (pydantic, unknown
 keys rejected) and an async `run(call)`. One instance exists per `handler NAME = KIND(...)`
 declaration; `run` gets a `Call` (the engine interface, see `decomp.handlers.call`) with the
-rendered sub-query and returns a JSON-able answer.
+rendered sub-query and returns a JSON-able answer. `run` runs on the event loop, beside every
+other row: a kind hands any blocking or CPU-heavy work to `Handler.offload` (a worker thread,
+under the handler's time limit) and awaits it.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from decomp.dsl.errors import CheckError
 from decomp.dsl.nodes import HandlerDecl, Span
 from decomp.handlers.call import Call
+from decomp.handlers.offload import bounded, bounded_await, run_timeout
 from decomp.handlers.trust import PathRefused, inside, refusal
 
 __all__ = ["Call", "Handler", "LoadContext", "NoOptions", "Options", "step_calls"]
@@ -51,15 +54,25 @@ class LoadContext:
     roots: tuple[Path, ...] | None = None
 
     def resolve(self, path: str) -> Path:
-        """`path` (a `file=` option) from the handler's folder. Raises `PathRefused` (a
-        ValueError) when it leads outside the program's allowed folders, symlinks followed: such
-        a file is never read, nor recorded among the program's files."""
+        """`path` (a `file=` option) from the handler's folder, as the real path it leads to
+        (symlinks resolved). Raises `PathRefused` (a ValueError) when it leads outside the
+        program's allowed folders: such a file is never read, nor recorded among the program's
+        files.
+
+        The path returned is the one that was checked: callers read it, never `path` again, so a
+        link swapped after the check (pointing elsewhere by then) is not followed. What is left
+        is the file, or a folder on its real path, replaced by a link between the check and the
+        read, by someone who can already write inside the program's folder."""
         p = Path(path)
         found = p if p.is_absolute() else self.base_dir / p
-        if self.roots is not None and not inside(found, self.roots):
+        try:
+            real = found.resolve()
+        except (OSError, RuntimeError, ValueError):  # a symlink loop: reading it fails later, plainly
+            real = found.absolute()
+        if self.roots is not None and not inside(real, self.roots):
             raise PathRefused(str(path), refusal(str(path), "the path", self.roots))
-        self.files.add(found)
-        return found
+        self.files.add(real)
+        return real
 
 
 class Handler:
@@ -85,6 +98,9 @@ class Handler:
     #: it calls: set by the loader from the call graph (`decomp.dsl.checker.effectful`). Such
     #: calls run in text order and are never answered from the step cache.
     effectful: bool = False
+    #: The time limit of one call's synchronous work when the handler's options set none (a kind
+    #: whose work is always quick may set a tighter one); None: the run's (see `time_limit`).
+    default_timeout: ClassVar[float | None] = None
 
     def __init__(self, name: str, options: Options, decl: HandlerDecl | None, ctx: LoadContext):
         self.name = name
@@ -93,8 +109,10 @@ class Handler:
         self.ctx = ctx
 
     def cache_parts(self, call: Call) -> dict[str, Any]:
-        """Everything that decides this call's answer, for its cache key."""
-        parts = {"kind": self.kind, "version": self.version, "options": self.options.model_dump(mode="json"),
+        """Everything that decides this call's answer, for its cache key (a `timeout=` option,
+        a time limit that never decides an answer, left out)."""
+        options = self.options.model_dump(mode="json", exclude={"timeout"})
+        parts = {"kind": self.kind, "version": self.version, "options": options,
                  "query": call.query, "values": list(call.values)}
         if self.reads_inputs:
             parts["inputs"] = dict(call.inputs)
@@ -123,6 +141,40 @@ class Handler:
     async def aclose(self) -> None:
         """Release what the handler holds (connections, indexes); the session calls it when a
         run ends."""
+
+    # ---- bounded synchronous work (see `decomp.handlers.offload`)
+    def time_limit(self) -> float:
+        """Seconds one call's synchronous work may take: the handler's `timeout=` option when
+        written, else the run's setting (`--handler-timeout`, default 10 s), or the kind's
+        `default_timeout` when that is tighter."""
+        own = getattr(self.options, "timeout", None)
+        if own is not None:
+            return own
+        run = run_timeout()
+        return run if self.default_timeout is None else min(run, self.default_timeout)
+
+    async def offload(self, fn, *args: Any, what: str, grace: float = 0.0) -> Any:
+        """`fn(*args)` in a worker thread under `time_limit()` (plus `grace` seconds, for work
+        that stops itself at the limit): the event loop (every other row) goes on meanwhile; an
+        overrun is a `HandlerError` naming `what`, the limit and how to raise it. Kinds run every
+        piece of blocking work through this."""
+        return await bounded(fn, *args, limit=self.time_limit(), owner=self, what=what,
+                             option=self._timeout_option, grace=grace)
+
+    async def await_bounded(self, awaitable, *, what: str) -> Any:
+        """`await awaitable` under `time_limit()` (an async function's call)."""
+        return await bounded_await(awaitable, limit=self.time_limit(), what=what, option=self._timeout_option)
+
+    @property
+    def _timeout_option(self) -> str | None:
+        return "timeout" if "timeout" in type(self.options).model_fields else None
+
+    def timeout_problems(self) -> list[CheckError]:
+        """The check of a `timeout=` option: a number of seconds > 0."""
+        seconds = getattr(self.options, "timeout", None)
+        if seconds is None or seconds > 0:
+            return []
+        return [CheckError(f"timeout must be > 0 seconds, got {seconds}", self.error_span("timeout"))]
 
     def error_span(self, option: str | None = None) -> Span | None:
         if self.decl is None:

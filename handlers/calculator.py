@@ -8,6 +8,7 @@ small LALR grammar (Lark) and evaluated over the parse tree - no names, calls, e
 """
 from __future__ import annotations
 
+import heapq
 import math
 import operator
 from fractions import Fraction
@@ -61,8 +62,6 @@ _NAME_USE = rx.compile(
     r"|[\d.)](?:\s*\+|\s+-|-\s)\s*" + _IDENT
     + "|" + _IDENT + r"\("
 )
-#: Runs of more tokens than this are only tried whole, not window by window.
-_MAX_WINDOW_TOKENS = 64
 
 Number = Fraction | float
 
@@ -81,6 +80,10 @@ class CalculatorHandler(Handler):
       max_exponent  largest absolute exponent `**` accepts.
       max_digits    largest number of decimal digits any number (literal, intermediate or
                     result; numerator or denominator of an exact fraction) may have (<= 4000).
+      max_chars     longest query (in characters) the handler reads (default 100,000); a
+                    longer one is a `HandlerError`. The work is linear in the query's length.
+      timeout       seconds one call may take (> 0); not written: the run's
+                    `--handler-timeout` (default 10 s). The work runs off the event loop.
 
     Semantics are Python's (`-2**2` is -4, `2**3**2` is 512, `//` and `%` floor, `/` is true
     division). Integer literals are computed exactly (as fractions), so the answer is an int
@@ -96,6 +99,8 @@ class CalculatorHandler(Handler):
         digits: int = 10
         max_exponent: int = 1000
         max_digits: int = 1000
+        max_chars: int = 100_000
+        timeout: float | None = None
 
     def check(self) -> list[CheckError]:
         o = self.options
@@ -107,14 +112,19 @@ class CalculatorHandler(Handler):
         if not 1 <= o.max_digits <= 4000:  # CPython refuses to print ints of more than 4300 digits
             errors.append(CheckError(f"max_digits must be between 1 and 4000, got {o.max_digits}",
                                      self.error_span("max_digits")))
-        return errors
+        if o.max_chars < 1:
+            errors.append(CheckError(f"max_chars must be at least 1, got {o.max_chars}", self.error_span("max_chars")))
+        return errors + self.timeout_problems()
 
     async def run(self, call: Call) -> Any:
-        return self.calculate(call.query, call)
+        return await self.offload(self.calculate, call.query, call, what="the calculation")
 
     def calculate(self, text: str, call: Call | None = None) -> int | float:
         """The value of the expression in `text`, as the handler answers it."""
         span = call.span if call else None
+        if len(text) > self.options.max_chars:
+            raise HandlerError(f"the query is {len(text):,} characters long, more than max_chars "
+                               f"({self.options.max_chars:,})", span)
         tree = self._parse(text, span)
         try:
             value = _Evaluator(self, span).transform(tree)
@@ -217,40 +227,111 @@ def find_expression(text: str) -> Tree | None:
     """The parse tree of the longest arithmetic expression inside `text`, or None.
 
     The text is cut into maximal runs of calculator characters (numbers, operators,
-    parentheses, spaces): "What is 3 + 4?" has the run " 3 + 4". Each run is tried whole;
-    then every stretch of whole tokens inside it that starts with a number, "(" or a sign and
-    ends with a number or ")". The longest stretch (in characters, leftmost on ties) that
-    parses wins: "(2+3)*4." gives "(2+3)*4", "5-year-old 10 + 2" gives "10 + 2". A sign
-    glued to a word is a hyphen, not a minus: "COVID-19" holds the expression "19".
+    parentheses, spaces): "What is 3 + 4?" has the run " 3 + 4". Of every stretch of whole
+    tokens inside a run that starts with a number, "(" or a sign and ends with a number or ")",
+    the longest that is an expression (in characters, leftmost on ties) wins: "(2+3)*4." gives
+    "(2+3)*4", "5-year-old 10 + 2" gives "10 + 2". A sign glued to a word is a hyphen, not a
+    minus: "COVID-19" holds the expression "19".
+
+    Linear in the length of `text`: the stretches are not parsed one by one; `_longest` finds,
+    for each token, the longest expression starting there in one pass over the run (see
+    `_valid_pair` for why that is exact), and only the winner is parsed.
     """
-    for _, _, candidate in sorted(_candidates(text), key=lambda c: (-c[0], c[1])):
+    for _, _, candidate in heapq.nsmallest(_MAX_PARSES, _candidates(text), key=lambda c: (-c[0], c[1])):
         try:
             return _PARSER.parse(candidate)
-        except LarkError:
+        except LarkError:  # not expected (the scan is exact); the next longest then
             continue
     return None
 
 
+#: Candidates parsed at most (the first one parses: see `_valid_pair`).
+_MAX_PARSES = 4
+#: Tokens after which the calculator's state is "after an operand" (a binary operator or ")"
+#: may follow); after any other token an operand is expected (a number, "(" or a sign).
+_OPERAND_ENDS = ("NUMBER", ")")
+_BINARY_ONLY = ("*", "/", "//", "%", "**", ")")
+
+
+#: One token of a run (what the grammar's lexer would give, spaces skipped): a number or an operator.
+_TOKEN = rx.compile(r"\s*(?:(" + NUMBER_PATTERN + r")|(\*\*|//|[-+*/%()]))")
+
+
+def _tokens(chunk: str) -> tuple[list[str], list[int], list[int]]:
+    """The kinds ("NUMBER" or the operator), starts and ends of the tokens of `chunk`."""
+    kinds, starts, ends = [], [], []
+    for match in _TOKEN.finditer(chunk):
+        group = 1 if match.group(1) is not None else 2
+        kinds.append("NUMBER" if group == 1 else match.group(2))
+        starts.append(match.start(group))
+        ends.append(match.end(group))
+    return kinds, starts, ends
+
+
+def _valid_pair(before: str, after: str) -> bool:
+    """Whether token kind `after` may follow `before` inside an expression.
+
+    The grammar's expressions are exactly the token sequences that start with a number, "(" or
+    a sign, end with a number or ")", have balanced parentheses and only such pairs: a number
+    or "(" where an operand is expected (at the start, after an operator or "("), ")" or a
+    binary-only operator (`* / // % **`) after an operand (a number or ")"), a sign (+ -)
+    anywhere (binary after an operand, unary elsewhere)."""
+    operand_before = before in _OPERAND_ENDS
+    if after in ("NUMBER", "("):
+        return not operand_before
+    if after in _BINARY_ONLY:
+        return operand_before
+    return True
+
+
 def _candidates(text: str) -> Iterator[tuple[int, int, str]]:
-    """(length, start, text) of every stretch of `text` that may be an expression."""
+    """(length, start, text) of the longest expression starting at each token of each run."""
     for run in _RUN.finditer(text):
         chunk = run.group().strip()
         if not chunk:
             continue
         offset = run.start() + run.group().index(chunk[0])
-        tokens = list(_PARSER.lex(chunk))
-        if len(tokens) > _MAX_WINDOW_TOKENS:
-            tokens = [tokens[0], tokens[-1]]  # only the whole run
-        for i, first in enumerate(tokens):
-            if not _may_start(text, offset + first.start_pos, first):
-                continue
-            for last in tokens[i:]:
-                if last.type == "NUMBER" or last.value == ")":
-                    yield last.end_pos - first.start_pos, offset + first.start_pos, chunk[first.start_pos:last.end_pos]
+        kinds, starts, ends = _tokens(chunk)
+        for first, last in _longest(kinds, [_may_start(text, offset + at, kind) for kind, at in zip(kinds, starts)]):
+            yield ends[last] - starts[first], offset + starts[first], chunk[starts[first]:ends[last]]
 
 
-def _may_start(text: str, at: int, token: Token) -> bool:
-    """Whether an expression may begin with `token`: a number, "(" or a sign that is no hyphen."""
-    if token.type == "NUMBER" or token.value == "(":
+def _longest(kinds: list[str], starts: list[bool]) -> Iterator[tuple[int, int]]:
+    """(first, last) token of the longest expression starting at each token that may start one
+    (`starts`), by token kinds.
+
+    Within a segment of valid pairs, tokens i..j are an expression when token i may start one,
+    token j may end one, and the parenthesis depth before i equals the depth after j without
+    going below it in between. Walking from the right, `ends[d]` holds the farthest place at
+    depth d that an expression may end at; a place left of which the depth drops below d
+    ends it for every token further left."""
+    start = 0
+    for stop in range(1, len(kinds) + 1):
+        if stop < len(kinds) and _valid_pair(kinds[stop - 1], kinds[stop]):
+            continue
+        yield from _segment(kinds, starts, start, stop)
+        start = stop
+
+
+def _segment(kinds: list[str], starts: list[bool], start: int, stop: int) -> Iterator[tuple[int, int]]:
+    depth = [0] * (stop - start + 1)  # depth[k - start]: before token k
+    for k in range(start, stop):
+        depth[k - start + 1] = depth[k - start] + (kinds[k] == "(") - (kinds[k] == ")")
+    ends: dict[int, int] = {}
+    for k in range(stop, start - 1, -1):
+        here = depth[k - start]
+        ends.pop(here + 1, None)  # the depth fell below those: no expression spans this place
+        if k < stop and starts[k] and kinds[k] not in _BINARY_ONLY:
+            end = ends.get(here)
+            if end is not None:
+                yield k, end - 1
+        if k > start and kinds[k - 1] in _OPERAND_ENDS:
+            ends.setdefault(here, k)
+
+
+def _may_start(text: str, at: int, kind: str) -> bool:
+    """Whether an expression may begin with a token of `kind` at `at`: a number, "(" or a sign
+    that is no hyphen."""
+    if kind in ("NUMBER", "("):
         return True
-    return token.value in ("-", "+") and not (at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_"))
+    return kind in ("-", "+") and not (at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_"))

@@ -30,8 +30,9 @@ from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Options
 from decomp.handlers.environment import ActsOnEnvironment, Environment
-from decomp.handlers.prompt import JINJA, source_problems, source_text, template_error
+from decomp.handlers.prompt import source_problems, source_text, template_error
 from decomp.handlers.registry import handler_kind
+from decomp.handlers.templates import JINJA
 
 COMPLETED, FAILED = "task completed", "task failed"
 
@@ -94,8 +95,10 @@ class ExecutorHandler(ActsOnEnvironment):
 
     def render(self, call: Call, env: Environment, state: str) -> str:
         """The prompt before the first turn."""
-        variables = {**call.inputs, "task": call.query, "start": env.start(), "state": state,
-                     "inputs": dict(call.inputs)}
+        return self._render(call, env.start(), state)
+
+    def _render(self, call: Call, start: str, state: str) -> str:
+        variables = {**call.inputs, "task": call.query, "start": start, "state": state, "inputs": dict(call.inputs)}
         try:
             return self._prepare().render(**variables)
         except Exception as err:  # a template can fail in any way
@@ -105,7 +108,8 @@ class ExecutorHandler(ActsOnEnvironment):
         opts = self.options
         env = call.environment(opts.environment)
         state = env.step(opts.state_action).observation if opts.state_action else ""
-        prompt = self.render(call, env, state).rstrip("\n") + "\n"
+        start = env.start()  # the environment is the row's: it is used on the event loop only
+        prompt = (await self.offload(self._render, call, start, state, what="the template")).rstrip("\n") + "\n"
         attempt = Attempt(call.query)
         while not attempt.stopped:
             if attempt.turns >= opts.max_iterations:

@@ -23,7 +23,7 @@ def load_fewshot(handler: Handler) -> nodes.FewShot | None:
         if decl is None:
             return parse_fewshot(inline, f"<{handler.name}>")
         # parse in place: errors then point at the lines of the .decomp file
-        return parse_fewshot("\n" * (decl.value.span.line - 1) + inline, decl.value.span.file)
+        return parse_fewshot(inline, decl.value.span.file, line=decl.value.span.line)
     return None
 
 

@@ -3,15 +3,17 @@
 Few-shot rendering: the examples as written, a blank line, the `context` input if asked for,
 then `Q: <query>` and `A:` (or `QC: <query>` and `QS:` when the examples are QC-style) and the
 model completes the line. Templates see `query`, `values`, `inputs` and each input by name,
-with StrictUndefined: a missing variable is an error, not an empty string.
+with StrictUndefined: a missing variable is an error, not an empty string. A template renders in
+`decomp.handlers.templates.JINJA` (bounded output, loops and operators) off the event loop,
+within the handler's time limit (`timeout=` seconds; not written: the run's `--handler-timeout`),
+and so does `answer_regex` on the model's output.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import regex
-from jinja2 import StrictUndefined, TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2 import TemplateError
 from pydantic import Field
 
 from decomp.dsl.errors import CheckError, DecompError, HandlerError
@@ -20,8 +22,9 @@ from decomp.dsl.values import parse_output
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.fewshot import check_file, fewshot_error, load_fewshot
 from decomp.handlers.registry import handler_kind
+from decomp.handlers.templates import JINJA
 
-JINJA = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+__all__ = ["JINJA", "PromptHandler", "PromptOptions"]
 
 
 class PromptOptions(Options):
@@ -35,6 +38,7 @@ class PromptOptions(Options):
     n: int = Field(1, ge=1)
     answer_regex: str | None = None
     context: str | None = None
+    timeout: float | None = None
 
 
 def source_problems(handler: Handler, what: str = "") -> list[CheckError]:
@@ -80,7 +84,7 @@ class PromptHandler(Handler):
                 regex.compile(self.options.answer_regex)
             except regex.error as err:
                 return [CheckError(f"answer_regex does not compile: {err}", self.error_span("answer_regex"))]
-        return []
+        return self.timeout_problems()
 
     @property
     def is_template(self) -> bool:
@@ -119,9 +123,16 @@ class PromptHandler(Handler):
 
     async def run(self, call: Call) -> Any:
         opts = self.options
-        texts = await call.complete(self.render(call), model=opts.model, stop=tuple(opts.stop),
+        self._prepare()
+        # a template renders off the event loop, under the handler's time limit; few-shot text is
+        # put together at once
+        prompt = await self.offload(self.render, call, what="the template") if self.is_template else self.render(call)
+        texts = await call.complete(prompt, model=opts.model, stop=tuple(opts.stop),
                                     max_tokens=opts.max_tokens, temperature=opts.temperature, n=opts.n)
-        answers = [self._extract(t, call) for t in texts]
+        if opts.answer_regex:
+            answers = await self.offload(lambda: [self._extract(t, call) for t in texts], what="answer_regex")
+        else:
+            answers = [self._extract(t, call) for t in texts]
         return answers[0] if opts.n == 1 else answers
 
     def _extract(self, text: str, call: Call) -> Any:

@@ -36,6 +36,7 @@ from decomp.dsl.text import shorten
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
+from decomp.handlers.offload import TimeLimitError
 from decomp.handlers.registry import (Registry, default_registry, first_on_path, handler_kind, import_module,
                                       local_module_file, module_file)
 
@@ -53,12 +54,18 @@ class PythonHandler(Handler):
                 Only registered functions, modules whose file is in the program's folder and
                 trusted modules (`--trust MODULE`, `DECOMP_TRUST`) may be called: see
                 `decomp.handlers.trust`; anything else is a check error, imported never.
+      timeout   seconds one call may take (> 0); not written: the run's `--handler-timeout`
+                (default 10 s). See `decomp.handlers.offload`.
 
     Arguments are chosen by the function's signature: parameters named `query` (the sub-query
     text), `values` (list of the referenced values) and `inputs` (dict of named inputs) get
     those, by keyword; a `**kwargs` parameter gets all three. A function that names none of
     them but has exactly one required positional parameter (`def f(text)`, `len`) gets the
-    query. Async functions are awaited; sync ones run directly, so they should be fast.
+    query. A sync function runs in a worker thread (its arguments copied and its answer
+    converted there too), so a slow one holds up its own row only; calls of one fan-out may run
+    at once in several threads. An async function is awaited on the event loop. Either way a
+    call that runs past its time limit is a `HandlerError`; a sync one cannot be stopped and
+    runs on in its thread (a handler with 4 such calls still running takes no more calls).
     The function is looked up in `call.registry` (the run's registry), else in the
     default registry (at construction and check time: the load context's `registry`, if any).
     The answer must be JSON-serialisable (tuples become lists; NaN and infinities are refused).
@@ -68,6 +75,7 @@ class PythonHandler(Handler):
 
     class Options(BaseOptions):
         function: str
+        timeout: float | None = None
 
     def __init__(self, name, options, decl, ctx):
         super().__init__(name, options, decl, ctx)
@@ -92,6 +100,9 @@ class PythonHandler(Handler):
 
     # ---- static checks
     def check(self) -> list[CheckError]:
+        return self.timeout_problems() + self._function_problems()
+
+    def _function_problems(self) -> list[CheckError]:
         if self._fn is None:
             return [CheckError(self._unknown_message(self._registry), self.error_span("function"))]
         if self._reload_error is not None:
@@ -131,21 +142,23 @@ class PythonHandler(Handler):
             plan = _plan(fn)
         except TypeError as err:
             raise HandlerError(str(err), call.span) from err
-        args, kwargs = _arguments(plan, call)
+        what = f"function {self.options.function}"
         try:
-            result = fn(*args, **kwargs)
-            if inspect.isawaitable(result):
-                result = await result
+            if inspect.iscoroutinefunction(fn):
+                args, kwargs = _arguments(plan, call)
+                result = _json_answer(await self.await_bounded(fn(*args, **kwargs), what=what))
+            else:  # in a worker thread, its arguments copied and its answer converted there too
+                result = await self.offload(_call, fn, plan, call, what=what)
+                if inspect.isawaitable(result):
+                    result = _json_answer(await self.await_bounded(result, what=what))
+        except TimeLimitError:
+            raise
+        except _NotJSON as err:
+            raise HandlerError(f"function {self.options.function} {err.message}", call.span) from None
         except Exception as err:
             raise HandlerError(f"function {self.options.function} raised "
                                f"{type(err).__name__}: {err}", call.span, details=user_traceback(err)) from err
-        try:
-            if isinstance(result, Failed):  # a failed outcome the program may handle
-                return Failed(to_json(result.value))
-            return to_json(result)
-        except TypeError as err:
-            raise HandlerError(f"function {self.options.function} returned "
-                               f"a value that is not JSON-serialisable: {err}", call.span) from err
+        return result
 
     def _resolve(self, call: Call) -> Callable[..., Any]:
         registry = call.registry
@@ -383,6 +396,19 @@ def _plan(fn: Callable[..., Any]) -> tuple[str, ...]:
     Raises TypeError when `fn` needs a parameter the handler cannot give.
     """
     try:
+        hash(fn)
+    except TypeError:  # an unhashable callable object: read its signature each time
+        return _read_plan(fn)
+    return _cached_plan(fn)
+
+
+@lru_cache(maxsize=1024)  # asked on every call: a signature is slow to read, and never changes
+def _cached_plan(fn: Callable[..., Any]) -> tuple[str, ...]:
+    return _read_plan(fn)
+
+
+def _read_plan(fn: Callable[..., Any]) -> tuple[str, ...]:
+    try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):  # some builtins have no signature: give them the query
         return ("*query",)
@@ -408,6 +434,29 @@ def _arguments(plan: tuple[str, ...], call: Call) -> tuple[list[Any], dict[str, 
     if plan == ("*query",):
         return [call.query], {}
     return [], {name: given[name] for name in plan}
+
+
+def _call(fn: Callable[..., Any], plan: tuple[str, ...], call: Call) -> Any:
+    """What `fn` answers `call` with, as JSON data (run in a worker thread); an awaitable as it is."""
+    args, kwargs = _arguments(plan, call)
+    result = fn(*args, **kwargs)
+    return result if inspect.isawaitable(result) else _json_answer(result)
+
+
+class _NotJSON(HandlerError):
+    """A function's answer that is not JSON data."""
+
+
+def _json_answer(result: Any) -> Any:
+    """`result` as plain JSON data (a `Failed` kept as a failed outcome), or `_NotJSON`."""
+    try:
+        if isinstance(result, Failed):  # a failed outcome the program may handle
+            return Failed(to_json(result.value))
+        return to_json(result)
+    except TypeError as err:
+        raise _NotJSON(f"returned a value that is not JSON-serialisable: {err}") from None
+    except RecursionError:
+        raise _NotJSON("returned a value nested too deeply to store") from None
 
 
 def _name(fn: Callable[..., Any]) -> str:

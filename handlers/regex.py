@@ -5,7 +5,8 @@
     handler items  = regex(pattern=r"\\[.*?\\]", json=true)
 
 Matching uses the third-party `regex` package (re-compatible syntax) with its `timeout=`
-argument, so a catastrophic pattern fails the call instead of hanging the run.
+argument, so a catastrophic pattern fails the call instead of hanging the run; the matching
+runs off the event loop (`Handler.offload`), so even a long timeout holds up its own row only.
 """
 from __future__ import annotations
 
@@ -38,7 +39,10 @@ class RegexHandler(Handler):
                non-overlapping match, in order (`finditer`) - one value per match, never the
                tuples `re.findall` gives for patterns with several groups.
       flags    letters among i (ignore case), m (multiline), s (dot matches newline), x (verbose).
-      timeout  seconds one search may take (the whole scan when `all`); must be > 0.
+      timeout  seconds one call may take (the whole scan when `all`); must be > 0. Not
+               written: 1 s, or the run's `--handler-timeout` when that is shorter.
+      max_matches  with `all`: the most matches one call may answer (default 1000); more is
+               a `HandlerError` (never a silently cut list).
       default  the answer when nothing matches (with `all`: when no match at all). Only a
                default that is written counts, so `default=null` answers null; without one,
                no match is a `HandlerError`.
@@ -51,10 +55,14 @@ class RegexHandler(Handler):
         group: int | str | None = None
         all: bool = False
         flags: str = ""
-        timeout: float = 1.0
+        timeout: float | None = None
+        max_matches: int = 1000
         default: Any = None
         #: written `json=` in .decomp files (`json` would shadow a pydantic BaseModel method)
         parse_json: bool = Field(default=False, alias="json")
+
+    #: A search that takes a second is a runaway pattern: stop it sooner than the run's limit.
+    default_timeout = 1.0
 
     def __init__(self, name, options, decl, ctx):
         super().__init__(name, options, decl, ctx)
@@ -67,9 +75,10 @@ class RegexHandler(Handler):
         if bad:
             errors.append(CheckError(f"unknown regex flag(s) {''.join(bad)!r}; use letters among "
                                      f"i, m, s, x", self.error_span("flags")))
-        if self.options.timeout <= 0:
-            errors.append(CheckError(f"timeout must be > 0 seconds, got {self.options.timeout}",
-                                     self.error_span("timeout")))
+        errors += self.timeout_problems()
+        if self.options.max_matches < 1:
+            errors.append(CheckError(f"max_matches must be at least 1, got {self.options.max_matches}",
+                                     self.error_span("max_matches")))
         if bad:
             return errors
         try:
@@ -123,20 +132,31 @@ class RegexHandler(Handler):
 
     async def run(self, call: Call) -> Any:
         pattern = self._compiled_or_fail(call)
-        group = self._group(pattern)
-        limit = self.options.timeout
-        try:
-            if self.options.all:
-                found = [self._value(m, group) for m in pattern.finditer(call.query, timeout=limit)]
-            else:
-                match = pattern.search(call.query, timeout=limit)
-                found = _NO_MATCH if match is None else self._value(match, group)
-        except TimeoutError as err:
-            raise HandlerError(f"timed out after {self.options.timeout} s "
-                               f"(limit set by the timeout option)", call.span) from err
+        limit = self.time_limit()
+        # the regex package stops the search itself at `limit` (its thread is then free); the
+        # offload's own limit, a little later, is only the backstop
+        found = await self.offload(self._search, pattern, call.query, limit, call.span, what="the match", grace=1.0)
         if found is _NO_MATCH or (self.options.all and not found):
             return self._no_match(call)
         return found
+
+    def _search(self, pattern: rx.Pattern, text: str, limit: float, span) -> Any:
+        """The answer found in `text` (run in a worker thread), or `_NO_MATCH`."""
+        group = self._group(pattern)
+        try:
+            if not self.options.all:
+                match = pattern.search(text, timeout=limit)
+                return _NO_MATCH if match is None else self._value(match, group)
+            found = []
+            for match in pattern.finditer(text, timeout=limit):
+                if len(found) == self.options.max_matches:
+                    raise HandlerError(f"more than max_matches ({self.options.max_matches}) matches: raise "
+                                       "max_matches=N to take them all, or match less", span)
+                found.append(self._value(match, group))
+            return found
+        except TimeoutError as err:
+            raise HandlerError(f"timed out after {limit:g} s (raise it with the handler's timeout=SECONDS option "
+                               "or the run's --handler-timeout SECONDS)", span) from err
 
     def _compiled_or_fail(self, call: Call) -> rx.Pattern:
         try:

@@ -65,6 +65,7 @@ from decomp.dsl.errors import CheckError, HandlerError
 from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.registry import handler_kind
+from decomp.handlers.trust import ROOTS_ENV, extra_roots, inside
 
 FIELDS = ("id", "title", "text", "score")
 MAX_K = 1000
@@ -98,7 +99,12 @@ class RetrieveHandler(Handler):
 
     Options:
       index       the tantivy index folder (relative to this .decomp file), or "#name": the
-                  folder a named input holds (relative to the working folder)
+                  folder a named input holds (relative to the working folder). Such a folder
+                  must lie inside the working folder, the program's folder, the bundled
+                  programs or a folder the user allows: --allow-root / $DECOMP_ALLOW_ROOTS /
+                  `allowing(roots=...)`, and a folder given with --field (`fields=`), which
+                  `decomp run` and `run_dataset` allow for their run. A row of a dataset is not
+                  trusted to name any folder: `/etc` from a data file is refused
       k           how many paragraphs (default 5, at most 1000), or "#name": a named input
       backend     "tantivy" (default) or "elasticsearch"
       url, index_name, server, timeout
@@ -225,7 +231,15 @@ class RetrieveHandler(Handler):
         if not isinstance(value, str) or not value.strip():
             raise HandlerError(f"index={index!r}: there is no input named '{name}' holding a folder here "
                                f"(give it as a row field or `--field {name}=DIR`)", call.span)
-        return Path(value).expanduser().resolve()
+        folder = Path(value).expanduser().resolve()
+        roots = self.ctx.roots
+        if roots is not None and not inside(folder, (*roots, Path.cwd().resolve(), *extra_roots())):
+            # a data row may name any folder: never one outside where the user works (nor echoed)
+            raise HandlerError(f"index={index!r}: the folder in the input '{name}' is outside the working "
+                               "folder, the program's folder and the bundled programs; an index named by an "
+                               "input must lie inside one of them. To allow another folder on purpose, pass "
+                               f"--allow-root DIR (decomp run) or set {ROOTS_ENV}=DIR", call.span)
+        return folder
 
     async def _tantivy(self, call: Call, query: str, k: int) -> tuple[list, str]:
         from decomp.handlers.search.services import TantivyService

@@ -15,8 +15,8 @@ from jinja2 import TemplateError
 
 from decomp.dsl.errors import HandlerError
 from decomp.handlers.base import Call, Handler, Options
-from decomp.handlers.prompt import JINJA
 from decomp.handlers.registry import handler_kind
+from decomp.handlers.templates import JINJA
 
 
 class ScoreOptions(Options):
@@ -34,7 +34,9 @@ class ScoreHandler(Handler):
     reads_inputs = True  # the prefix template sees them
 
     async def run(self, call: Call) -> Any:
-        logprob, tokens = await call.score(self._prefix(call), call.query, model=self.options.model)
+        prefix = await self.offload(self._prefix, call, what="the prefix template") if "{{" in self.options.prefix \
+            else self.options.prefix
+        logprob, tokens = await call.score(prefix, call.query, model=self.options.model)
         return logprob / max(1, tokens) if self.options.per_token else logprob
 
     def _prefix(self, call: Call) -> str:
@@ -43,5 +45,5 @@ class ScoreHandler(Handler):
             return text
         try:
             return JINJA.from_string(text).render(**call.inputs, query=call.query)
-        except TemplateError as err:
+        except TemplateError as err:  # TemplateLimitError too: a render that would build too much
             raise HandlerError(f"prefix template: {err}", call.span) from err

@@ -14,20 +14,37 @@ import click
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.values import storable_json
 from decomp.handlers.trust import allowing
+from decomp.runtime.engine.budgets import DEFAULT_ROW_HANDLER_CALLS
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.runs import scoring as evaluation
-from decomp.runtime.runs.api import PROGRAMS_DIR, RunOptions, find_program, run_dataset, use_main, with_fields
+from decomp.runtime.runs.api import (
+    PROGRAMS_DIR,
+    RunOptions,
+    find_program,
+    run_dataset,
+    use_main,
+    user_folders,
+    with_fields,
+)
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.runs.shards import Shard, merge_runs
 from decomp.runtime.testing.fake import ReplayModel
 from decomp.runtime.views.describe import describe
 
 
+#: Exit statuses: 0 done (every row answered; a failed *outcome* is an answer), 1 the command
+#: could not do its work (a program that does not load, a file that cannot be read, a -q
+#: question that ended in an error or a failed outcome), 2 a usage error (click's), 3 a dataset
+#: run (or dry run) that finished with one or more rows ending in an error.
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ROWS_FAILED = 0, 1, 2, 3
+
+
 def _fail(err: Exception) -> None:
     click.echo(err.format() if isinstance(err, DecompError) else f"error: {err}", err=True)
-    sys.exit(1)
+    sys.exit(EXIT_ERROR)
 
 
 def resolve_program(name: str) -> Path:
@@ -111,7 +128,7 @@ def _refuse(err: Exception, path: Path) -> None:
     if looks is not None:
         click.echo(err.format(), err=True)
         click.echo(f"{path}: note: {looks}, not a .decomp program", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_ERROR)
     _fail(err)
 
 
@@ -135,6 +152,9 @@ def _session_options(command):
     options = [
         click.option("--model", help="Model for handlers that name none: local:..., openai:NAME, fake:FILE.json."),
         click.option("--base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
+        click.option("--transport", type=click.Choice(["auto", "aiohttp", "openai"]), default="auto",
+                     show_default=True, help="How openai: models send requests: aiohttp (auto) or the official "
+                                             "openai client. A model declaration's transport= wins."),
         click.option("--concurrency", default=8, show_default=True, help="Model calls in flight at once, per endpoint."),
         click.option("--rpm", type=float, help="At most this many requests per minute, per endpoint."),
         click.option("--tpm", type=float, help="At most this many tokens per minute, per endpoint."),
@@ -148,6 +168,14 @@ def _session_options(command):
         click.option("--max-row-tokens", type=int, help="Budget: tokens per row."),
         click.option("--max-depth", type=int, default=64, show_default=True, help="Deepest nesting of programs."),
         click.option("--max-steps", type=int, help="Most steps any decomposer may take."),
+        click.option("--max-row-handler-calls", type=click.IntRange(1), default=DEFAULT_ROW_HANDLER_CALLS,
+                     show_default=True, help="Budget: handler calls of every kind (symbolic ones too) per row."),
+        click.option("--max-handler-calls", type=click.IntRange(1),
+                     help="Budget: handler calls of every kind for the whole run."),
+        click.option("--max-memory", "max_memory_mb", type=click.FloatRange(min=1), metavar="MB",
+                     help="Budget: past this resident memory (MiB) of the process, a row's next call ends it."),
+        click.option("--handler-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+                     help="Seconds any handler call may take unless its timeout= option says [default: 10]."),
         click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
                      help="Import this module first (a module name, or a path to a .py file), so the handler "
                           "kinds and functions it registers can be used (repeatable)."),
@@ -179,17 +207,31 @@ def _session_options(command):
               help="With --question: write the decomposition tree as JSON to this file.")
 @click.option("--verbose", "-v", is_flag=True, help="With --input: print each failed row's error on stderr.")
 @click.option("--dry-run", is_flag=True, help="Count the model calls per row on a stand-in model; call nothing.")
+@click.option("--shard", metavar="I/N", callback=lambda ctx, param, value: _shard(value),
+              help="With --input: run only the rows whose position is I modulo N (0 <= I < N) into a run "
+                   "directory of its own; join the shards with `decomp merge`.")
 @_session_options
 @_trust_options
 def run(file, question, main_name, data, run_dir, resume, force, output, fields, show_trace, trace_out, verbose,
-        dry_run, **opts) -> None:
+        dry_run, shard, **opts) -> None:
     """Run the program FILE on one --question or on every row of --input.
 
     A dataset run writes a run directory (results.jsonl, traces, summary.json, the program and
     options used) and prints its summary as one JSON line; see `decomp trace --help`.
+
+    \b
+    Exit status:
+      0  every row answered (an answer whose outcome is failed is an answer)
+      1  the program or a file could not be used; with -q: the question ended in an error
+         or a failed outcome
+      2  a usage error
+      3  --input: the run finished, and one or more rows ended in an error (each in
+         results.jsonl, counted in the summary's "failed"; -v prints them); with
+         --dry-run: one or more rows would
     """
     _check_run_usage(question, data, show_trace, trace_out,
-                     {"--run-dir": run_dir, "--resume": resume, "--force": force, "--output": output})
+                     {"--run-dir": run_dir, "--resume": resume, "--force": force, "--output": output,
+                      "--shard": shard})
     extra = dict(_field(f) for f in fields)
     plugins = opts.pop("plugins", ())
     options = RunOptions(**opts)
@@ -197,19 +239,20 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     _print_warnings(program)
     _load_plugins(plugins, program)
     if data is not None and not dry_run:
-        _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose)
+        _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose, shard)
         return
     session = options.session(ReplayModel() if dry_run else None)
     try:
         loaded = use_main(session.load(program), main_name, program)
     except (DecompError, OSError) as err:
         _fail(err)
-    if dry_run:
-        _dry_run(session, loaded, data, question, extra)
-    elif question is not None:
-        _run_one(session, loaded, question, extra, show_trace, trace_out)
-    else:
-        raise click.UsageError("give --question TEXT or --input DATA --output OUT.jsonl")
+    with allowing(roots=user_folders(extra)):  # a folder given with --field is the user's: readable
+        if dry_run:
+            _dry_run(session, loaded, data, question, extra)
+        elif question is not None:
+            _run_one(session, loaded, question, extra, show_trace, trace_out)
+        else:
+            raise click.UsageError("give --question TEXT or --input DATA --output OUT.jsonl")
 
 
 def _check_run_usage(question: str | None, data: Path | None, show_trace: bool, trace_out: Path | None,
@@ -229,26 +272,32 @@ def _check_run_usage(question: str | None, data: Path | None, show_trace: bool, 
 
 def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str | None, run_dir: Path | None,
                  resume: bool, force: bool, output: Path | None, fields: dict[str, Any] | None = None,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, shard: Shard | None = None) -> None:
     """`run_dataset`, its notes on stderr, its summary as one JSON line on stdout (and with
     `verbose`, each failed row's error on stderr)."""
     try:
         done = run_dataset(program, data, options=options, main=main_name, run_dir=run_dir, resume=resume,
-                           force=force, output=output, progress=None, fields=fields,
+                           force=force, output=output, progress=None, fields=fields, shard=shard,
                            on_note=lambda note: click.echo(f"note: {note}", err=True))
         failed = [record for record in done.records() if record.get("error")] if verbose else []
     except (DecompError, OSError, ValueError) as err:
         _fail(err)
     for record in failed:
         click.echo(f"row {record.get('id')} (index {record.get('index')}) failed: {record['error']}", err=True)
+    if done.failed:
+        hint = "" if verbose else "; -v prints each"
+        click.echo(f"error: {done.failed} of {done.rows} row(s) ended in an error (in "
+                   f"{done.run_dir / 'results.jsonl'}{hint})", err=True)
     click.echo(json.dumps(done.to_dict()))
+    if done.failed:
+        sys.exit(EXIT_ROWS_FAILED)
 
 
 def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> None:
     row = {"question": question, **fields}
     result = session.run(loaded, row)
     if show_trace or trace_out is not None:
-        text = storable_json(result.trace.to_dict(), indent=2)
+        text = result.trace.to_json(indent=2)
         if trace_out is not None:
             trace_out.parent.mkdir(parents=True, exist_ok=True)
             trace_out.write_text(text + "\n", encoding="utf-8")
@@ -259,14 +308,14 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> N
         details = result.trace.failure_details()
         if details:
             click.echo(details.rstrip("\n"), err=True)
-        sys.exit(1)
+        sys.exit(EXIT_ERROR)
     answer = result.answer
     click.echo(answer if isinstance(answer, str) else storable_json(answer))
     for name, summary in result.environments.items():
         click.echo(f"environment [{name}]: {storable_json(summary)}", err=True)
     if result.failed:
         click.echo("outcome: failed (the answer above is what the program's last step gave)", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_ERROR)
 
 
 def _dry_run(session, loaded, data, question, fields) -> None:
@@ -274,7 +323,8 @@ def _dry_run(session, loaded, data, question, fields) -> None:
 
     A row that fails in the dry run (it cannot be read, lacks an input, a step fails on the
     stand-in's answers) is named on stderr with its error, counted in `failed`, and makes the
-    exit status 1; its calls up to the failure are counted."""
+    exit status 3 with --input, as a dataset run's (1 for -q, as a question's); its calls up
+    to the failure are counted."""
     if data is not None:
         try:
             rows = with_fields(read_rows(data), fields)
@@ -302,7 +352,7 @@ def _dry_run(session, loaded, data, question, fields) -> None:
     click.echo(json.dumps(dry_run_estimate(calls, failed)))
     if failed:
         click.echo(f"error: {failed} of {len(rows)} row(s) would fail in this dry run", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_ROWS_FAILED if data is not None else EXIT_ERROR)
 
 
 def dry_run_estimate(calls: list[int], failed: int = 0) -> dict:
@@ -315,6 +365,15 @@ def dry_run_estimate(calls: list[int], failed: int = 0) -> dict:
     return estimate
 
 
+def _shard(text: str | None) -> Shard | None:
+    if text is None:
+        return None
+    try:
+        return Shard.parse(text)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
 def _field(text: str) -> tuple[str, Any]:
     """NAME=VALUE; VALUE read as JSON when it is JSON (`dmax=4` is the number 4, `tags=["a"]` a
     list, `name="4"` the string "4"), else taken as the text it is."""
@@ -323,7 +382,7 @@ def _field(text: str) -> tuple[str, Any]:
         raise click.BadParameter(f"expected NAME=VALUE, got {text!r}")
     try:
         return name, json.loads(value, parse_constant=_not_a_number)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON (or nested too deeply to read): the text
         return name, value
 
 
@@ -356,6 +415,9 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
 
     The subcommands read rows {"id", "task", "assumptions", "steps": [...],
     "edges": [[i, j], ...]} and print one JSON object of mean TaskLAMA metrics.
+
+    Exit status 0 when the scores are printed (a row that failed in the run scores 0; bad
+    lines are skipped with a warning), 1 when a file cannot be used, 2 for a usage error.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -412,15 +474,44 @@ def eval_graph(gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
     _taskgraph_eval("graph", gold, pred, encoder, rouge_type)
 
 
+@main.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The new run directory that joins them.")
+@click.option("--force", is_flag=True, help="Replace a run already in --out (its files are deleted).")
+def merge(runs: tuple[Path, ...], out: Path, force: bool) -> None:
+    """Join the run directories of the shards of one run (`decomp run --shard I/N`) into --out.
+
+    The merged run's results (in input order), traces and summary are those of one unsharded
+    run; its summary is printed as one JSON line. Shards of different programs, inputs, models,
+    fields or splits are refused. A missing or unfinished shard is listed in run.json's
+    `merged` and its rows are run by `decomp run ... --resume --run-dir OUT`.
+    """
+    try:
+        merged = merge_runs(runs, out, force=force)
+        summary = RunDir.open(merged.path).summary()
+    except (DecompError, OSError) as err:
+        _fail(err)
+    missing = merged.manifest["merged"]["missing"]
+    if missing:
+        click.echo(f"note: no rows of shard {', '.join(missing)}: `decomp run ... --resume --run-dir {out}` "
+                   "runs them", err=True)
+    click.echo(json.dumps({**summary, "run_dir": str(out)}))
+
+
 @main.group("trace")
 def trace_group() -> None:
-    """Look into run directories: one row's decomposition tree, an HTML page, two runs compared."""
+    """Look into run directories: one row's decomposition tree, an HTML page, two runs compared.
+
+    Exit status 0 when shown (whether the run's rows failed or not: `decomp run` said so), 1
+    when a run directory cannot be read (missing, not a run, damaged, unreadable) or a row is
+    not found, 2 for a usage error. They only read: a read-only run directory can be shown."""
 
 
 def _open_run_dir(path: Path) -> RunDir:
     try:
         return RunDir.open(path)
-    except RunDirError as err:
+    except (RunDirError, OSError) as err:
         _fail(err)
 
 
@@ -441,7 +532,7 @@ def trace_show(run_dir: Path, row_id: str | None) -> None:
         else:
             record = run.find(row_id)
             trace_view.show_tree(record, run.trace(record["index"]), console)
-    except RunDirError as err:
+    except (RunDirError, OSError) as err:
         _fail(err)
 
 
@@ -460,9 +551,9 @@ def trace_html(run_dir: Path, output: Path, force: bool) -> None:
         _fail(RunDirError(f"{output} exists: pass --force to overwrite it"))
     try:
         page = render_html(run)
-    except RunDirError as err:
+        output.write_text(page, encoding="utf-8")
+    except (RunDirError, OSError) as err:
         _fail(err)
-    output.write_text(page, encoding="utf-8")
     click.echo(str(output))
 
 
@@ -480,7 +571,7 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
     a, b = _open_run_dir(run_a), _open_run_dir(run_b)
     try:
         differences = diffing.diff_runs(a, b)
-    except RunDirError as err:
+    except (RunDirError, OSError) as err:
         _fail(err)
     if as_json:
         for difference in differences:

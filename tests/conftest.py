@@ -85,3 +85,21 @@ def dev_rows() -> list[dict]:
 def dev_pool(dev_rows) -> list[str]:
     """Every crafting command of the dev tasks, once each, in order of appearance."""
     return list(dict.fromkeys(c for row in dev_rows for c in row["crafting_commands"]))
+
+
+#: A program that recurses `n` levels deep (three steps a level, so a trace three times as deep),
+#: for tests of traces of any depth; its handlers `dec` and `inc` are `fn` functions.
+DEEP_RECURSION = '''
+handler dec = fn(fn="dec")
+handler inc = fn(fn="inc")
+program down(n) with max_depth = 5000 {
+    if #n == 0 {
+        QS: [inc] -1
+    } else {
+        QS: [dec] #n
+        QS: [down] #2
+        QS: [inc] #3
+    }
+}
+main down
+'''

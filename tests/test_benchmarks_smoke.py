@@ -45,6 +45,20 @@ def test_critical_path(elsewhere):
 
 
 @pytest.mark.slow
+def test_client_cpu(elsewhere):
+    r = _run("client_cpu", "--requests", "40", "--runs", "1", "--concurrency", "4", cwd=elsewhere)
+    assert r["concurrency"] == 4 and r["aiohttp"]["failed"] == r["openai"]["failed"] == 0
+    assert r["aiohttp"]["cpu_ms"] > 0 and r["openai"]["cpu_ms"] > 0
+
+
+@pytest.mark.slow
+def test_memory(elsewhere):
+    r = _run("memory", "--rows", "300", "--concurrency", "8", "--interval", "0.05", cwd=elsewhere)
+    assert r["rows"] == 300 and r["failed"] == 0 and r["score"] == 1.0
+    assert r["peak_rss_mb"] >= r["rss_before_mb"] > 0 and r["rows_per_s"] > 0
+
+
+@pytest.mark.slow
 def test_overhead(elsewhere):
     r = _run("overhead", "--rows", "8", cwd=elsewhere)
     assert r["correct"] == 1.0 and r["failed"] == 0
@@ -98,3 +112,31 @@ def test_oracle_answers_every_prompt_of_the_program():
     assert respond('Q: What is the last letter of "Lamport"?\nA:').strip() == '"t"'
     assert respond('Q: Concatenate ["B", "J", "L"] using a semi-colon.\nA:').strip() == '"B;J;L"'
     assert respond('Q: Concatenate ["D", "i", "j"].\nA:').strip() == '"Dij"'
+
+
+def test_dspy_critical_path_without_dspy_prints_skipped(tmp_path):
+    """DSPy is no dependency of the project: without it the comparison says so and exits 0."""
+    try:
+        import dspy  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.fail("dspy is installed in the project's environment: it must stay out of it")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "dspy_critical_path.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["skipped"].startswith("dspy is not installed")
+
+
+def test_dspy_oracle_answers_a_chat_adapter_request():
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks.dspy_oracle import respond
+    finally:
+        sys.path.remove(str(REPO))
+    q = 'Take the last letters of the words in "Nidzy Gromna" and concatenate them using a comma.'
+    user = (f"[[ ## question ## ]]\n{q}\n\n[[ ## letters ## ]]\n[\"y\", \"a\"]\n\nRespond with the corresponding "
+            "output fields, starting with the field `[[ ## answer ## ]]`, and then ending with the marker for "
+            "`[[ ## completed ## ]]`.")
+    assert respond("", {"messages": [{"role": "user", "content": user}]}) == \
+        "[[ ## answer ## ]]\ny,a\n\n[[ ## completed ## ]]"

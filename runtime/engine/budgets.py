@@ -3,10 +3,19 @@
 Each row runs inside a `RowContext` (a context variable, so concurrent foreach items and
 program steps of the row share it). Model calls are charged to the row and to the run; a
 budget that runs out ends that row with a `BudgetExceeded` error naming the budget.
+
+Every handler call, of any kind (a Python function, a regex, a program: symbolic work too),
+counts against its own budget, per row (`Budget.row_handler_calls`, 10,000 unless told) and per
+run, so a program that fans out without end stops there; and every `MEMORY_EVERY` handler calls
+the process's memory (its resident set) is checked against `Budget.memory_mb`, if set: the row
+whose call finds it over ends with a budget error naming memory (memory the process keeps after
+that row ends still counts for the next).
 """
 from __future__ import annotations
 
 import contextvars
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -25,6 +34,9 @@ class Usage:
     handler_seconds: dict[str, float] = field(default_factory=dict)
     #: Calls of outbound services other than models, by kind ("search", ...).
     service_calls: dict[str, int] = field(default_factory=dict)
+    #: Handler calls started, of every kind (symbolic ones too): what the handler-call budgets
+    #: count (not written by `to_dict`: `handlers` has the calls of each).
+    started: int = 0
 
     @property
     def tokens(self) -> int:
@@ -65,19 +77,40 @@ class Usage:
         return usage
 
 
+#: Handler calls one row may make unless told otherwise (every kind counts).
+DEFAULT_ROW_HANDLER_CALLS = 10_000
+#: How often (in handler calls, run-wide) the process's memory is checked against its budget.
+MEMORY_EVERY = 64
+
+
 @dataclass(frozen=True)
 class Budget:
     """Limits; None means unlimited. Per row: model calls and tokens; per run: the same.
-    `service_calls` bounds the calls of each other kind of service per row ({"search": 20})."""
+    `service_calls` bounds the calls of each other kind of service per row ({"search": 20}).
+
+    row_handler_calls, run_handler_calls: handler calls of every kind (symbolic ones too), per
+        row (`DEFAULT_ROW_HANDLER_CALLS` unless told; None: unlimited) and per run.
+    memory_mb: the process's resident memory, in MiB, beyond which a row's next handler call
+        ends the row (checked every `MEMORY_EVERY` calls; None: unchecked)."""
 
     row_calls: int | None = None
     row_tokens: int | None = None
     run_calls: int | None = None
     run_tokens: int | None = None
     service_calls: tuple[tuple[str, int], ...] = ()
+    row_handler_calls: int | None = DEFAULT_ROW_HANDLER_CALLS
+    run_handler_calls: int | None = None
+    memory_mb: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("row_handler_calls", "run_handler_calls", "memory_mb"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"budget {name} must be > 0 (or None: unlimited), got {value}")
 
     @property
     def unlimited(self) -> bool:
+        """No model, token or service budget (the handler-call and memory budgets aside)."""
         return (self.row_calls is None and self.row_tokens is None and self.run_calls is None
                 and self.run_tokens is None and not self.service_calls)
 
@@ -96,6 +129,8 @@ class RowContext:
     environments: dict[int, tuple[str, Any]] = field(default_factory=dict)
     #: How often each request of temperature > 0 was made in this row (see `Session.complete`).
     occurrences: dict[str, int] = field(default_factory=dict)
+    #: Handler calls this row started (every kind).
+    handler_calls: int = 0
 
     def environment(self, declared: Any, fresh: bool = False) -> Any:
         """The row's instance of the `environment` handler `declared` (made on first use, or
@@ -150,6 +185,18 @@ class RowContext:
         self.usage.calls += 1
         self.run.calls += 1
 
+    def before_handler_call(self) -> None:
+        """Count a handler call about to start (any kind: symbolic ones too), or refuse it when
+        the row's or the run's handler-call budget is spent or the process is over its memory
+        budget (checked every `MEMORY_EVERY` calls)."""
+        budget, run = self.budget, self.run
+        _check("handler calls for this row", self.handler_calls, budget.row_handler_calls, "--max-row-handler-calls")
+        _check("handler calls for the run", run.started, budget.run_handler_calls, "--max-handler-calls")
+        self.handler_calls += 1
+        run.started += 1
+        if budget.memory_mb is not None and run.started % MEMORY_EVERY == 1:
+            check_memory(budget.memory_mb)
+
     def _service_call(self, kind: str) -> None:
         used = self.usage.service_calls.get(kind, 0)
         if self.budget.service_calls:
@@ -172,9 +219,47 @@ class RowContext:
         self.run.count(handler, 1, seconds)
 
 
-def _check(what: str, used: int, limit: int | None) -> None:
+def _check(what: str, used: int, limit: int | None, flag: str | None = None) -> None:
     if limit is not None and used >= limit:
-        raise BudgetExceeded(f"budget exhausted: {what} reached {limit}")
+        how = f" (raise it with {flag} N)" if flag else ""
+        raise BudgetExceeded(f"budget exhausted: {what} reached {limit}{how}")
+
+
+def check_memory(limit_mb: float) -> None:
+    """Raise `BudgetExceeded` when the process's resident memory is over `limit_mb` MiB."""
+    used = resident_mb()
+    if used is not None and used > limit_mb:
+        raise BudgetExceeded(f"budget exhausted: memory: the process uses {used:,.0f} MiB, over the limit of "
+                             f"{limit_mb:,.0f} MiB (raise it with --max-memory MB)")
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_mb() -> float | None:
+    """The process's resident memory now, in MiB (Linux: /proc/self/statm); elsewhere its peak
+    (`getrusage`), or None when neither can be read."""
+    try:
+        with open("/proc/self/statm", "rb") as file:
+            return int(file.read().split()[1]) * _PAGE / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, KiB elsewhere
+    except (ImportError, OSError, ValueError):
+        return None
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def default_memory_mb(fraction: float = 0.75) -> float | None:
+    """`fraction` of the machine's physical memory, in MiB (a sensible `--max-memory`), or None
+    when the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * _PAGE * fraction / 2**20
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 CURRENT_ROW: contextvars.ContextVar[RowContext | None] = contextvars.ContextVar("decomp_row", default=None)

@@ -41,9 +41,19 @@ _MISSING = object()
 
 
 def cache_key(parts: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of `parts`."""
-    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
+    """sha256 of the canonical JSON of `parts` (keys sorted, no spaces).
+
+    Only JSON goes in: dicts with string keys, lists (a tuple counts as the list it would be
+    in JSON), strings, numbers, booleans and None. Anything else raises `TypeError` naming its
+    type, never a stand-in text such as its `repr`: two different objects printing alike (or an
+    object's address reused by another) would share a key and be served each other's answers."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_not_json)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate hashes too
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"cache_key: a part of type {type(value).__qualname__} is not JSON; convert it to "
+                    "JSON (text, numbers, lists, objects) first")
 
 
 #: A failed outcome is stored as {FAILED: value}; an answer that is itself an object whose only

@@ -15,6 +15,7 @@ from pathlib import Path
 from decomp.dsl import nodes
 from decomp.dsl.checker import check_fewshot, module_warnings
 from decomp.dsl.errors import CheckError, CheckWarning, DecompError, Diagnostics
+from decomp.dsl.limits import MAX_SOURCE_CHARS, normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.handlers.python import PythonHandler
 from decomp.handlers.registry import default_registry
@@ -145,7 +146,7 @@ def _refusal(path: Path, text: str, message: str) -> CheckError:
 
 def _first_line(path: Path, text: str) -> tuple[nodes.Span, str]:
     """The span of the whole first line (at least one column) and its text."""
-    first = text.replace("\r\n", "\n").split("\n", 1)[0]
+    first = normalize_newlines(text[:MAX_SOURCE_CHARS]).split("\n", 1)[0]
     return nodes.Span(str(path), 1, 1, 1, max(2, len(first) + 1)), first
 
 
@@ -173,18 +174,18 @@ def _sniff(path: Path, text: str) -> str | None:
         return "empty"
     if path.suffix in (".py", ".pyw") or _PYTHON_LINE.search(text):
         return "python"
-    if stripped[0] in "[{":
+    if stripped[0] in "[{":  # (nested past Python's stack: RecursionError, not JSON here)
         try:
             json.loads(stripped)
             return "json"
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         try:
             for line in stripped.splitlines():
                 if line.strip():
                     json.loads(line)
             return "jsonl"
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     if path.suffix in (".j2", ".jinja", ".jinja2") or "{{" in text or "{%" in text:
         return "jinja"

@@ -25,7 +25,8 @@ from decomp.runtime.engine.tracing import TraceNode
 # ------------------------------------------------------------------ handler calls
 async def call_handler(name: str, query: str, values: tuple, scope: Scope, span: nodes.Span | None,
                        trace: TraceNode) -> Any:
-    """Run handler `name` on one sub-query: recursion bounds, the step cache, timing, a trace node.
+    """Run handler `name` on one sub-query: the handler-call budgets, recursion bounds, the step
+    cache, timing, a trace node.
 
     Errors leave named: a `RunError` gets this handler's name, kind and line (unless an inner
     call named it first); anything else a handler raises is a bug, an `InternalError`."""
@@ -35,6 +36,7 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
     node = None
     started = time.perf_counter()
     try:
+        current_row().before_handler_call()  # every call counts, symbolic ones too
         stack = _enter(handler, scope, span)
         node = trace.child("call", handler=name, query=query, location=_where(span))
         call = EngineCall(query, values, scope.inputs, stack, span, scope.session, handler, node)
@@ -260,8 +262,16 @@ class ProgramState:
                 raise task.exception()
 
     def cancel(self) -> None:
+        """Cancel what still runs; the failures of steps that failed at the same time as the one
+        raised are taken as seen (asyncio would log each as "never retrieved")."""
         for task in [*self.tasks.values(), *self.side]:
             task.cancel()
+            task.add_done_callback(_seen)
+
+
+def _seen(task: asyncio.Task) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def run_program(body: tuple, numbers: Mapping[nodes.Span, int], scope: Scope, trace: TraceNode) -> Any:

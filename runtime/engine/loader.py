@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 from decomp.dsl import nodes
 from decomp.dsl.checker import check_metric, check_recursion, effectful
 from decomp.dsl.errors import CheckError, DecompError, Diagnostics
+from decomp.dsl.limits import source_lines
 from decomp.dsl.parser import parse_module, read_text
 from decomp.handlers.base import Handler, LoadContext
 from decomp.handlers.environment import ActsOnEnvironment, EnvironmentHandler
@@ -44,6 +46,14 @@ class LoadedModule:
 
 def load(path: str | Path, registry: Registry, text: str | None = None) -> LoadedModule:
     """Parse, build and check the module at `path` (or `text`, named `path`)."""
+    try:
+        os.fsencode(path)
+        usable = "\x00" not in str(path)
+    except UnicodeEncodeError:
+        usable = False
+    if not usable:
+        raise DecompError("no file can have this name (it holds a NUL or text that is not Unicode)",
+                          nodes.Span(str(path), 1, 1, 1, 2), line_text="")
     return _Loader(registry).load(Path(path), text)
 
 
@@ -110,12 +120,16 @@ class _Loader:
         return loaded
 
     def _attach_lines(self) -> None:
-        """Give each error its source line from the text that was parsed (maybe not on disk)."""
+        """Give each error its source line from the text that was parsed (maybe not on disk);
+        each text is split into lines once, however many errors it has."""
+        lines: dict[str, list[str]] = {}
         for err in self.errors:
             text = self.texts.get(err.span.file) if err.span else None
             if err.line_text is None and text is not None:
-                lines = text.replace("\r\n", "\n").split("\n")
-                err.line_text = lines[err.span.line - 1] if err.span.line <= len(lines) else ""
+                if err.span.file not in lines:
+                    lines[err.span.file] = source_lines(text)
+                found = lines[err.span.file]
+                err.line_text = found[err.span.line - 1] if 0 < err.span.line <= len(found) else ""
 
     # ---- parsing and imports
     def _parse(self, path: Path, text: str | None) -> nodes.Module | None:
@@ -176,8 +190,11 @@ class _Loader:
             known = ", ".join(sorted({"fake", *self.registry.model_backends}))
             self.errors.append(CheckError(f"unknown model backend '{scheme}' in {decl.spec!r}", decl.span,
                                           expected=f"SCHEME:NAME with SCHEME one of: {known}"))
-        if scheme == "fake" and rest and not Path(rest).is_absolute():
-            return f"fake:{file.parent / rest}"  # relative to the .decomp file, not the working folder
+        if scheme == "fake" and rest:
+            path = Path(rest) if Path(rest).is_absolute() else file.parent / rest  # relative to the .decomp file
+            if self.roots is not None and not inside(path, self.roots):  # never read: its text stays out of messages
+                self.errors.append(CheckError(refusal(rest, "the fake model file", self.roots), decl.span))
+            return f"fake:{path}"
         return decl.spec
 
     def _declare(self, loaded: LoadedModule, module: nodes.Module, ctx: LoadContext) -> None:
@@ -234,12 +251,17 @@ class _Loader:
             except PathRefused as err:  # a kind that resolves a path in its check without catching this
                 self.errors.append(CheckError(err.message, _option_span(handler, err.written)))
                 continue
+            except RecursionError:  # a library's recursive parser (Jinja, re) on something nested deep
+                self.errors.append(_too_deep_to_check(handler))
+                continue
             self._link_program_file(handler)
         for handler in loaded.handlers.values():
             try:
                 self.errors += handler.check_references(names)
             except PathRefused:  # reported once, by its check()
                 pass
+            except RecursionError:
+                self.errors.append(_too_deep_to_check(handler))
         self.errors += check_recursion(loaded.handlers)
         self.errors += _environment_problems(loaded.handlers, names)
         for module, _ in modules:  # only the root's metric is used; an imported one is still checked
@@ -257,6 +279,9 @@ class _Loader:
             path = handler.ctx.resolve(handler.options.file).resolve()
         except PathRefused as err:
             self.errors.append(CheckError(err.message, handler.error_span("file")))
+            return
+        except (OSError, ValueError) as err:  # a name no file can have (a NUL, a lone surrogate)
+            self.errors.append(CheckError(f"bad program file path: {err}", handler.error_span("file")))
             return
         if not path.is_file():
             self.errors.append(CheckError(f"program file not found: {path}", handler.error_span("file")))
@@ -277,6 +302,13 @@ class _Loader:
             self.errors.append(CheckError(f"{path} has no program '{name}'", handler.error_span("name")))
             return
         handler.target = other.handlers[name]
+
+
+def _too_deep_to_check(handler: Handler) -> CheckError:
+    """A handler whose check ran out of stack: a template, pattern or expression in its options
+    nests deeper than the library that reads it can follow."""
+    return CheckError(f"[{handler.name}] cannot be checked: a template, pattern or expression in it is nested "
+                      "too deeply", handler.error_span(), expected="fewer brackets inside each other")
 
 
 def _option_span(handler: Handler, written: str):
@@ -322,7 +354,8 @@ def _environment_problems(handlers: dict[str, Handler], names: set[str]) -> list
 
 
 #: What a `model NAME = "..." (option=value)` declaration may set, with the types allowed.
-MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,)}
+MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,),
+                 "transport": (str,)}
 
 
 def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.dsl.values import json_text, outcome
 from decomp.handlers.base import Handler
+from decomp.handlers.offload import timeout_scope
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
 from decomp.runtime.engine import defaults  # noqa: F401  (registers the built-in kinds and backends)
@@ -67,12 +68,19 @@ class Session:
             handler that does not name its own model
     cache:  a `StepCache`, or None for no caching (the default in the library; the CLI caches)
     default_model: the spec used when nothing else names a model (None: that is an error)
+    budget: model, token and service budgets, and the handler-call and memory budgets (`Budget`)
+    handler_timeout: seconds one handler call's synchronous work (a Python function, the
+            calculator, a regex, a template) may take, for handlers with no `timeout=` of their
+            own (None: 10 s); such work runs off the event loop (`decomp.handlers.offload`)
     """
 
     def __init__(self, *, registry: Registry | None = None, model: Model | str | None = None,
                  settings: ModelSettings | None = None, scheduler: Scheduler | None = None,
                  cache: StepCache | None = None, budget: Budget | None = None,
-                 max_depth: int = 64, max_steps: int | None = None, default_model: str | None = DEFAULT_MODEL):
+                 max_depth: int = 64, max_steps: int | None = None, default_model: str | None = DEFAULT_MODEL,
+                 handler_timeout: float | None = None):
+        if handler_timeout is not None and not handler_timeout > 0:
+            raise ValueError(f"handler_timeout must be > 0 seconds, got {handler_timeout}")
         self.registry = registry or default_registry
         self.settings = settings or ModelSettings()
         self.scheduler = scheduler or Scheduler()
@@ -80,6 +88,9 @@ class Session:
         self.budget = budget or Budget()
         self.max_depth = max_depth
         self.max_steps = max_steps
+        #: Seconds one handler call's synchronous work may take when the handler sets no
+        #: `timeout=` (None: `decomp.handlers.offload.DEFAULT_TIMEOUT`, 10 s).
+        self.handler_timeout = handler_timeout
         self.usage = Usage()
         self._override = model
         self.default_model = default_model
@@ -236,7 +247,8 @@ class Session:
         token = CURRENT_ROW.set(row)
         trace = TraceNode("row", label=str(fields.get("id", "")))
         try:
-            answer = await self._entry(module, target, fields, trace)
+            with timeout_scope(self.handler_timeout):
+                answer = await self._entry(module, target, fields, trace)
         except DecompError as err:
             trace.error, trace.details = str(err), getattr(err, "details", None)
             return RunResult(None, str(err), trace, row.usage, environments=_finish_environments(row))
@@ -265,7 +277,8 @@ class Session:
         trace = TraceNode("call", handler=handler.name, query=query)
         call = EngineCall(query, tuple(values), dict(inputs or {}), (), None, self, handler, trace)
         try:
-            return await handler.run(call)
+            with timeout_scope(self.handler_timeout):
+                return await handler.run(call)
         except Exception as err:
             failure = named(err, handler, None)
             if failure is err:

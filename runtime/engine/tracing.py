@@ -1,11 +1,18 @@
-"""The decomposition tree of one run: a node per handler call, children for nested work."""
+"""The decomposition tree of one run: a node per handler call, children for nested work.
+
+A tree is as deep as the program's recursion (each nested call adds a step and a call node), so
+nothing here recurses: walking, converting to and from dicts and writing JSON use explicit
+stacks, and a tree of any depth the session allows is written, read back and shown.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Iterator
+
+from decomp.runtime.engine import deepjson
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class TraceNode:
     """One call: where it was written, what it sent, what came back, and what ran beneath it."""
 
@@ -29,6 +36,11 @@ class TraceNode:
     seconds: float | None = None   # wall time of the call (model node: of the request)
     children: list["TraceNode"] = field(default_factory=list)
 
+    def __repr__(self) -> str:  # its own fields and how many children (a tree may be thousands deep)
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _ORDER
+                          if getattr(self, name) not in (None, "", False, 0) or name == "kind")
+        return f"TraceNode({shown}, children={len(self.children)})"
+
     def child(self, kind: str, **fields) -> "TraceNode":
         node = TraceNode(kind, **fields)
         self.children.append(node)
@@ -39,20 +51,83 @@ class TraceNode:
         return self.error is None
 
     def to_dict(self) -> dict:
-        """Plain JSON: every field, with `ok` added; children as dicts."""
-        return _plain(self)
+        """Plain JSON: every field, with `ok` added; children as dicts (nested as the tree is)."""
+        root = _plain(self)
+        stack = [(self, root)]
+        while stack:
+            node, out = stack.pop()
+            for child in node.children:
+                plain = _plain(child)
+                out["children"].append(plain)
+                stack.append((child, plain))
+        return root
 
     @classmethod
     def from_dict(cls, data: dict) -> "TraceNode":
-        """The node `to_dict` gave (unknown keys ignored)."""
-        fields = {k: v for k, v in data.items() if k in _FIELDS and k != "children"}
-        return cls(**fields, children=[cls.from_dict(c) for c in data.get("children") or ()])
+        """The node `to_dict` (nested) or `to_records` (`{"nodes": [...]}`) gave (unknown keys
+        ignored)."""
+        if "nodes" in data and "kind" not in data:
+            return cls.from_records(data["nodes"])
+        root = cls._one(data)
+        stack = [(root, data)]
+        while stack:
+            node, plain = stack.pop()
+            for item in plain.get("children") or ():
+                child = cls._one(item)
+                node.children.append(child)
+                stack.append((child, item))
+        return root
 
-    def walk(self):
-        """This node and all below it, depth first."""
-        yield self
-        for c in self.children:
-            yield from c.walk()
+    def to_records(self) -> list[dict]:
+        """The tree as a flat list, parents before children (depth first, in order): each node's
+        fields as `to_dict` writes them, less `children`, plus `parent` (the index of its
+        parent in the list; None for this node). Its JSON is never deeper than a node's."""
+        records: list[dict] = []
+        stack: list[tuple[TraceNode, int | None]] = [(self, None)]
+        while stack:
+            node, parent = stack.pop()
+            record = _plain(node)
+            del record["children"]
+            record["parent"] = parent
+            records.append(record)
+            index = len(records) - 1
+            stack.extend((child, index) for child in reversed(node.children))
+        return records
+
+    @classmethod
+    def from_records(cls, records: list[dict]) -> "TraceNode":
+        """The tree `to_records` gave."""
+        nodes: list[TraceNode] = []
+        for record in records:
+            node = cls._one(record)
+            parent = record.get("parent")
+            if nodes and parent is None:
+                raise ValueError("a trace record after the first has no parent")
+            if parent is not None:
+                if not isinstance(parent, int) or not 0 <= parent < len(nodes):
+                    raise ValueError(f"a trace record names parent {parent!r}, not an earlier record")
+                nodes[parent].children.append(node)
+            nodes.append(node)
+        if not nodes:
+            raise ValueError("no trace records")
+        return nodes[0]
+
+    def to_json(self, indent: int | None = None) -> str:
+        """The tree as nested JSON text (`to_dict`), storable whatever it holds (see
+        `decomp.dsl.values.storable_json`) and however deep it is."""
+        return deepjson.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def _one(cls, data: dict) -> "TraceNode":
+        return cls(**{k: v for k, v in data.items() if k in _FIELDS and k != "children"})
+
+    def walk(self) -> Iterator["TraceNode"]:
+        """This node and all below it, depth first (each node before its children, in order)."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
 
     def failure_details(self) -> str | None:
         """The details (a Python handler's traceback of the user's code) of the first failed
@@ -64,9 +139,10 @@ _FIELDS = frozenset(f.name for f in fields(TraceNode))
 
 
 def _plain(node: TraceNode) -> dict:
+    """The node's own fields, `ok`, and an empty `children` list (filled by the caller)."""
     out = {name: getattr(node, name) for name in _ORDER}
     out["ok"] = node.error is None
-    out["children"] = [_plain(c) for c in node.children]
+    out["children"] = []
     return out
 
 

@@ -38,6 +38,7 @@ class ModelSettings:
     base_url: str | None = None
     timeout: float = 60.0
     api: str = "auto"  # openai: "chat", "completions" or "auto"
+    transport: str = "auto"  # openai: "aiohttp", "openai" (the official client) or "auto" (aiohttp)
     options: tuple[tuple[str, object], ...] = ()
 
     def option(self, name: str, default=None):

@@ -1,33 +1,30 @@
-"""Any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp server, Ollama, TGI) through the
-official `openai` client: `--model openai:NAME [--base-url URL]`.
+"""Any OpenAI-compatible endpoint (OpenAI, vLLM, llama.cpp server, Ollama, TGI):
+`--model openai:NAME [--base-url URL]`, or `model NAME = "openai:MODEL" (transport="openai", ...)`.
 
-One `AsyncOpenAI` client per model instance, made on first use and reused by every call (its
-connection pool is shared). Its HTTP transport is aiohttp (the client's own
-`DefaultAioHttpClient`): 20-25% less CPU per request than the default httpx stack, measured
-by benchmarks/critical_path.py, which matters when hundreds of requests are in flight. The client never retries (`max_retries=0`): retry policy lives in
-the scheduler, so each call is one attempt and failures map to `TransientModelError` (429,
-5xx, timeouts, dropped connections, replies that are not JSON or have no choices) or
-`ModelError` (bad key, unknown model, prompt too long, other 4xx, and an endpoint that cannot
-be reached at all: no such host name, connection refused, a TLS or certificate error).
+The request goes out through one of two transports (runtime/models/openai_transport.py):
+`aiohttp` (the default, `transport="auto"`), a lean client of its own, or `openai`, the
+official client's low-level post. Both keep one connection pool per model and event loop, send
+the same JSON, never retry (retry policy lives in the scheduler: each call is one attempt) and
+report failures the same way, which this module maps to `TransientModelError` (429, 5xx,
+timeouts, dropped connections, replies that are not JSON or have no choices) or `ModelError`
+(bad key, unknown model, prompt too long, other 4xx, and an endpoint that cannot be reached at
+all: no such host name, connection refused, a TLS or certificate error), with the same words.
 
 The API key comes from OPENAI_API_KEY only and is never part of a name, repr or message.
 """
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import json
 import os
 import re
-import socket
-import ssl
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from decomp.dsl.redact import redact_url, url_secrets
 from decomp.handlers.registry import default_registry
 from decomp.runtime.models.base import (
-    CURRENT_SLOT,
     Completion,
     Model,
     ModelError,
@@ -36,28 +33,21 @@ from decomp.runtime.models.base import (
     Score,
     TransientModelError,
 )
+from decomp.runtime.models.openai_transport import (
+    TRANSPORTS,
+    ClientFailure,
+    ConnectionFailure,
+    MalformedReply,
+    Secret,
+    StatusFailure,
+    connect_failure,
+    make_transport,
+)
 
 DEFAULT_ENDPOINT = "api.openai.com"
 PLACEHOLDER_KEY = "unused"  # local servers need no key, but the client insists on one
 APIS = ("auto", "chat", "completions")
 _TOO_LONG = re.compile(r"context|too long|maximum\b.*\blength|length\b.*\bmaximum", re.IGNORECASE | re.DOTALL)
-
-
-class _Secret:
-    """Holds the API key so that no repr, vars() dump or f-string shows it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str):
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
 
 
 class _BadRequest(ModelError):
@@ -77,26 +67,32 @@ class OpenAIModel(Model):
             raise ModelError("openai: name a model, e.g. openai:gpt-4o-mini")
         if settings.api not in APIS:
             raise ModelError(f"openai:{model}: api must be one of {', '.join(APIS)}, not {settings.api!r}")
+        if settings.transport not in TRANSPORTS:
+            raise ModelError(f"openai:{model}: transport must be one of {', '.join(TRANSPORTS)}, "
+                             f"not {settings.transport!r}")
         self.model = model
         self.name = f"openai:{model}"
         self.base_url = (settings.base_url or os.environ.get("OPENAI_BASE_URL") or "").rstrip("/") or None
-        self.endpoint = _display_url(self.base_url) if self.base_url else DEFAULT_ENDPOINT
+        self.endpoint = redact_url(self.base_url) if self.base_url else DEFAULT_ENDPOINT
         key = os.environ.get("OPENAI_API_KEY") or (PLACEHOLDER_KEY if self.base_url else None)
         if key is None:
             raise ModelError(f"{self.name}: set OPENAI_API_KEY or pass --base-url")
-        self._key = _Secret(key)
+        self._key = Secret(key)
         self.timeout = settings.timeout
         self.api = ("completions" if self.base_url else "chat") if settings.api == "auto" else settings.api
-        self._client: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._transport = make_transport(settings.transport, self.base_url, self._key, self.timeout)
+        self.transport = self._transport.name
+        self._host = urlsplit(self.base_url).hostname if self.base_url else DEFAULT_ENDPOINT
         self._score_max_tokens = 0  # raised to 1 once a server rejects 0
 
     def secrets(self) -> tuple[str, ...]:
+        """What must never be written or shown: the API key and credentials in the base URL."""
         key = self._key.reveal()
-        return (key,) if key != PLACEHOLDER_KEY else ()
+        return ((key,) if key != PLACEHOLDER_KEY else ()) + url_secrets(self.base_url)
 
     def __repr__(self) -> str:
-        return f"OpenAIModel(name={self.name!r}, endpoint={self.endpoint!r}, api={self.api!r})"
+        return (f"OpenAIModel(name={self.name!r}, endpoint={self.endpoint!r}, api={self.api!r}, "
+                f"transport={self.transport!r})")
 
     # ---- the interface
     async def complete(self, request: Request) -> Completion:
@@ -128,52 +124,22 @@ class OpenAIModel(Model):
         return self._sum_logprobs(data["choices"][0], len(prompt), len(text))
 
     async def aclose(self) -> None:
-        client, self._client, self._loop = self._client, None, None
-        if client is not None:
-            await client.close()
+        await self._transport.aclose()
 
     # ---- transport
-    def _client_now(self) -> Any:
-        """The shared client, made on first use (again if the event loop changed: a pooled
-        connection cannot outlive the loop it was opened on)."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            import openai
-
-            hooks = {"request": [_take_slot], "response": [_give_back_slot]}
-            http = openai.DefaultAioHttpClient(timeout=self.timeout, event_hooks=hooks)
-            self._client = openai.AsyncOpenAI(api_key=self._key.reveal(), base_url=self.base_url,
-                                              timeout=self.timeout, max_retries=0, http_client=http)
-            self._loop = loop
-        return self._client
-
     async def _call(self, api: str, kwargs: dict) -> dict:
         """One attempt; the reply's JSON (checked to have choices) or a mapped ModelError."""
-        import openai
-
-        client = self._client_now()
         path = "/chat/completions" if api == "chat" else "/completions"
         try:
-            # the client's low-level post: its auth, base URL, pool and errors, without building
-            # typed request and response models (20% less CPU per call, measured here)
-            body = await client.post(path, body=kwargs, cast_to=str)
-        except openai.APIStatusError as exc:
+            body = await self._transport.post(path, kwargs)
+        except StatusFailure as exc:
             raise self._status_error(exc) from None
-        except openai.APITimeoutError as exc:
-            # aiohttp's connection errors (refused, DNS, TLS) reach the client as timeouts
-            failure = _connect_failure(exc)
-            if failure is None:
-                raise TransientModelError(
-                    f"{self.name}: no answer from {self.endpoint} within {self.timeout:g}s") from None
-            raise self._unreachable(*failure) from None
-        except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            failure = _connect_failure(exc) or (str(cause) or type(cause).__name__, False)
-            raise self._unreachable(*failure) from None
-        except openai.APIResponseValidationError:
+        except ConnectionFailure as exc:
+            raise self._connection_error(exc) from None
+        except MalformedReply:
             raise TransientModelError(f"{self.name}: {self.endpoint} sent a malformed reply") from None
-        except openai.OpenAIError as exc:
-            raise ModelError(f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}") from None
+        except ClientFailure as exc:
+            raise ModelError(f"{self.name}: {self._redact(str(exc))}") from None
         return self._parse(body)
 
     def _parse(self, body: str | bytes) -> dict:
@@ -219,11 +185,11 @@ class OpenAIModel(Model):
         return Score(total, count)
 
     # ---- errors
-    def _status_error(self, exc: Any) -> ModelError:
-        status, detail = exc.status_code, self._redact(_server_message(exc))
+    def _status_error(self, exc: StatusFailure) -> ModelError:
+        status, detail = exc.status, self._redact(_server_message(exc.body))
         if status == 429:
             return TransientModelError(f"{self.name}: rate limited by {self.endpoint} (429: {detail})",
-                                       retry_after=_retry_after(exc.response.headers))
+                                       retry_after=_retry_after(exc.headers))
         if status >= 500 or status in (408, 409):
             return TransientModelError(f"{self.name}: {self.endpoint} failed ({status}: {detail})")
         if status in (401, 403):
@@ -231,10 +197,17 @@ class OpenAIModel(Model):
             return ModelError(f"{self.name}: the endpoint {self.endpoint} refused the API key ({status}{hint})")
         if status == 404:
             return ModelError(f"{self.name}: unknown model {self.model!r} at {self.endpoint} (404: {detail})")
-        if status == 400 and (getattr(exc, "code", None) == "context_length_exceeded" or _TOO_LONG.search(detail)):
+        if status == 400 and (exc.code == "context_length_exceeded" or _TOO_LONG.search(detail)):
             return ModelError(f"prompt too long for {self.name}: {detail}")
         error = _BadRequest if status == 400 else ModelError
         return error(f"{self.name}: {self.endpoint} rejected the request ({status}: {detail})")
+
+    def _connection_error(self, exc: ConnectionFailure) -> ModelError:
+        """No reply: a timeout, or no connection (see `connect_failure`)."""
+        failure = connect_failure(exc.error, self._host)
+        if failure is None and exc.timed_out:
+            return TransientModelError(f"{self.name}: no answer from {self.endpoint} within {self.timeout:g}s")
+        return self._unreachable(*(failure or (exc.reason, False)))
 
     def _unreachable(self, reason: str, final: bool) -> ModelError:
         """No connection to the endpoint: final when waiting cannot help (no such host name,
@@ -247,8 +220,8 @@ class OpenAIModel(Model):
         return text.replace(key, "***") if key and key != PLACEHOLDER_KEY else text
 
 
-def _server_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
+def _server_message(body: object) -> str:
+    """The server's words in a failed reply's body (its error message, else its text)."""
     if isinstance(body, dict) and isinstance(body.get("message"), str):
         return body["message"]
     text = body if isinstance(body, str) else ""
@@ -271,14 +244,6 @@ def _retry_after(headers: Any) -> float | None:
         return None
 
 
-def _display_url(url: str) -> str:
-    """The URL without any user:password part."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-
-
 def _int(value: Any) -> int:
     return value if isinstance(value, int) else 0
 
@@ -289,53 +254,3 @@ def openai_model(name: str, settings: ModelSettings) -> OpenAIModel:
 
 
 default_registry.add_model_backend("openai", openai_model)
-
-
-def _connect_failure(exc: BaseException) -> tuple[str, bool] | None:
-    """Why no connection was made, from the OS or TLS error underneath `exc`, and whether the
-    failure is final: ('connection refused', True). None when there is no such error (a
-    timeout). Final: a host name that does not exist, a refused connection, a TLS handshake or
-    certificate error; a temporary DNS failure, a reset or an unreachable network is retried."""
-    chain, seen = [], exc.__cause__ or exc.__context__
-    while seen is not None and len(chain) < 16:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__ or getattr(seen, "os_error", None)
-    for err in reversed(chain):  # the innermost error says most
-        if isinstance(err, ssl.SSLCertVerificationError):
-            return f"TLS certificate rejected: {getattr(err, 'verify_message', None) or err.strerror or err}", True
-        if isinstance(err, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
-            return f"TLS connection closed: {err.strerror or err}", False
-        if isinstance(err, ssl.SSLError):
-            reason = getattr(err, "reason", None)
-            hint = "; is it an http:// endpoint?" if reason == "WRONG_VERSION_NUMBER" else ""
-            return f"TLS handshake failed: {reason or err.strerror or err}{hint}", True
-        if isinstance(err, socket.gaierror):
-            host = _host(exc)
-            if err.errno == socket.EAI_AGAIN:
-                return f"name lookup of {host} failed: {err.strerror or err}", False
-            return f"no such host name: {host}", True
-        if isinstance(err, ConnectionRefusedError):
-            return "connection refused", True
-    for err in chain:
-        if isinstance(err, OSError) and not isinstance(err, TimeoutError):
-            return str(err) or type(err).__name__, False
-    return None
-
-
-def _host(exc: BaseException) -> str:
-    """The host `exc`'s request went to ('the host' when it does not say)."""
-    url = getattr(getattr(exc, "request", None), "url", None)
-    host = getattr(url, "host", None)
-    return host if isinstance(host, str) and host else "the host"
-
-
-async def _take_slot(request) -> None:
-    slot = CURRENT_SLOT.get()
-    if slot is not None:
-        await slot.acquire()
-
-
-async def _give_back_slot(response) -> None:
-    slot = CURRENT_SLOT.get()
-    if slot is not None:
-        slot.release()

@@ -25,10 +25,12 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from decomp.dsl.errors import DecompError
-from decomp.runtime.engine.budgets import Budget
+from decomp.dsl.redact import redact_url
+from decomp.handlers.trust import allowing
+from decomp.runtime.engine.budgets import DEFAULT_ROW_HANDLER_CALLS, Budget
 from decomp.runtime.engine.cache import StepCache, default_cache_dir
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.scheduler import Scheduler
@@ -37,6 +39,7 @@ from decomp.runtime.models.base import Model, ModelSettings
 from decomp.runtime.runs.batch import run_rows
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
+from decomp.runtime.runs.shards import Shard
 from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.runs.rundir import (
     RunDir,
@@ -50,7 +53,7 @@ from decomp.runtime.runs.rundir import (
 )
 
 __all__ = ["PROGRAMS_DIR", "RunOptions", "RunSummary", "arun_dataset", "find_program", "run_dataset", "use_main",
-           "with_fields"]
+           "user_folders", "with_fields"]
 
 #: The bundled programs (`decomp programs` lists them); a program name may be one of them.
 PROGRAMS_DIR = Path(__file__).resolve().parents[2] / "programs"
@@ -89,16 +92,23 @@ class RunOptions:
     model:         the model of every handler that names none (`openai:NAME`, `local:...`,
                    `fake:FILE.json`); None: the program's `model default`, else the embedded one
     base_url:      an OpenAI-compatible endpoint (else $OPENAI_BASE_URL)
+    transport:     how `openai:` models send requests: "auto" (aiohttp), "aiohttp" or "openai"
+                   (the official client); a model declaration's own `transport=` wins
     concurrency:   model calls in flight at once, per endpoint; rpm, tpm: rate limits per endpoint
     cache_mode:    the step cache: "read-write", "refresh", "off" or "replay"
     cache_dir:     where the step cache lives (None: $DECOMP_CACHE_DIR, else ~/.cache/decomp)
     max_calls, max_tokens:         budgets for the whole run
     max_row_calls, max_row_tokens: budgets per row
     max_depth:     the deepest nesting of programs; max_steps: most steps any decomposer takes
+    handler_timeout: seconds any one handler call may take unless its `timeout=` says (None: 10 s)
+    max_row_handler_calls, max_handler_calls: budgets of handler calls of every kind, symbolic
+                   ones too, per row (10,000) and for the run
+    max_memory_mb: the process's resident memory (MiB) past which a row's next call ends the row
     """
 
     model: str | None = None
     base_url: str | None = None
+    transport: str = "auto"
     concurrency: int = 8
     rpm: float | None = None
     tpm: float | None = None
@@ -110,6 +120,10 @@ class RunOptions:
     max_row_tokens: int | None = None
     max_depth: int = 64
     max_steps: int | None = None
+    handler_timeout: float | None = None
+    max_row_handler_calls: int | None = DEFAULT_ROW_HANDLER_CALLS
+    max_handler_calls: int | None = None
+    max_memory_mb: float | None = None
 
     def __post_init__(self) -> None:
         if self.cache_dir is not None and not isinstance(self.cache_dir, Path):
@@ -122,26 +136,36 @@ class RunOptions:
         cache = None
         if self.cache_mode != "off" and model is None:
             cache = StepCache((self.cache_dir or default_cache_dir()) / "steps.sqlite", self.cache_mode)
-        budget = Budget(self.max_row_calls, self.max_row_tokens, self.max_calls, self.max_tokens)
-        return Session(model=model or self.model, settings=ModelSettings(base_url=self.base_url),
+        budget = Budget(self.max_row_calls, self.max_row_tokens, self.max_calls, self.max_tokens,
+                        row_handler_calls=self.max_row_handler_calls, run_handler_calls=self.max_handler_calls,
+                        memory_mb=self.max_memory_mb)
+        return Session(model=model or self.model, settings=ModelSettings(base_url=self.base_url, transport=self.transport),
                        scheduler=Scheduler(self.concurrency, rpm=self.rpm, tpm=self.tpm), cache=cache,
-                       budget=budget, max_depth=self.max_depth, max_steps=self.max_steps)
+                       budget=budget, max_depth=self.max_depth, max_steps=self.max_steps,
+                       handler_timeout=self.handler_timeout)
 
     @classmethod
     def of(cls, session: Session) -> "RunOptions":
         """The options `session` runs with (what a run directory records for it; its model is
         recorded as the spec the program's handlers resolve to)."""
         cache, budget, scheduler = session.cache, session.budget, session.scheduler
-        return cls(model=None, base_url=session.settings.base_url, concurrency=scheduler.concurrency,
+        return cls(model=None, base_url=session.settings.base_url, transport=session.settings.transport,
+                   concurrency=scheduler.concurrency,
                    rpm=scheduler.rpm, tpm=scheduler.tpm, cache_mode=cache.mode if cache is not None else "off",
                    cache_dir=cache.path.parent if cache is not None else None, max_calls=budget.run_calls,
                    max_tokens=budget.run_tokens, max_row_calls=budget.row_calls, max_row_tokens=budget.row_tokens,
-                   max_depth=session.max_depth, max_steps=session.max_steps)
+                   max_depth=session.max_depth, max_steps=session.max_steps,
+                   handler_timeout=session.handler_timeout, max_row_handler_calls=budget.row_handler_calls,
+                   max_handler_calls=budget.run_handler_calls, max_memory_mb=budget.memory_mb)
 
     def to_dict(self) -> dict[str, Any]:
-        """The options as run.json records them (paths as text)."""
-        return {f.name: (str(value) if isinstance(value, Path) else value)
-                for f in dataclasses.fields(self) for value in [getattr(self, f.name)]}
+        """The options as run.json records them: paths as text, and `base_url` without the
+        credentials a URL can carry (`redact_url`: user-info and query values as ***); the
+        session still calls the URL as given."""
+        recorded = {f.name: (str(value) if isinstance(value, Path) else value)
+                    for f in dataclasses.fields(self) for value in [getattr(self, f.name)]}
+        recorded["base_url"] = redact_url(self.base_url)
+        return recorded
 
 
 @dataclass(frozen=True)
@@ -182,7 +206,8 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
                 options: RunOptions | None = None, session: Session | None = None, main: str | None = None,
                 run_dir: str | Path | None = None, resume: bool = False, force: bool = False,
                 output: str | Path | None = None, progress: bool | None = False,
-                on_note: Callable[[str], None] | None = None, fields: Mapping[str, Any] | None = None) -> RunSummary:
+                on_note: Callable[[str], None] | None = None, fields: Mapping[str, Any] | None = None,
+                shard: Shard | str | None = None) -> RunSummary:
     """Run `program` on every row of `data` into a run directory: `decomp run PROGRAM --input DATA`.
 
     program:  a .decomp file, the name of a bundled program (`decomp/letter_cat`), or a module
@@ -203,7 +228,13 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
               half-written last line, rerun), before any row runs; they are in `notes` too
     fields:   input fields given to every row (`decomp run --field NAME=VALUE`); a field
               here overrides the row's own field of that name. Recorded in run.json's options
-              (`fields`, when given); `resume` is refused when they differ from the run's
+              (`fields`, when given); `resume` is refused when they differ from the run's.
+              A field naming an existing folder is the caller's: handlers may read it during
+              the run (`retrieve(index="#index")`), as if given with --allow-root; a folder
+              named by a row of `data` has no such trust (see `user_folders`)
+    shard:    run only shard `I/N` of the rows (a `Shard` or "I/N": the rows whose index is I
+              modulo N), recorded in run.json's options; `resume` is refused for another
+              shard. `merge_runs` (`decomp merge`) joins the shards' run directories
 
     Returns the `RunSummary` (its `to_dict()` is the line `decomp run` prints). A row that fails
     is recorded in its line and the run goes on. Raises `DecompError` for a program that does
@@ -221,7 +252,7 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
         raise RuntimeError("run_dataset cannot run inside a running event loop: await arun_dataset(...) instead")
     return asyncio.run(arun_dataset(program, data, model=model, options=options, session=session, main=main,
                                     run_dir=run_dir, resume=resume, force=force, output=output,
-                                    progress=progress, on_note=on_note, fields=fields))
+                                    progress=progress, on_note=on_note, fields=fields, shard=shard))
 
 
 async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: str | Model | None = None,
@@ -229,7 +260,7 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
                        run_dir: str | Path | None = None, resume: bool = False, force: bool = False,
                        output: str | Path | None = None, progress: bool | None = False,
                        on_note: Callable[[str], None] | None = None,
-                       fields: Mapping[str, Any] | None = None) -> RunSummary:
+                       fields: Mapping[str, Any] | None = None, shard: Shard | str | None = None) -> RunSummary:
     """`run_dataset` in a running event loop."""
     session, options = _session(program, model, options, session)
     loaded, path = _load(session, program, main)
@@ -238,19 +269,25 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
     recorded = {**options.to_dict(), "model": session.default_model_spec(loaded)}
     if fields:
         recorded["fields"] = fields
+    shard = Shard.parse(shard) if isinstance(shard, str) else shard
+    if shard is not None:
+        recorded["shard"] = str(shard)
     manifest = make_manifest(path, loaded.main, loaded.files, data, recorded, metric=loaded.metric or "em")
-    rows = with_fields(read_rows(data), fields)
+
+    def rows() -> Iterator[Row]:  # read as they run, not all held: memory does not grow with the input
+        return (_with_field_values(row, fields) for row in read_rows(data) if shard is None or shard.takes(row.index))
+
     run = _open_run(path, data, manifest, loaded.files, run_dir, resume, force)
     try:
         for note in run.notes:
             if on_note is not None:
                 on_note(note)
-        todo = sum(row.index not in run.done for row in rows)
-        with progress_bar(todo, session.usage, progress) as tick:
+        todo = sum(row.index not in run.indices for row in rows())
+        with progress_bar(todo, session.usage, progress) as tick, allowing(roots=user_folders(fields)):
             def sink(record, trace):
                 run.add(record, trace)
                 tick(record)
-            ran = await run_rows(session, loaded, rows, sink, skip=run.done)
+            ran = await run_rows(session, loaded, rows(), sink, skip=run.indices)
         summary = run.finish(ran.rows, ran.seconds)
     except BaseException:
         run.close()
@@ -261,13 +298,31 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
     return RunSummary(run.path, summary, output, tuple(run.notes))
 
 
+def user_folders(fields: Mapping[str, Any] | None) -> list[Path]:
+    """The existing folders that `fields` (the user's --field values, not a data row's) name:
+    what a run allows its handlers to read on purpose, like --allow-root."""
+    found = []
+    for value in (fields or {}).values():
+        if isinstance(value, str) and value.strip():
+            try:
+                folder = Path(value).expanduser()
+                if folder.is_dir():
+                    found.append(folder)
+            except (OSError, ValueError, RuntimeError):
+                continue
+    return found
+
+
 def with_fields(rows: Iterable[Row], fields: Mapping[str, Any]) -> list[Row]:
     """`rows` with `fields` set in each (overriding a row's own field of the same name); rows
     that could not be read stay as they are."""
-    if not fields:
-        return list(rows)
-    return [row if row.fields is None else dataclasses.replace(row, fields={**row.fields, **fields})
-            for row in rows]
+    return [_with_field_values(row, fields) for row in rows]
+
+
+def _with_field_values(row: Row, fields: Mapping[str, Any]) -> Row:
+    if not fields or row.fields is None:
+        return row
+    return dataclasses.replace(row, fields={**row.fields, **fields})
 
 
 def _check_fields(path: Path, manifest: dict) -> None:
@@ -326,7 +381,7 @@ def _open_run(program: Path, data: Path, manifest: dict, files, run_dir: str | P
         path = run_dir or latest_run(runs_root(), manifest)
         _check_fields(path, manifest)
         return RunDir.resume(path, manifest)
-    target = run_dir or default_run_dir(program, data)
+    target = run_dir or default_run_dir(program, data, manifest["options"].get("shard"))
     return RunDir.create(target, manifest, program_files(program, files), force=force)
 
 

@@ -68,12 +68,26 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
         summary.failed += "error" in record
         emit(record, trace, position)
 
-    tasks = []
+    pending: set[asyncio.Future] = set()  # rows running now: finished ones are let go (memory stays flat)
+    failures: list[BaseException] = []
+
+    def finished(task: asyncio.Future) -> None:
+        pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            failures.append(task.exception())
+
     with _light_gc():
         for position, row in enumerate(todo):
             await gate.acquire()
-            tasks.append(asyncio.ensure_future(one(position, row)))
-        await asyncio.gather(*tasks)
+            if failures:
+                gate.release()
+                break
+            task = asyncio.ensure_future(one(position, row))
+            pending.add(task)
+            task.add_done_callback(finished)
+        await asyncio.gather(*pending)
+    if failures:
+        raise failures[0]
     await session.aclose()
     summary.seconds = time.perf_counter() - started
     summary.usage = session.usage

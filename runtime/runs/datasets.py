@@ -9,7 +9,13 @@ Two formats are recognised (see :func:`read_rows`):
   ``{pid: {"passage": str, "qa_pairs": [{"question", "answer", "query_id", ...}]}}``.
 
 A bad row never stops the reading: it comes back as a :class:`Row` whose ``error`` says what
-is wrong, and the rows after it still come.
+is wrong, at its place (``data.jsonl:3: not valid JSON (...)``), and the rows after it still
+come. A row that nests deeper than :data:`MAX_DEPTH` levels (lists or objects inside each
+other, the row's own object the first) is such an error row; so is a line too deep for the
+JSON reader at all. What JSON has not is read as text (``NaN``, ``Infinity``, ``-Infinity``
+as those strings, ``1e999`` as "1e999"; see :mod:`decomp.runtime.runs.jsonl`). A question
+that is not text is given to a handler as its JSON text (``12``, ``[1, 2]``, ``true``) and to
+a program as the value it is; a null one is the row's error when it runs.
 """
 from __future__ import annotations
 
@@ -19,9 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decomp.runtime.runs.jsonl import Line, read_lines
+from decomp.runtime.runs.jsonl import Line, depth, parse_json, read_lines
 from decomp.runtime.runs.scoring import drop_answer_strings
 
+#: The deepest a row may nest (lists and objects inside each other, the row's own object, or a
+#: DROP pair's fields, counted as the first level): deeper rows are row errors, so that no step,
+#: trace or results line of the run meets a value too deep to write.
+MAX_DEPTH = 100
+
+_TOO_DEEP = f"the row nests deeper than {MAX_DEPTH} levels (lists or objects inside each other)"
 _DROP_SKIPPED = frozenset({"answer", "query_id", "validated_answers", "question"})
 _JSONL_SKIPPED = frozenset({"id", "answer"})
 
@@ -56,8 +68,8 @@ def read_rows(path: str | Path) -> Iterator[Row]:
     data = Path(path).read_bytes()
     drop = _parse_drop(data)
     if drop is not None:
-        return _drop_rows(drop)
-    return _jsonl_rows(data)
+        return _drop_rows(drop, str(path))
+    return _jsonl_rows(data, str(path))
 
 
 # --- detection -------------------------------------------------------------------------------
@@ -71,8 +83,8 @@ def _parse_drop(data: bytes) -> dict | None:
     if not text.lstrip().startswith("{"):
         return None
     try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
+        parsed = parse_json(text)
+    except (json.JSONDecodeError, RecursionError):  # JSONL, or a line too deep: that line's error
         return None
     if _is_drop(parsed):
         return parsed
@@ -91,22 +103,22 @@ def _is_drop(parsed: Any) -> bool:
 
 # --- DROP ------------------------------------------------------------------------------------
 
-def _drop_rows(drop: dict) -> Iterator[Row]:
+def _drop_rows(drop: dict, file: str) -> Iterator[Row]:
     index = 0
     for pid, entry in drop.items():
         passage = entry.get("passage", "")
         pairs = entry["qa_pairs"]
         if not isinstance(pairs, list):
-            yield Row(index, f"{pid}#qa_pairs", None, f"passage {pid!r}: 'qa_pairs' is not a list")
+            yield Row(index, f"{pid}#qa_pairs", None, f"{file}: passage {pid!r}: 'qa_pairs' is not a list")
             index += 1
             continue
         for number, pair in enumerate(pairs):
-            yield _drop_row(index, pid, number, passage, pair)
+            yield _drop_row(index, pid, number, passage, pair, file)
             index += 1
 
 
-def _drop_row(index: int, pid: str, number: int, passage: Any, pair: Any) -> Row:
-    where = f"passage {pid!r}, qa pair {number}"
+def _drop_row(index: int, pid: str, number: int, passage: Any, pair: Any, file: str) -> Row:
+    where = f"{file}: passage {pid!r}, qa pair {number}"
     fallback_id = f"{pid}#{number}"
     if not isinstance(pair, dict):
         return Row(index, fallback_id, None, f"{where}: the qa pair is not a JSON object")
@@ -116,8 +128,10 @@ def _drop_row(index: int, pid: str, number: int, passage: Any, pair: Any) -> Row
     answers = [pair.get("answer")] + list(pair.get("validated_answers") or [])
     if not all(isinstance(answer, dict) for answer in answers):
         return Row(index, row_id, None, f"{where}: an answer is missing or not a JSON object")
-    return Row(index, row_id, _drop_fields(pair, passage), None,
-               [drop_answer_strings(answer) for answer in answers])
+    fields = _drop_fields(pair, passage)
+    if depth(fields, MAX_DEPTH) > MAX_DEPTH or depth(answers, MAX_DEPTH) > MAX_DEPTH:
+        return Row(index, row_id, None, f"{where}: {_TOO_DEEP}")
+    return Row(index, row_id, fields, None, [drop_answer_strings(answer) for answer in answers])
 
 
 def _drop_fields(pair: dict, passage: Any) -> dict:
@@ -130,33 +144,35 @@ def _drop_fields(pair: dict, passage: Any) -> dict:
 
 # --- JSONL -----------------------------------------------------------------------------------
 
-def _jsonl_rows(data: bytes) -> Iterator[Row]:
+def _jsonl_rows(data: bytes, file: str) -> Iterator[Row]:
     seen: dict[str, int] = {}
     for index, line in enumerate(read_lines(data, objects=True)):
-        yield _jsonl_row(index, line, seen)
+        yield _jsonl_row(index, line, seen, file)
 
 
-def _jsonl_row(index: int, line: Line, seen: dict[str, int]) -> Row:
+def _jsonl_row(index: int, line: Line, seen: dict[str, int], file: str) -> Row:
+    """The row of one line; a problem is the row's error, at FILE:LINE."""
     fallback_id = f"line-{line.number}"
-    record, error = line.value, line.problem if line.error else None
+    record, error = line.value, line.error
+    if error is None and depth(record, MAX_DEPTH) > MAX_DEPTH:
+        error = _TOO_DEEP
     if error is None:
-        row_id, error = _jsonl_id(line.number, record, fallback_id, seen)
+        row_id, error = _jsonl_id(record, fallback_id, seen)
     if error is not None:
-        return Row(index, fallback_id, None, error)
+        return Row(index, fallback_id, None, f"{file}:{line.number}: {error}")
     seen[row_id] = line.number
     fields = {key: value for key, value in record.items() if key not in _JSONL_SKIPPED}
     return Row(index, row_id, fields, None, record.get("answer"))
 
 
-def _jsonl_id(number: int, record: dict, fallback_id: str,
-              seen: dict[str, int]) -> tuple[str | None, str | None]:
+def _jsonl_id(record: dict, fallback_id: str, seen: dict[str, int]) -> tuple[str | None, str | None]:
     value = record.get("id")
     if value is None or value == "":
         row_id = fallback_id
     elif isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         row_id = str(value)
     else:
-        return None, f"line {number}: the 'id' must be a string or an integer"
+        return None, "the 'id' must be a string or an integer"
     if row_id in seen:
-        return None, f"line {number}: repeated id {row_id!r} (first on line {seen[row_id]})"
+        return None, f"repeated id {row_id!r} (first on line {seen[row_id]})"
     return row_id, None

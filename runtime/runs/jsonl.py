@@ -5,10 +5,18 @@ hold written as its text (`str`). `read_lines(data)` parses each line of a file'
 text) and never stops at a bad one: every line comes back as a `Line` with its number (from 1,
 blank lines counted) and either its value or, in `error`, what is wrong with it, so each caller
 decides whether a bad line is skipped with a warning, becomes an error row, or stops the read.
+
+What Python's `json` would read but JSON has not is read as text, the way `json_line` writes
+it: `NaN`, `Infinity` and `-Infinity` are the strings "NaN", "Infinity", "-Infinity"; a number
+too large for a float (`1e999`) or an integer of more digits than Python converts (4,300) is
+the string of its digits as written. A line nested too deeply for the reader (about a
+thousand levels) is that line's error, not a crash: `depth(value)` lets callers set a lower
+limit of their own.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,9 +88,58 @@ def _parse(number: int, raw: bytes | str, objects: bool) -> Line:
         except UnicodeDecodeError as exc:
             return Line(number, error=f"not valid UTF-8 text (byte {exc.start + 1} of the line)", exception=exc)
     try:
-        value = json.loads(raw)
+        value = parse_json(raw)
     except json.JSONDecodeError as exc:
         return Line(number, error=f"not valid JSON ({exc.msg} at column {exc.colno})", exception=exc)
+    except RecursionError:
+        return Line(number, error="nested too deeply to read (lists or objects about a thousand levels deep)")
     if objects and not isinstance(value, dict):
         return Line(number, error=f"expected a JSON object, got {json_kind(value)}")
     return Line(number, value)
+
+
+def parse_json(text: str) -> Any:
+    """`text` as JSON, with what JSON has not read as text (see the module's docstring). Raises
+    `json.JSONDecodeError` for text that is not JSON and `RecursionError` for nesting deeper
+    than Python's reader goes."""
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer of more digits than Python converts: read them as text
+        return _LONG_DECODER.decode(text)
+
+
+def depth(value: Any, limit: int) -> int:
+    """How deeply `value` nests (a scalar: 0, `[1]`: 1, `[[1]]`: 2), counted without recursion
+    and only up to `limit + 1`: a value deeper than `limit` gives `limit + 1`."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, (list, dict)):
+            level += 1
+            if level > limit:
+                return level
+            deepest = max(deepest, level)
+            todo.extend((child, level) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _as_text(word: str) -> str:
+    return word
+
+
+def _float(text: str) -> float | str:
+    number = float(text)
+    return number if math.isfinite(number) else text
+
+
+def _int(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+_DECODER = json.JSONDecoder(parse_constant=_as_text, parse_float=_float)
+_LONG_DECODER = json.JSONDecoder(parse_constant=_as_text, parse_float=_float, parse_int=_int)

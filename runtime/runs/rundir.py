@@ -8,7 +8,9 @@
       results.jsonl   one JSON line per row, appended and flushed as each row ends (so in the
                       order rows end; each line has the row's `index`)
       traces.sqlite   each row's decomposition tree: table `traces(idx, id, ok, tree)`, the tree
-                      as zlib-compressed JSON (TraceNode.to_dict), WAL mode
+                      as zlib-compressed JSON `{"nodes": TraceNode.to_records()}` (flat: a
+                      tree of any depth is written and read; runs written before hold the
+                      nested `TraceNode.to_dict`, still read), WAL mode
       summary.json    rows done/failed, score and metric (with gold), calls, tokens, cache hits,
                       wall time, per-handler latency; rewritten at the end of every session
 
@@ -23,11 +25,15 @@ cuts a half-written last line (that row runs again) and replaces the traces of r
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import json
+import math
 import os
 import shutil
 import sqlite3
+import stat
+import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +41,7 @@ from typing import Any, Iterable, Iterator
 
 from decomp.dsl.errors import DecompError
 from decomp.dsl.values import printable, storable_json
+from decomp.runtime.engine import deepjson
 from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.jsonl import json_line, read_lines
@@ -45,11 +52,12 @@ MANIFEST, RESULTS, TRACES, SUMMARY, PROGRAM = "run.json", "results.jsonl", "trac
 #: Held (an exclusive `flock`) by the one process writing the run: a second writer is refused.
 LOCK = "run.lock"
 #: Options that change answers: resuming under different ones would mix two runs.
-BINDING_OPTIONS = ("model",)
+BINDING_OPTIONS = ("model", "shard")
 
 
 class RunDirError(DecompError):
-    """A run directory that cannot be used as asked (missing, foreign, corrupt, not empty)."""
+    """A run directory that cannot be used as asked (missing, foreign, corrupt, not empty,
+    read-only)."""
 
 
 def _version() -> str:
@@ -128,10 +136,12 @@ def runs_root() -> Path:
     return Path(os.environ.get("DECOMP_RUNS_DIR") or "runs")
 
 
-def default_run_dir(program: Path, data: Path) -> Path:
-    """runs/PROGRAM-INPUT-YYYYmmdd-HHMMSS (a suffix when that exists)."""
+def default_run_dir(program: Path, data: Path, shard: str | None = None) -> Path:
+    """runs/PROGRAM-INPUT-YYYYmmdd-HHMMSS, or with a shard I/N runs/PROGRAM-INPUT-shardIofN-...
+    (a suffix when that exists)."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = runs_root() / f"{program.stem}-{data.stem}-{stamp}"
+    part = f"shard{shard.replace('/', 'of')}-" if shard else ""
+    base = runs_root() / f"{program.stem}-{data.stem}-{part}{stamp}"
     path, n = base, 1
     while path.exists():
         n += 1
@@ -140,16 +150,16 @@ def default_run_dir(program: Path, data: Path) -> Path:
 
 
 def latest_run(root: Path, manifest: dict) -> Path:
-    """The newest run directory under `root` of the same program file on the same input file
-    (runs this decomp cannot read are passed over)."""
+    """The newest run directory under `root` of the same program file on the same input file,
+    and the same shard (runs this decomp cannot read are passed over)."""
     found = []
     for candidate in root.glob(f"*/{MANIFEST}") if root.is_dir() else ():
         try:
             other = read_manifest(candidate.parent)
         except (RunDirError, OSError):
             continue
-        if (other["program"]["path"], other["input"]["path"]) == (manifest["program"]["path"],
-                                                                  manifest["input"]["path"]):
+        if (other["program"]["path"], other["input"]["path"], other["options"].get("shard")) == \
+                (manifest["program"]["path"], manifest["input"]["path"], manifest["options"].get("shard")):
             found.append((other["sessions"][0].get("started", "") if other.get("sessions") else "",
                           candidate.parent))
     if not found:
@@ -168,11 +178,16 @@ class RunDir:
 
     path: Path
     manifest: dict
-    done: dict[int, dict] = field(default_factory=dict)  # complete results lines, by row index
+    done: dict[int, dict] = field(default_factory=dict)  # complete results lines, by row index (readers only)
+    indices: set[int] = field(default_factory=set)       # the index of every complete row
     notes: list[str] = field(default_factory=list)       # what opening it found and repaired
     _results: Any = None
     _traces: sqlite3.Connection | None = None
     _lock: Any = None
+    _writing: bool = False  # opened by create or resume (else only read: traces opened read-only)
+    #: The summary's running totals. A writer keeps only these and `indices`, not the lines, so
+    #: its memory does not grow with the rows it writes; `records()` then reads the file again.
+    _totals: "Totals" = field(default_factory=lambda: Totals())
 
     # ---- starting, continuing, reading
     @classmethod
@@ -182,6 +197,8 @@ class RunDir:
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise RunDirError(f"{path} is a file, not a run directory")
+        if path.is_dir():
+            _require_writable(path, "write a run there", _READ_ONLY_NEW)
         lock = _writer_lock(path) if (path / MANIFEST).is_file() else None  # a run there: lock before clearing
         try:
             run = cls._create(path, manifest, program_sources, force, lock)
@@ -200,8 +217,11 @@ class RunDir:
                 raise RunDirError(f"{path} already holds a run: pass --resume to finish it, --force to start "
                                   "over (its files are deleted), or another --run-dir")
             _clear(path)
-        path.mkdir(parents=True, exist_ok=True)
-        run = cls(path, manifest)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise RunDirError(f"cannot make the run directory {path}: {_why(err)}") from None
+        run = cls(path, manifest, _writing=True)
         run._lock = lock or _writer_lock(path)
         run._start_session(resumed=False)  # run.json first: a kill from here on leaves a resumable run
         for name, source in (program_sources or {}).items():
@@ -214,10 +234,13 @@ class RunDir:
     def resume(cls, path: Path, manifest: dict) -> "RunDir":
         """The run in `path`, checked to be of the same program, input and binding options as
         `manifest`; `done` holds its complete rows, a half-written last line is cut off."""
-        lock = _writer_lock(Path(path)) if (Path(path) / MANIFEST).is_file() else None
+        lock = None
+        if (Path(path) / MANIFEST).is_file():
+            _require_writable(Path(path), "resume the run in it")
+            lock = _writer_lock(Path(path))
         try:
-            run = cls.open(path, repair=True)
-            run._lock = lock
+            run = cls.open(path, repair=True, keep=False)
+            run._lock, run._writing = lock, True
             run._check_same(manifest)
             run._check_traces()
         except BaseException:
@@ -227,13 +250,14 @@ class RunDir:
         return run
 
     @classmethod
-    def open(cls, path: Path, repair: bool = False) -> "RunDir":
+    def open(cls, path: Path, repair: bool = False, keep: bool = True) -> "RunDir":
         """Read the run in `path` (manifest and results). With `repair`, a half-written last
-        results line is cut off the file; without, it is only skipped."""
+        results line is cut off the file; without, it is only skipped. With `keep`, every line
+        is kept in `done` (else only `indices` and the summary's totals)."""
         path = Path(path)
         manifest = read_manifest(path)
         run = cls(path, manifest)
-        run._read_results(repair)
+        run._read_results(repair, keep)
         return run
 
     def _check_traces(self) -> None:
@@ -243,6 +267,8 @@ class RunDir:
             self._db().execute("SELECT count(*) FROM traces").fetchone()
         except sqlite3.DatabaseError as err:
             self.close()
+            if _read_only_error(err):  # not damaged: it cannot be written (never advise --force here)
+                raise RunDirError(f"{self.path / TRACES} cannot be written ({err}): {_READ_ONLY_ADVICE}") from None
             raise RunDirError(f"{self.path / TRACES} is corrupt ({err}): use another --run-dir, or --force "
                               "to start over") from None
 
@@ -305,10 +331,10 @@ class RunDir:
 
     def summary(self) -> dict:
         """The run's totals over its complete rows (see `summarize`)."""
-        return summarize(self.records(), self.manifest)
+        return self._totals.summary(self.manifest)
 
     # ---- results
-    def _read_results(self, repair: bool) -> None:
+    def _read_results(self, repair: bool, keep: bool = True) -> None:
         file = self.path / RESULTS
         if not file.exists():
             return
@@ -318,33 +344,47 @@ class RunDir:
             if line.error or not isinstance(line.value.get("index"), int):
                 raise RunDirError(f"{file}:{line.number}: not a results line (corrupt file); fix or delete that "
                                   "line, or start over with --force")
-            self.done.setdefault(line.value["index"], line.value)
+            self._count(line.value, keep)
         if good < len(data):
             self.notes.append(f"{file}: the last line was cut off mid-write; that row runs again")
             if repair:
                 with file.open("r+b") as f:
                     f.truncate(good)
 
+    def _count(self, record: dict, keep: bool) -> None:
+        """Take in a complete row (the first line of an index counts; a repeat is passed over)."""
+        index = record["index"]
+        if index in self.indices:
+            return
+        self.indices.add(index)
+        self._totals.add(record)
+        if keep:
+            self.done[index] = record
+
     def records(self) -> list[dict]:
-        """Every complete row, in input order."""
+        """Every complete row, in input order (a writer reads them from results.jsonl)."""
+        if len(self.done) < len(self.indices):
+            return type(self).open(self.path).records()
         return [self.done[i] for i in sorted(self.done)]
 
     def find(self, row: str) -> dict:
         """The row whose id is `row` (else whose index is `row`); a clear error otherwise."""
-        for record in self.records():
+        records = self.records()
+        for record in records:
             if str(record.get("id")) == row:
                 return record
-        if row.isdigit() and int(row) in self.done:
-            return self.done[int(row)]
-        ids = [str(r.get("id")) for r in self.records()[:5]]
-        more = ", ..." if len(self.done) > 5 else ""
+        by_index = {r["index"]: r for r in records}
+        if row.isdigit() and int(row) in by_index:
+            return by_index[int(row)]
+        ids = [str(r.get("id")) for r in records[:5]]
+        more = ", ..." if len(records) > 5 else ""
         raise RunDirError(f"{self.path} has no row {row!r} (its rows: {', '.join(ids)}{more})")
 
     # ---- writing rows
     def add(self, record: dict, trace: TraceNode) -> None:
         """Store a finished row: its trace (committed), then its results line (flushed)."""
         db = self._db()
-        tree = zlib.compress(storable_json(trace.to_dict(), default=str).encode())
+        tree = zlib.compress(deepjson.dumps({"nodes": trace.to_records()}).encode())
         row_id = record.get("id")
         with db:
             db.execute("INSERT OR REPLACE INTO traces (idx, id, ok, tree) VALUES (?, ?, ?, ?)",
@@ -354,7 +394,7 @@ class RunDir:
             self._results = (self.path / RESULTS).open("a", encoding="utf-8")
         self._results.write(json_line(record))
         self._results.flush()
-        self.done[record["index"]] = record
+        self._count(record, keep=not self._writing)
 
     def trace(self, index: int) -> TraceNode | None:
         """The stored tree of row `index`, or None when there is none."""
@@ -362,7 +402,7 @@ class RunDir:
             return None
         try:
             found = self._db().execute("SELECT tree FROM traces WHERE idx = ?", (index,)).fetchone()
-            return TraceNode.from_dict(json.loads(zlib.decompress(found[0]))) if found else None
+            return TraceNode.from_dict(deepjson.loads(zlib.decompress(found[0]))) if found else None
         except (sqlite3.DatabaseError, zlib.error, ValueError, TypeError, KeyError) as err:
             raise RunDirError(f"{self.path / TRACES} is corrupt (row {index}: {err})") from None
 
@@ -374,9 +414,14 @@ class RunDir:
                 yield index, tree
 
     def _db(self) -> sqlite3.Connection:
+        """The traces database: opened for writing by a run that writes (create, resume), else
+        read-only, so that a run directory one cannot write (read-only) can still be read."""
         if self._traces is None:
-            self._traces = connect(self.path / TRACES, schema="CREATE TABLE IF NOT EXISTS traces "
-                                   "(idx INTEGER PRIMARY KEY, id TEXT, ok INTEGER, tree BLOB)")
+            if self._writing:
+                self._traces = connect(self.path / TRACES, schema="CREATE TABLE IF NOT EXISTS traces "
+                                       "(idx INTEGER PRIMARY KEY, id TEXT, ok INTEGER, tree BLOB)")
+            else:
+                self._traces = _connect_read_only(self.path / TRACES)
         return self._traces
 
     # ---- sessions and the summary
@@ -408,62 +453,128 @@ class RunDir:
         _write_json(self.path / MANIFEST, self.manifest)
 
 
-def summarize(records: list[dict], manifest: dict) -> dict:
-    """The run's totals over its complete rows (all sessions)."""
-    scored = [r["score"] for r in records if "score" in r]
-    total = Usage()
+def summarize(records: Iterable[dict], manifest: dict) -> dict:
+    """The run's totals over its complete rows (all sessions): rows, failed (rows in error),
+    score (mean over rows with gold) and its metric, scored_rows, the `outcomes`, usage
+    (calls, tokens, cache hits, service calls), wall_s (the sessions' seconds), sessions,
+    per-handler calls and latency."""
+    totals = Totals()
     for record in records:
-        total.add(Usage.from_dict(record.get("usage") or {}))
-    usage = total.to_dict()
-    handlers = usage.pop("handlers")
-    sessions = manifest.get("sessions", [])
-    metric = {"metric": manifest.get("metric") or "em"} if scored else {}
-    return {
-        "rows": len(records),
-        "failed": sum("error" in r for r in records),
-        "score": round(sum(scored) / len(scored), 6) if scored else None,
-        **metric,
-        "scored_rows": len(scored),
-        **outcomes(records),
-        **usage,
-        "wall_s": round(sum(s.get("seconds") or 0.0 for s in sessions), 3),
-        "sessions": len(sessions),
-        "handlers": handlers,
-    }
+        totals.add(record)
+    return totals.summary(manifest)
 
 
-
-
-def outcomes(records: list[dict]) -> dict:
+def outcomes(records: Iterable[dict]) -> dict:
     """Success over rows: `failed_outcome` (rows that answered with a failed outcome),
     `success_rate` (rows answered with an ok outcome, over all rows), `calls_per_row` (model
     requests, cache hits included); when
     environments judged the rows (a summary's `success`), `env_success_rate` too (the paper
     found self-judged success inflated: both are kept); and, when their summaries name a
     `group` (TextCraft: the recipe depth), the same per group."""
-    out = _rates(records)
-    groups: dict[str, list[dict]] = {}
+    totals = Totals()
     for record in records:
-        for summary in (record.get("environment") or {}).values():
-            if isinstance(summary, dict) and summary.get("group") is not None:
-                groups.setdefault(str(summary["group"]), []).append(record)
-                break
-    if groups:
-        out["by_group"] = {name: {"rows": len(rows), **_rates(rows)} for name, rows in sorted(groups.items())}
-    return out
+        totals.add(record)
+    return totals.outcomes()
 
 
-def _rates(records: list[dict]) -> dict:
-    rows = len(records) or 1
-    out = {"failed_outcome": sum(r.get("outcome") == "failed" for r in records),
-           "success_rate": round(sum(_succeeded(r) for r in records) / rows, 6)}
-    judged = [_env_success(r) for r in records]
-    if any(j is not None for j in judged):
-        out["env_success_rate"] = round(sum(bool(j) for j in judged) / rows, 6)
-    # model requests a row made, whether the cache answered them or not: a re-run gives the same
-    out["calls_per_row"] = round(sum((r.get("usage") or {}).get("calls", 0) + (r.get("usage") or {}).get("cache_hits", 0)
-                                     for r in records) / rows, 3)
-    return out
+class Totals:
+    """Running totals over results lines, taken in one at a time (`add`): what `summarize`
+    reports, in memory that does not grow with the rows. The score's sum is exact (its
+    partials, as `math.fsum` keeps them), so it does not depend on the order rows ended in."""
+
+    def __init__(self) -> None:
+        self.rows = self.failed = self.scored = 0
+        self._score_partials: list[float] = []
+        self.usage = Usage()
+        self.rates = _Rates()
+        self.groups: dict[str, _Rates] = {}
+
+    def add(self, record: dict) -> None:
+        self.rows += 1
+        self.failed += "error" in record
+        if "score" in record:
+            self.scored += 1
+            _add_exact(self._score_partials, float(record["score"]))
+        self.usage.add(Usage.from_dict(record.get("usage") or {}))
+        self.rates.add(record)
+        group = _group(record)
+        if group is not None:
+            self.groups.setdefault(group, _Rates()).add(record)
+
+    def outcomes(self) -> dict:
+        out = self.rates.result()
+        if self.groups:
+            out["by_group"] = {name: {"rows": rates.rows, **rates.result()} for name, rates in sorted(self.groups.items())}
+        return out
+
+    def summary(self, manifest: dict) -> dict:
+        usage = self.usage.to_dict()
+        handlers = usage.pop("handlers")
+        sessions = manifest.get("sessions", [])
+        metric = {"metric": manifest.get("metric") or "em"} if self.scored else {}
+        return {
+            "rows": self.rows,
+            "failed": self.failed,
+            "score": round(math.fsum(self._score_partials) / self.scored, 6) if self.scored else None,
+            **metric,
+            "scored_rows": self.scored,
+            **self.outcomes(),
+            **usage,
+            "wall_s": round(sum(s.get("seconds") or 0.0 for s in sessions), 3),
+            "sessions": len(sessions),
+            "handlers": handlers,
+        }
+
+
+class _Rates:
+    """Outcome counts over rows (see `outcomes`)."""
+
+    def __init__(self) -> None:
+        self.rows = self.failed_outcome = self.succeeded = self.env_ok = self.calls = 0
+        self.judged = False
+
+    def add(self, record: dict) -> None:
+        self.rows += 1
+        self.failed_outcome += record.get("outcome") == "failed"
+        self.succeeded += _succeeded(record)
+        verdict = _env_success(record)
+        self.judged |= verdict is not None
+        self.env_ok += bool(verdict)
+        usage = record.get("usage") or {}
+        # model requests a row made, whether the cache answered them or not: a re-run gives the same
+        self.calls += usage.get("calls", 0) + usage.get("cache_hits", 0)
+
+    def result(self) -> dict:
+        rows = self.rows or 1
+        out = {"failed_outcome": self.failed_outcome, "success_rate": round(self.succeeded / rows, 6)}
+        if self.judged:
+            out["env_success_rate"] = round(self.env_ok / rows, 6)
+        out["calls_per_row"] = round(self.calls / rows, 3)
+        return out
+
+
+def _add_exact(partials: list[float], x: float) -> None:
+    """Add `x` to the exact sum held as non-overlapping `partials` (Shewchuk's algorithm, as in
+    `math.fsum`): `math.fsum(partials)` is then the correctly rounded total, in any order."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+def _group(record: dict) -> str | None:
+    """The group the row's environment summary names (TextCraft: the recipe depth), if any."""
+    for summary in (record.get("environment") or {}).values():
+        if isinstance(summary, dict) and summary.get("group") is not None:
+            return str(summary["group"])
+    return None
 
 
 def _succeeded(record: dict) -> bool:
@@ -504,12 +615,14 @@ def _write_json(path: Path, value: Any) -> None:
 def _writer_lock(path: Path) -> Any:
     """Take the run's writer lock (an exclusive `flock` on `path/run.lock`), or raise
     `RunDirError` when another process holds it. Returns the open lock file (None where the
-    platform has no `flock`); the lock goes with the process, so a killed run leaves none."""
+    platform has no `flock`); the lock goes with the process, so a killed run leaves none.
+    run.lock is opened without following a symbolic link (`O_NOFOLLOW`) and must be a plain
+    file: a link there (it could point anywhere) or a FIFO is refused with a message."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX: no lock
         return None
-    handle = (path / LOCK).open("a", encoding="utf-8")  # never written: the lock is the flock itself
+    handle = _open_lock(path / LOCK)  # never written: the lock is the flock itself
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -517,6 +630,85 @@ def _writer_lock(path: Path) -> Any:
         raise RunDirError(f"{path} is being written by another decomp run: wait for it to end, "
                           "or use another --run-dir") from None
     return handle
+
+
+def _open_lock(file: Path) -> Any:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(file, flags, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise RunDirError(f"{file} is a symbolic link: decomp does not follow it (it could point at any "
+                              "file); delete the link, then run again") from None
+        if err.errno in (errno.ENXIO, errno.EISDIR):
+            raise RunDirError(f"{file} is not a plain file: delete it, then run again") from None
+        raise RunDirError(f"cannot open {file}: {_why(err)}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RunDirError(f"{file} is not a plain file: delete it, then run again")
+    return os.fdopen(fd, "ab")
+
+
+_READ_ONLY_ADVICE = ("a run directory must be writable to run in it: make it writable, or copy it to a "
+                     "writable place and resume the copy (--run-dir COPY --resume); `decomp trace show` and "
+                     "`decomp eval` read it as it is")
+_READ_ONLY_NEW = ("a run directory must be writable to run in it: make it writable, or give another --run-dir; "
+                  "`decomp trace show` and `decomp eval` read a run there as it is")
+
+
+def writable_problem(path: Path) -> str | None:
+    """Why the existing folder `path` cannot be written, in words ("permission denied", "a
+    read-only file system"), or None when it can. It asks the system (`os.access`), then tries:
+    a temporary file made (and gone) in the folder, and each run file there opened for appending
+    (nothing written), since root passes `os.access` everywhere while a read-only file system
+    or an immutable folder still refuses it."""
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "permission denied"
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        return _why(err)
+    for name in (MANIFEST, RESULTS, TRACES, TRACES + "-wal", TRACES + "-shm", LOCK):
+        file = path / name
+        if file.is_symlink() or not file.is_file():
+            continue
+        try:
+            os.close(os.open(file, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK))
+        except OSError as err:
+            return f"{name}: {_why(err)}"
+    return None
+
+
+def _require_writable(path: Path, doing: str, advice: str = _READ_ONLY_ADVICE) -> None:
+    """Raise `RunDirError` saying `path` is read-only (never that it is corrupt, nor to --force)."""
+    problem = writable_problem(path)
+    if problem is not None:
+        raise RunDirError(f"{path} is read-only ({problem}): cannot {doing}; {advice}")
+
+
+def _why(err: OSError) -> str:
+    if err.errno == errno.EROFS:
+        return "a read-only file system"
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return err.strerror or type(err).__name__
+
+
+def _read_only_error(err: sqlite3.DatabaseError) -> bool:
+    text = str(err).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
+def _connect_read_only(file: Path) -> sqlite3.Connection:
+    """`file` opened read-only (`mode=ro`). In a folder one cannot write, SQLite cannot make the
+    -shm file a WAL database needs: unless the -wal and -shm files are there already (then they
+    are read as they are), the file is opened as immutable (a run that ended closes its WAL)."""
+    uri = file.resolve().as_uri() + "?mode=ro"
+    wal = [file.with_name(file.name + suffix) for suffix in ("-wal", "-shm")]
+    if not all(p.is_file() for p in wal) and writable_problem(file.parent) is not None:
+        uri += "&immutable=1"
+    return sqlite3.connect(uri, uri=True)
 
 
 def _release(lock: Any) -> None:

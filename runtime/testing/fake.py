@@ -15,6 +15,13 @@ a `fake:answers.json` model by the sha256 of the file's content, an in-memory on
 its answers, mapping, script, default and scorer as they are at its first request. A callable
 answer counts by its code (`code_fingerprint`), not by the values its closure holds: two
 closures of one function over different data look alike, so give them different names.
+
+Where a `fake:PATH` file may be: `--model fake:PATH` (and `run_dataset(model="fake:PATH")`) is
+the user's own argument, read wherever it points, as any file named on the command line is. A
+`.decomp` file's `model NAME = "fake:PATH"` is the program's: the loader resolves PATH from the
+program's folder and confines it like `file=` (inside the program's folder, the bundled programs
+or a folder allowed with --allow-root). Reading never echoes the file: a file that is not a fake
+model's JSON object is named with what is wrong (not JSON, unknown keys), not with its text.
 """
 from __future__ import annotations
 

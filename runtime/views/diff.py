@@ -138,24 +138,53 @@ def _row_difference(a: RunDir, b: RunDir, row_a: dict, row_b: dict) -> dict:
 # ---- the first divergence of two trees
 def first_divergence(a: TraceNode, b: TraceNode) -> dict | None:
     """Where trees `a` and `b` first part (rules in the module docstring), or None when they
-    agree node for node: {"path", "field", "a", "b", "location"}."""
-    return _diverge(a, b, ["row"], [])
+    agree node for node: {"path", "field", "a", "b", "location"}.
+
+    The walk keeps its own stack (one frame per pair of nodes on the way down), so trees of any
+    depth are compared."""
+    stack: list[_Pair] = []
+    found = _enter(stack, a, b, "row")
+    while found is None and stack:
+        pair = stack[-1]
+        child = next(pair.children, None)
+        if child is not None:
+            (part, cx), cy = child
+            found = _enter(stack, cx, cy, part)
+            continue
+        found = _leave(stack)
+        stack.pop()
+    return found
 
 
-def _diverge(x: TraceNode, y: TraceNode, path: list[str], places: list[str | None]) -> dict | None:
-    places = [*places, x.location or y.location]
+class _Pair:
+    """A pair of nodes on the way down: its path part, its program line, its children's pairs."""
+
+    __slots__ = ("x", "y", "part", "place", "children")
+
+    def __init__(self, x: TraceNode, y: TraceNode, part: str):
+        self.x, self.y, self.part = x, y, part
+        self.place = x.location or y.location
+        self.children = zip(_named(x.children), y.children)
+
+
+def _enter(stack: list[_Pair], x: TraceNode, y: TraceNode, part: str) -> dict | None:
+    """Step down to (x, y): what the nodes are and what they were given (rules 1 and 2)."""
+    stack.append(_Pair(x, y, part))
     for name in ("kind", "handler", "operator", "query") + (("prompt",) if x.kind == "model" else ()):
         if getattr(x, name) != getattr(y, name):
-            return _point(path, name, getattr(x, name), getattr(y, name), places)
-    for (part, cx), cy in zip(_named(x.children), y.children):
-        found = _diverge(cx, cy, [*path, part], places)
-        if found is not None:
-            return found
+            return _point(stack, name, getattr(x, name), getattr(y, name))
+    return None
+
+
+def _leave(stack: list[_Pair]) -> dict | None:
+    """Once nothing below differs: a child on one side only, then what the nodes gave (4, 5)."""
+    pair = stack[-1]
+    x, y = pair.x, pair.y
     if len(x.children) != len(y.children):
-        return _missing(x, y, path, places)
+        return _missing(stack)
     for name, vx, vy in _results(x, y):
         if vx != vy:
-            return _point(path, name, getattr(x, name), getattr(y, name), places)
+            return _point(stack, name, getattr(x, name), getattr(y, name))
     return None
 
 
@@ -174,16 +203,19 @@ def _no_folders(text: str | None) -> str | None:
     return short_paths(text) if isinstance(text, str) else text
 
 
-def _missing(x: TraceNode, y: TraceNode, path: list[str], places: list[str | None]) -> dict:
+def _missing(stack: list[_Pair]) -> dict:
+    x, y = stack[-1].x, stack[-1].y
     n = min(len(x.children), len(y.children))
     longer = x if len(x.children) > n else y
     part, extra = list(_named(longer.children))[n]
     described = _describe(extra)
-    return _point([*path, part], "missing", described if longer is x else None,
-                  described if longer is y else None, [*places, extra.location])
+    return _point(stack, "missing", described if longer is x else None, described if longer is y else None,
+                  extra=(part, extra.location))
 
 
-def _point(path: list[str], field: str, a: Any, b: Any, places: list[str | None]) -> dict:
+def _point(stack: list[_Pair], field: str, a: Any, b: Any, extra: tuple[str, str | None] | None = None) -> dict:
+    path = [pair.part for pair in stack] + ([extra[0]] if extra else [])
+    places = [pair.place for pair in stack] + ([extra[1]] if extra else [])
     location = next((p for p in reversed(places) if p), None)
     return {"path": " > ".join(path), "field": field, "a": a, "b": b, "location": location}
 

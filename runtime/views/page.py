@@ -66,6 +66,7 @@ import json
 import re
 from typing import Any
 
+from decomp.runtime.engine import deepjson
 from decomp.runtime.runs.rundir import RunDir
 
 #: Texts longer than this are cut into paragraphs (after each blank line) before being stored.
@@ -108,8 +109,9 @@ def page_data(run: RunDir) -> dict:
 
 
 def script_json(value: Any) -> str:
-    """`value` as JSON that is safe inside a `<script>` element (no `</`, no `<!--`)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """`value` as JSON that is safe inside a `<script>` element (no `</`, no `<!--`), however
+    deeply nested (the trees of deep recursions)."""
+    text = deepjson.dumps(value, separators=(",", ":"), default=str)
     return text.replace("</", "<\\/").replace("<!--", "\\u003c!--")
 
 
@@ -155,7 +157,20 @@ _TEXT_KEYS = (("kind", "k"), ("label", "l"), ("handler", "h"), ("operator", "o")
               ("query", "q"), ("prompt", "p"), ("raw_output", "r"), ("error", "e"), ("details", "d"))
 
 
-def _encode(node: dict, strings: _Strings) -> dict:
+def _encode(tree: dict, strings: _Strings) -> dict:
+    """The page's form of a tree (`TraceNode.to_dict`): every node `_encode_node`, children under
+    "ch" (no recursion: trees may be thousands of levels deep)."""
+    root = _encode_node(tree, strings)
+    stack = [(tree, root)]
+    while stack:
+        node, out = stack.pop()
+        if node.get("children"):
+            out["ch"] = [_encode_node(child, strings) for child in node["children"]]
+            stack.extend(zip(node["children"], out["ch"]))
+    return root
+
+
+def _encode_node(node: dict, strings: _Strings) -> dict:
     out: dict[str, Any] = {}
     for name, key in _TEXT_KEYS:
         value = node.get(name)
@@ -171,8 +186,6 @@ def _encode(node: dict, strings: _Strings) -> dict:
             out[key] = node[name]
     if node.get("seconds") is not None:
         out["s"] = round(node["seconds"], 6)
-    if node.get("children"):
-        out["ch"] = [_encode(child, strings) for child in node["children"]]
     return out
 
 

@@ -220,16 +220,51 @@ def _answer_cell(record: dict) -> str:
 
 # ---- one row's tree
 def show_tree(record: dict, tree: TraceNode | None, console: Console) -> None:
-    """Print one row's decomposition tree (failures and the path to them in red)."""
+    """Print one row's decomposition tree (failures and the path to them in red).
+
+    A tree deeper than `MAX_DRAWN_DEPTH` levels (fewer on a narrow terminal) is drawn in parts:
+    a node at that depth whose subtree goes on is marked "⤵ continued in part N", and part N,
+    printed after, is drawn from that node (so a recursion thousands of calls deep reads as a
+    sequence of parts)."""
     console.print(_row_header(record))
     if tree is None:
         console.print(Text(f"row {record.get('id')!s} (index {record.get('index')}) has no stored trace: "
                            "its tree was not written to traces.sqlite", style="yellow"))
         return
     bad = failed_nodes(tree)
-    root = Tree(_label(tree, tree, bad), guide_style="dim")
-    _add_children(root, tree, tree.children, bad)
-    console.print(root)
+    levels = max(4, min(MAX_DRAWN_DEPTH, (console.width - 40) // 4))  # room for the labels
+    parts: list[tuple[TraceNode, TraceNode, TraceNode | None, int]] = [(tree, tree, None, 0)]
+    for number, (node, shown, parent, came_from) in enumerate(parts, 1):  # drawing a part may add parts
+        if came_from:
+            console.print(Text(f"part {number}, continued from part {came_from} ({levels} levels further down):",
+                               style="dim"))
+        root = Tree(_label(node, shown, bad, parent), guide_style="dim")
+        _draw(root, shown, bad, parts, number, levels)
+        console.print(root)
+
+
+#: Levels of nesting drawn in one tree at most (fewer on a narrow terminal: each takes 4
+#: columns); deeper subtrees are drawn after it, as parts of their own.
+MAX_DRAWN_DEPTH = 24
+
+
+def _draw(root: Tree, top: TraceNode, bad: set[int], parts: list, number: int, levels: int) -> None:
+    """Draw `top`'s notes and subtree under `root`, part `number` (no recursion: a stack of
+    branches to fill); a subtree that starts `levels` levels down is added to `parts`."""
+    stack: list[tuple[Tree, TraceNode, int]] = [(root, top, 0)]
+    while stack:
+        branch, parent, depth = stack.pop()
+        _add_notes(branch, parent)
+        below = []
+        for child in parent.children:
+            shown = _merged(child) or child
+            twig = branch.add(_label(child, shown, bad, parent))
+            if depth + 1 >= levels and shown.children:
+                parts.append((child, shown, parent, number))
+                twig.add(Text(f"⤵ continued in part {len(parts)}", style="dim"))
+            else:
+                below.append((twig, shown, depth + 1))
+        stack.extend(reversed(below))
 
 
 def _row_header(record: dict) -> Text:
@@ -254,16 +289,18 @@ def _row_header(record: dict) -> Text:
 
 def failed_nodes(tree: TraceNode) -> set[int]:
     """ids of the nodes that failed or lie on the path down to one that did."""
+    order: list[tuple[TraceNode, TraceNode | None]] = []
+    stack: list[tuple[TraceNode, TraceNode | None]] = [(tree, None)]
+    while stack:  # parents before their children
+        node, parent = stack.pop()
+        order.append((node, parent))
+        stack.extend((child, node) for child in node.children)
     bad: set[int] = set()
-
-    def visit(node: TraceNode) -> bool:
-        below = [visit(child) for child in node.children]  # every child, no short cut
-        if node.error is not None or any(below):
+    for node, parent in reversed(order):  # children before their parents
+        if node.error is not None or id(node) in bad:
             bad.add(id(node))
-            return True
-        return False
-
-    visit(tree)
+            if parent is not None:
+                bad.add(id(parent))
     return bad
 
 
@@ -278,8 +315,10 @@ def _merged(node: TraceNode) -> TraceNode | None:
     return call if call.kind == "call" and same and handler_ok else None
 
 
-def _add_children(branch: Tree, parent: TraceNode, children: list[TraceNode], bad: set[int]) -> None:
-    if parent.error is not None and not any(c.error == parent.error for c in children):
+def _add_notes(branch: Tree, parent: TraceNode) -> None:
+    """What is written under a node before its children: its error (and traceback), a plan's
+    note, a model request's prompt and output."""
+    if parent.error is not None and not any(c.error == parent.error for c in parent.children):
         failure = branch.add(Text("✗ " + short_paths(parent.error), style="red"))
         if parent.details:  # the user's own traceback (a Python handler), under the error
             failure.add(Text(_TRACEBACK_FILE.sub(r'File "\1"', parent.details.rstrip("\n")), style="dim"))
@@ -287,11 +326,6 @@ def _add_children(branch: Tree, parent: TraceNode, children: list[TraceNode], ba
         branch.add(Text("note: ", style=FAILED_OUTCOME).append(parent.details, style="dim"))
     if parent.kind == "model":
         _add_model_text(branch, parent)
-    for child in children:
-        call = _merged(child)
-        twig = branch.add(_label(child, call or child, bad, parent))
-        shown = call or child
-        _add_children(twig, shown, shown.children, bad)
 
 
 def _label(node: TraceNode, details: TraceNode, bad: set[int], parent: TraceNode | None = None) -> Text:

@@ -143,6 +143,6 @@ def test_return_value_must_be_json():
 
 def test_options_are_validated():
     with pytest.raises(ValidationError):
-        PythonHandler.Options(function="f", timeout=1)
+        PythonHandler.Options(function="f", retries=1)
     with pytest.raises(ValidationError):
         PythonHandler.Options(function=3)

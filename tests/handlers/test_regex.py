@@ -107,3 +107,47 @@ def test_options_are_validated():
         RegexHandler.Options(pattern="a", all="yes")
     with pytest.raises(ValidationError):
         RegexHandler.Options(all=True)
+
+
+# ---- bounds: matches capped, matching off the event loop
+def test_all_matches_are_capped_by_max_matches():
+    assert run(make(pattern=r"\d", all=True, max_matches=3), "a1b2c3") == ["1", "2", "3"]
+    with pytest.raises(HandlerError, match=r"more than max_matches \(3\) matches: raise max_matches=N"):
+        run(make(pattern=r"\d", all=True, max_matches=3), "1234")
+    with pytest.raises(HandlerError, match=r"more than max_matches \(1000\)"):
+        run(make(pattern=r".", all=True), "x" * 5000)  # the default
+    assert "max_matches must be at least 1" in make(pattern="a", max_matches=0).check()[0].message
+
+
+def test_a_long_regex_timeout_blocks_its_own_row_only():
+    import asyncio
+
+    h = make(pattern=r"(a|aa)+$", timeout=1.0)
+    ticks = 0
+
+    async def tick(stop):
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    async def main():
+        stop = asyncio.Event()
+        ticker = asyncio.ensure_future(tick(stop))
+        try:
+            await Session().arun_handler(h, "a" * 60 + "b")
+        finally:
+            stop.set()
+            await ticker
+
+    # the regex engine stops itself at 1 s; on a starved machine the backstop may come first
+    with pytest.raises(HandlerError, match=r"timed out after 1 s|time limit of 1 s"):
+        asyncio.run(main())
+    assert ticks >= 20  # the loop went on while the search ran (blocked, it ticks once)
+
+
+def test_the_runs_handler_timeout_shortens_the_search():
+    h = make(pattern=r"(a|aa)+$")
+    session = Session(handler_timeout=0.2)
+    with pytest.raises(HandlerError, match=r"timed out after 0.2 s"):
+        session.run_handler(h, "a" * 60 + "b")

@@ -12,6 +12,7 @@ from decomp.handlers.base import LoadContext
 from decomp.handlers.retrieve import RetrieveHandler, RetrieveOptions
 from decomp.handlers.search.corpus import read_corpus
 from decomp.handlers.search.tantivy_index import TantivyIndex, build_index
+from decomp.handlers.trust import allowing
 from decomp.runtime.engine.budgets import Budget
 from decomp.runtime.engine.cache import StepCache
 
@@ -229,3 +230,60 @@ def test_the_api_key_variable_is_never_sent_to_a_url_the_file_wrote(monkeypatch)
     monkeypatch.setenv("ELASTIC_API_KEY", "KEY-FROM-ENV")
     assert ElasticService("http://written.example:9200", "wiki", api_key="")._api_key is None
     assert ElasticService("http://named.example:9200", "wiki")._api_key == "KEY-FROM-ENV"
+
+
+# ---- an index folder named by an input is confined (issue 14: a data row must not reach /etc)
+WHERE_PROGRAM = ('handler r = retrieve(index="#where", k=1, fields=["id"])\n'
+                 'program p(question, where) {\n    QS: [r] #question\n}\nmain p\n')
+
+
+@pytest.fixture
+def confined(tmp_path, monkeypatch):
+    """A program in prog/, an index outside both it and the working folder, one in the working
+    folder (work/, made the current folder), and rows naming each."""
+    (tmp_path / "prog").mkdir()
+    program = _module(tmp_path / "prog", WHERE_PROGRAM)
+    outside = tmp_path / "elsewhere" / "index"
+    outside.parent.mkdir()
+    _build(outside)
+    work = tmp_path / "work"
+    work.mkdir()
+    _build(work / "idx")
+    monkeypatch.chdir(work)
+    return program, outside
+
+
+def _where_rows(tmp_path, *folders):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"id": f"r{i}", "question": "Calder", "where": f}) + "\n"
+                            for i, f in enumerate(folders)), encoding="utf-8")
+    return data
+
+
+def test_a_data_row_cannot_name_an_index_outside_the_allowed_folders(tmp_path, confined):
+    program, outside = confined
+    data = _where_rows(tmp_path, str(outside), "/etc", "idx", "../elsewhere/index")
+    done = run_dataset(program, data, run_dir=tmp_path / "run")
+    records = {r["id"]: r for r in done.records()}
+    assert records["r2"].get("error") is None and records["r2"]["answer"] == [{"id": "calder"}]  # in the cwd
+    for row in ("r0", "r1", "r3"):
+        error = records[row]["error"]
+        assert "the folder in the input 'where' is outside the working folder, the program's folder" in error
+        assert "--allow-root" in error
+        assert str(outside) not in error and "/etc" not in error and "elsewhere" not in error  # never echoed
+
+
+def test_a_folder_the_user_gives_is_allowed(tmp_path, confined):
+    program, outside = confined
+    data = _where_rows(tmp_path, "/etc")
+    # --field / fields=: the user's own, for every row (overriding the row's folder)
+    done = run_dataset(program, data, run_dir=tmp_path / "fields", fields={"where": str(outside)})
+    assert done.failed == 0 and done.records()[0]["answer"] == [{"id": "calder"}]
+    # --allow-root, or allowing() from Python
+    session = Session()
+    module = session.load(program)
+    refused = session.run(module, {"question": "Calder", "where": str(outside)})
+    assert "is outside the working folder" in refused.error
+    with allowing(roots=[outside.parent]):
+        allowed = session.run(module, {"question": "Calder", "where": str(outside)})
+    assert allowed.error is None and allowed.answer == [{"id": "calder"}]

@@ -59,7 +59,9 @@ def data(tmp_path):
 
 
 def results(run_dir):
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    """The run's results lines in input order (the file holds them in the order rows ended)."""
+    lines = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return sorted(lines, key=lambda line: line["index"])
 
 
 # ---------------------------------------------------------------- 1. -q with --input, --field with --input
@@ -104,7 +106,7 @@ def test_run_dataset_fields(echo, data, tmp_path):
 # ---------------------------------------------------------------- 2. a dry run names the rows that fail
 def test_dry_run_reports_failing_rows_and_exits_non_zero(echo, data):
     result = invoke("run", echo, "--dry-run", "--input", data)
-    assert result.exit_code == 1
+    assert result.exit_code == 3  # as a dataset run with rows in error
     assert json.loads(result.stdout) == {"rows": 2, "calls_per_row": 0.0, "max_calls_per_row": 0,
                                          "estimated_calls": 0, "failed": 1}
     assert "row a (index 0) would fail: " in result.stderr and "needs 'suffix'" in result.stderr
@@ -122,7 +124,7 @@ def test_dry_run_counts_an_unreadable_row_as_failing(ask, tmp_path):
     data = tmp_path / "bad.jsonl"
     data.write_text('{"id": "a", "question": "one?"}\nnot json\n')
     result = invoke("run", ask, "--dry-run", "--input", data)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     estimate = json.loads(result.stdout)
     assert estimate["rows"] == 2 and estimate["failed"] == 1 and estimate["estimated_calls"] == 1
     assert "(index 1) would fail" in result.stderr
@@ -259,13 +261,15 @@ def test_trace_with_input_is_a_usage_error(echo, data):
 
 def test_verbose_dataset_run_prints_failed_rows_on_stderr(echo, data, tmp_path):
     result = invoke("run", echo, "--input", data, "--run-dir", tmp_path / "run", "-v")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # finished, with a row in error
     summary = json.loads(result.stdout)  # one JSON line, nothing else
     assert summary["failed"] == 1
     assert result.stderr.startswith("row a (index 0) failed: [main] program")
     assert "needs 'suffix'" in result.stderr
     quiet = invoke("run", echo, "--input", data, "--run-dir", tmp_path / "quiet")
-    assert quiet.stderr == ""
+    assert quiet.exit_code == 3  # the rows' errors are not listed, only counted
+    assert quiet.stderr == (f"error: 1 of 2 row(s) ended in an error (in {tmp_path / 'quiet' / 'results.jsonl'}; "
+                            "-v prints each)\n")
 
 
 def test_run_directory_options_with_a_question_are_a_usage_error(echo, tmp_path):

@@ -140,3 +140,24 @@ def test_any_kind_resolving_a_path_is_confined(tmp_path):
     result, out = invoke("check", path)
     assert result.exit_code == 1
     assert f"{path}:1:28: the path '/etc' is outside the program's folder" in out
+
+
+def test_a_fake_model_file_outside_the_folder_is_refused_and_never_read(tmp_path, outside):
+    fake = write(outside / "answers.json", f'{{"default": "{SECRET}"}}')
+    path = write(tmp_path / "p" / "m.decomp", f'model default = "fake:{fake}"\nhandler q = prompt(text="Q: x\\nA: y\\n")\n'
+                                              'main q\n')
+    for args in (["check", path], ["run", path, "-q", "x"]):
+        result, out = invoke(*args)
+        assert result.exit_code == 1, out
+        assert f"the fake model file '{fake}' is outside the program's folder" in out
+        assert SECRET not in out
+    result, out = invoke("run", path, "-q", "x", "--allow-root", outside)
+    assert result.exit_code == 0 and SECRET in out
+
+
+def test_a_fake_model_file_beside_the_program_is_read(tmp_path):
+    write(tmp_path / "p" / "answers.json", '{"default": "yes"}')
+    path = write(tmp_path / "p" / "m.decomp", 'model default = "fake:answers.json"\n'
+                                              'handler q = prompt(text="Q: x\\nA: y\\n")\nmain q\n')
+    result, out = invoke("run", path, "-q", "x")
+    assert result.exit_code == 0 and "yes" in out, out

@@ -1,7 +1,8 @@
 """The scheduler's slot covers only the time a request is at the server, on the real
-`OpenAIModel` against the mock server: the HTTP client's event hooks give the slot back as the
-reply's headers arrive, before the client reads and parses the body; and the server never sees
-more requests at once than the concurrency allows."""
+`OpenAIModel` against the mock server, on both transports: the slot goes back as the reply's
+headers arrive (the openai client's event hooks, the aiohttp transport's own code), before the
+client reads and parses the body; and the server never sees more requests at once than the
+concurrency allows."""
 from __future__ import annotations
 
 import asyncio
@@ -17,24 +18,29 @@ from decomp.runtime.testing.mock_server import MockOpenAIServer, last_line
 pytestmark = pytest.mark.network
 
 
+@pytest.fixture(params=("aiohttp", "openai"))
+def transport(request) -> str:
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
-def make(base_url: str) -> OpenAIModel:
-    return OpenAIModel("m", ModelSettings(base_url=base_url, api="completions"))
+def make(base_url: str, transport: str = "auto") -> OpenAIModel:
+    return OpenAIModel("m", ModelSettings(base_url=base_url, api="completions", transport=transport))
 
 
-def test_the_real_class_defers_its_slot():
+def test_the_real_class_defers_its_slot(transport):
     assert OpenAIModel.defers_slot is True
-    assert make("http://127.0.0.1:9/v1").defers_slot is True
+    assert make("http://127.0.0.1:9/v1", transport).defers_slot is True
 
 
-def test_slot_is_given_back_while_the_client_still_parses(monkeypatch):
+def test_slot_is_given_back_while_the_client_still_parses(monkeypatch, transport):
     with MockOpenAIServer() as server:
-        model = make(server.base_url)
+        model = make(server.base_url, transport)
         scheduler = Scheduler(concurrency=2)
         held_while_parsing: list[int] = []
         parse = model._parse
@@ -58,7 +64,7 @@ def test_slot_is_given_back_while_the_client_still_parses(monkeypatch):
     assert scheduler.in_flight[model.endpoint] == 0
 
 
-def test_the_server_sees_at_most_the_concurrency(monkeypatch):
+def test_the_server_sees_at_most_the_concurrency(monkeypatch, transport):
     # every request waits at the server until four are there at once: the limit is reached each
     # time (events, not a latency window), and a fifth in flight would show in the statistics
     together = threading.Barrier(4, timeout=20)
@@ -68,7 +74,7 @@ def test_the_server_sees_at_most_the_concurrency(monkeypatch):
         return last_line(prompt, request)
 
     with MockOpenAIServer(responder=answer) as server:
-        model = make(server.base_url)
+        model = make(server.base_url, transport)
         scheduler = Scheduler(concurrency=4)
 
         async def go():

@@ -47,7 +47,7 @@ def test_malformed_line_in_the_middle_does_not_stop_reading(tmp_path):
     ]))
     rows = list(read_rows(path))
     assert [row.id for row in rows] == ["a", "b0", "line-3", "c"]
-    assert rows[2].error == "line 3: not valid JSON (Expecting ',' delimiter at column 29)"
+    assert rows[2].error == f"{path}:3: not valid JSON (Expecting ',' delimiter at column 29)"
     assert rows[2].fields is None and rows[2].index == 2
     assert rows[0].error is None and rows[3].error is None
     assert rows[3].fields == {"question": "Q4?"}
@@ -64,12 +64,12 @@ def test_row_errors(tmp_path):
     ]))
     errors = [(row.id, row.error) for row in read_rows(path)]
     assert errors == [
-        ("line-1", "line 1: expected a JSON object, got a list"),
+        ("line-1", f"{path}:1: expected a JSON object, got a list"),
         ("x", None),  # no question: fine here; a program needing one says so when the row runs
         ("y", None),
-        ("line-4", "line 4: repeated id 'y' (first on line 3)"),
-        ("line-5", "line 5: the 'id' must be a string or an integer"),
-        ("line-6", "line 6: expected a JSON object, got a string"),
+        ("line-4", f"{path}:4: repeated id 'y' (first on line 3)"),
+        ("line-5", f"{path}:5: the 'id' must be a string or an integer"),
+        ("line-6", f"{path}:6: expected a JSON object, got a string"),
     ]
 
 
@@ -79,7 +79,7 @@ def test_invalid_utf8_line_is_a_row_error(tmp_path):
                      b'{"id": "c", "question": "ok"}\n')
     rows = list(read_rows(path))
     assert [row.error is None for row in rows] == [True, False, True]
-    assert rows[1].error.startswith("line 2: not valid UTF-8")
+    assert rows[1].error.startswith(f"{path}:2: not valid UTF-8")
 
 
 def test_single_line_object_file_is_jsonl(tmp_path):

@@ -14,6 +14,10 @@ LETTER_Q = 'Take the letters at position {p} of the words in "Donna Guan Nascime
 GOLD = {1: "D G N", 2: "o u a", 3: "n a s"}
 
 
+#: `decomp run --input`'s exit status when rows ended in an error: the `data` rows hold one ("nope").
+ROWS_FAILED = 3
+
+
 def write_rows(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
@@ -34,8 +38,9 @@ def run_cli(*args):
 def test_a_dataset_run_writes_its_run_directory(tmp_path, data):
     run_dir = tmp_path / "run"
     result = run_cli("--input", data, "--run-dir", run_dir)
-    assert result.exit_code == 0, result.output
-    printed = json.loads(result.output)
+    assert result.exit_code == ROWS_FAILED, result.output
+    assert result.stderr.startswith(f"error: 1 of 4 row(s) ended in an error (in {run_dir / 'results.jsonl'}")
+    printed = json.loads(result.stdout)
     assert printed["run_dir"] == str(run_dir)
     assert (printed["rows"], printed["failed"], printed["score"], printed["scored_rows"]) == (4, 1, 0.75, 4)
     assert json.loads((run_dir / "summary.json").read_text()) == {k: v for k, v in printed.items() if k != "run_dir"}
@@ -55,7 +60,7 @@ def test_a_dataset_run_writes_its_run_directory(tmp_path, data):
 
 def test_every_row_has_its_tree_and_a_failure_is_marked(tmp_path, data):
     run_dir = tmp_path / "run"
-    assert run_cli("--input", data, "--run-dir", run_dir).exit_code == 0
+    assert run_cli("--input", data, "--run-dir", run_dir).exit_code == ROWS_FAILED
     run = RunDir.open(run_dir)
     tree = run.trace(run.find("r3")["index"])
     assert tree.kind == "row" and tree.answer == "n a s" and tree.ok
@@ -69,18 +74,18 @@ def test_every_row_has_its_tree_and_a_failure_is_marked(tmp_path, data):
 
 def test_the_default_run_directory_is_under_decomp_runs_dir_and_resume_finds_it(tmp_path, data, monkeypatch):
     monkeypatch.setenv("DECOMP_RUNS_DIR", str(tmp_path / "runs"))
-    first = json.loads(run_cli("--input", data).output)
+    first = json.loads(run_cli("--input", data).stdout)
     assert first["run_dir"].startswith(str(tmp_path / "runs" / "letter_cat_symbolic-rows-"))
     again = run_cli("--input", data, "--resume")
-    assert again.exit_code == 0, again.output
-    resumed = json.loads(again.output)
+    assert again.exit_code == ROWS_FAILED, again.output  # the failed row is part of the run: still failed
+    resumed = json.loads(again.stdout)
     assert resumed["run_dir"] == first["run_dir"] and resumed["sessions"] == 2 and resumed["rows"] == 4
 
 
 def test_output_gets_every_row_in_input_order(tmp_path, data):
     out = tmp_path / "out.jsonl"
     result = run_cli("--input", data, "--run-dir", tmp_path / "run", "--output", out)
-    assert json.loads(result.output)["output"] == str(out)
+    assert json.loads(result.stdout)["output"] == str(out)
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["r1", "r2", "r3", "nope"]
 
 
@@ -186,7 +191,7 @@ def test_progress_draws_only_on_a_terminal(capsys):
 
 
 def test_resuming_with_another_main_is_refused(tmp_path, data):
-    assert run_cli("--input", data, "--run-dir", tmp_path / "run").exit_code == 0
+    assert run_cli("--input", data, "--run-dir", tmp_path / "run").exit_code == ROWS_FAILED
     result = run_cli("--input", data, "--run-dir", tmp_path / "run", "--resume", "--main", "letter_at")
     assert result.exit_code == 1 and "ran the program's 'letter_cat', not 'letter_at'" in result.output
 

@@ -28,7 +28,7 @@ def test_trace_show_puts_the_traceback_under_the_error(tmp_path):
                        '    QS: [h] #question\n}\nmain m\n')
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "r1", "question": "a b"}\n')
-    assert invoke("run", program, "--input", data, "--run-dir", tmp_path / "run").exit_code == 0
+    assert invoke("run", program, "--input", data, "--run-dir", tmp_path / "run").exit_code == 3  # its row fails
     shown = invoke("trace", "show", tmp_path / "run", "--row", "r1")
     assert shown.exit_code == 0, shown.output
     text = shown.output

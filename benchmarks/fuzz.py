@@ -1,0 +1,508 @@
+"""Fuzz: hostile inputs through the parser's and the checker's entry points; crashes and hangs.
+
+    python benchmarks/fuzz.py [--inputs 100000] [--seed 0] [--workers 2] [--limit 2] [--save DIR]
+    python benchmarks/fuzz.py --replay 4711            # input 4711 of seed 0, with its traceback
+
+Input i is made by its own `random.Random(f"{seed}:{i}")`, so any input can be replayed alone:
+
+- grammar-aware mutations (1 to 6 of them) of a seed: the bundled `programs/**/*.decomp` files,
+  their few-shot prompt files, the `QS:` lines in them, a few ADaPT plans and every file of
+  `tests/dsl/fuzz_corpus/`. Seeds are cut into the grammar's tokens (strings, `QS:` marks,
+  references, names, brackets, line ends), then tokens are deleted, repeated, swapped, replaced
+  by others of the grammar or of other seeds, lines end in `\\r` or `\\r\\n`, stretches are
+  wrapped in brackets or `if` blocks (up to hundreds deep), lines repeated (thousands of steps),
+  the text cut short;
+- generated extremes: `if` blocks, option lists, `not`, parentheses, comparisons, plan groups
+  and JSON answers nested around and far past the nesting limit; programs with thousands of
+  steps, few-shot files with thousands of examples, texts over the size limit;
+- random bytes and random Unicode (lone surrogates included), and odd file names (bytes that
+  are not UTF-8).
+
+Each input goes through what `decomp check --json FILE` does (written to a file:
+`check_file`, the JSON description, warnings and errors formatted), through the loader from
+text (`Session.load(path, text)`: lone surrogates reach the parser), and through
+`parse_module`, `parse_fewshot`, `parse_plan`, `read_plan` and `parse_step_line` as fits its
+kind. A crash is any exception that is not the project's own (`DecompError`); a hang is an
+input that takes more than `--limit` seconds of CPU (one still running after 30 s of wall
+time is interrupted and counted as a hang too).
+
+Prints one JSON line: {"benchmark": "fuzz", "inputs", "crashes", "hangs", "seconds",
+"slowest_s", "seed", "workers"}; each crash or hang is described on stderr (and its input saved
+under --save DIR).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import re
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "dsl" / "fuzz_corpus"
+#: Inputs stay under this size (the parser reads about 0.3 MB a second), except the few made
+#: on purpose to pass the size limit, which must be refused at once.
+MAX_INPUT = 48_000
+WALL_LIMIT = 30.0
+
+_TOKEN = re.compile(
+    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\''
+    r"|QS:|QC:|Q:|A:|# ?METADATA:|Step \d+:?|Execution Order:|\([A-Za-z_]\w*\)|\[[^\]\n]*\]"
+    r"|#\w+|[A-Za-z_]\w*|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|==|!=|<=|>=|\r\n|\n|[ \t]+|.", re.S)
+
+VOCABULARY = [
+    "import", "model", "handler", "program", "main", "metric", "with", "if", "else", "not", "and", "or",
+    "in", "len", "ok", "depth", "true", "false", "null", "max_depth", "file", "text", "examples",
+    "(", ")", "[", "]", "{", "}", ",", "=", "==", "!=", "<", "<=", ">", ">=", ":", ".", "\\",
+    "QS:", "QC:", "Q:", "A:", "# METADATA:", "Step 1:", "Step 2", "Execution Order:", "AND", "OR",
+    "#1", "#2", "#0", "#question", "#x", "#99999999999999999999", "#", "[h]", "[EOQ]", "[]", "[ ]",
+    "(foreach)", "(plan)", "(select)", "(project_values)", "(nope)", "(", "[split", "{{", "}}", "{%", "%}",
+    '"x"', '""', '"""a\nb"""', '"""', "'''", 'r"\\d+"', '"\\u12"', '"\\ud800"', '"\\udfff x"', "'",
+    '"', "1", "-2.5e3", "1e999", "99999999999999999999", "0.5", "-0",
+    "\n", "\n\n", "\r", "\r\n", "\r\r", " ", "\t", "  ",
+    "\x00", "\ufeff", "\u2028", "\x0c", "\x0b", "\u00a0", "é", "\U0001F600", "\udcff",
+    'file="\\ud800.txt"', 'file="a\\u0000b.txt"', 'import "\\udcff.decomp"', 'import "../../../etc/passwd"',
+    'handler p = program(file="\\ud800.decomp")\n', 'handler q = prompt(file="prompts/x.txt")\n',
+]
+# what a generated fragment can be made of (lone surrogates only in texts that never reach a file)
+_ALPHABET = "abcXYZ019 _-#()[]{}:;,.=<>\"'\\\t\n\r\x00\ufeff\u2028é\U0001F600\ud800\udcff"
+PLANS = [
+    "Step 1: find the key\nStep 2: open the door\nExecution Order: (Step 1 AND Step 2)\n",
+    "Step 1: a\nStep 2: b\nStep 3: c\nExecution Order: ((Step 1 OR Step 2) AND Step 3).\n",
+    "Step 1: only\n",
+]
+
+
+# ---------------------------------------------------------------- seeds
+def load_seeds() -> dict[str, list[str]]:
+    """Texts by kind: "module", "fewshot", "step" (one line), "plan"."""
+    seeds: dict[str, list[str]] = {"module": [], "fewshot": [], "step": [], "plan": list(PLANS)}
+    for path in sorted((REPO / "programs").rglob("*.decomp")):
+        seeds["module"].append(path.read_text(encoding="utf-8"))
+    for path in sorted((REPO / "programs").rglob("*.txt")):
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"^(QC|QS|Q|A):", text, re.M):
+            seeds["fewshot"].append(text[:MAX_INPUT])
+    for path in sorted(CORPUS.glob("*")) if CORPUS.is_dir() else ():
+        if path.is_file() and path.suffix in (".decomp", ".txt", ".plan", ".step"):
+            text = path.read_bytes().decode("utf-8", "surrogateescape")
+            kind = {".decomp": "module", ".txt": "fewshot", ".plan": "plan", ".step": "step"}[path.suffix]
+            seeds[kind].append(text[:MAX_INPUT])
+    seeds["step"] += sorted({line for text in seeds["fewshot"] + seeds["module"]
+                             for line in text.splitlines() if line.strip().startswith("QS:")})
+    return seeds
+
+
+# ---------------------------------------------------------------- inputs
+def make_input(index: int, seed: int, seeds: dict[str, list[str]]) -> tuple[str, str | bytes, str]:
+    """Input `index`: (kind, text or bytes, file name)."""
+    rng = random.Random(f"{seed}:{index}")
+    roll = rng.random()
+    if roll < 0.60:
+        kind = rng.choice(["module", "module", "fewshot", "fewshot", "step", "plan"])
+        data = mutate(rng, rng.choice(seeds[kind]), seeds)
+    elif roll < 0.70:
+        kind, data = nested(rng)
+    elif roll < 0.75:
+        kind, data = wide(rng)
+    elif roll < 0.83:
+        kind = rng.choice(["module", "fewshot", "step", "plan"])
+        data = rng.randbytes(rng.randrange(0, 600))
+    elif roll < 0.91:
+        kind = rng.choice(["module", "fewshot", "step", "plan"])
+        data = "".join(rng.choice(_ALPHABET) for _ in range(rng.randrange(0, 300)))
+    elif roll < 0.997:
+        a, b = rng.choice(["module", "fewshot"]), rng.choice(["module", "fewshot", "step"])
+        kind, data = a, splice(rng, rng.choice(seeds[a]), rng.choice(seeds[b]))
+    else:
+        kind = rng.choice(["module", "fewshot"])
+        data = too_long(rng, rng.choice(seeds[kind]))
+    return kind, data, file_name(rng, kind)
+
+
+def tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def mutate(rng: random.Random, text: str, seeds: dict[str, list[str]]) -> str:
+    """1 to 6 grammar-aware edits of `text`."""
+    parts = tokens(text) or [""]
+    for _ in range(rng.randint(1, 6)):
+        parts = rng.choice(_EDITS)(rng, parts, seeds)
+        if sum(map(len, parts)) > MAX_INPUT:
+            break
+    return "".join(parts)[:MAX_INPUT]
+
+
+def _span(rng: random.Random, parts: list) -> tuple[int, int]:
+    i = rng.randrange(len(parts) + 1)
+    return i, min(len(parts), i + rng.choice([1, 1, 2, 3, 8, 40]))
+
+
+def _delete(rng, parts, seeds):
+    i, j = _span(rng, parts)
+    return parts[:i] + parts[j:]
+
+
+def _repeat(rng, parts, seeds):
+    i, j = _span(rng, parts)
+    return parts[:j] + parts[i:j] * rng.choice([1, 2, 5, 50, 300]) + parts[j:]
+
+
+def _insert(rng, parts, seeds):
+    i = rng.randrange(len(parts) + 1)
+    return parts[:i] + [rng.choice(VOCABULARY)] + parts[i:]
+
+
+def _replace(rng, parts, seeds):
+    i = rng.randrange(len(parts)) if parts else 0
+    return parts[:i] + [rng.choice(VOCABULARY)] + parts[i + 1:]
+
+
+def _swap(rng, parts, seeds):
+    if len(parts) > 1:
+        i, j = rng.randrange(len(parts)), rng.randrange(len(parts))
+        parts = list(parts)
+        parts[i], parts[j] = parts[j], parts[i]
+    return parts
+
+
+def _graft(rng, parts, seeds):
+    other = tokens(rng.choice(seeds[rng.choice(["module", "fewshot", "step", "plan"])]))
+    a, b = _span(rng, other)
+    i = rng.randrange(len(parts) + 1)
+    return parts[:i] + other[a:b] + parts[i:]
+
+
+def _line_ends(rng, parts, seeds):
+    end = rng.choice(["\r", "\r\n", "\n\r", "\r\r\n"])
+    share = rng.choice([1.0, 0.5, 0.1])
+    return [end if p in ("\n", "\r\n") and rng.random() < share else p for p in parts]
+
+
+def _wrap(rng, parts, seeds):
+    i, j = _span(rng, parts)
+    depth = rng.choice([1, 2, 3, 20, 99, 100, 101, 150, 400])
+    opener, closer = rng.choice([("(", ")"), ("[", "]"), ("{", "}"), ("if #1 == 1 {\n", "\n}\n"),
+                                 ("not ", ""), ("(#1 == 1 and ", ")"), ('"""', '"""')])
+    return parts[:i] + [opener * depth] + parts[i:j] + [closer * depth] + parts[j:]
+
+
+def _lines(rng, parts, seeds):
+    lines = "".join(parts).split("\n")
+    i = rng.randrange(len(lines))
+    j = min(len(lines), i + rng.choice([1, 2, 4]))
+    lines[i:j] = lines[i:j] * rng.choice([2, 10, 200, 2000])
+    return tokens("\n".join(lines)[:MAX_INPUT])
+
+
+def _cut(rng, parts, seeds):
+    return parts[:rng.randrange(len(parts) + 1)]
+
+
+def _chars(rng, parts, seeds):
+    text = "".join(parts)
+    if not text:
+        return parts
+    i = rng.randrange(len(text))
+    return tokens(text[:i] + rng.choice(_ALPHABET) * rng.choice([1, 1, 3]) + text[i + 1:])
+
+
+_EDITS = [_delete, _repeat, _insert, _insert, _replace, _replace, _swap, _graft, _line_ends, _wrap, _lines,
+          _cut, _chars]
+
+
+def splice(rng: random.Random, a: str, b: str) -> str:
+    """The head of `a` and the tail of `b`, cut at line starts."""
+    la, lb = a.split("\n"), b.split("\n")
+    return "\n".join(la[:rng.randrange(len(la) + 1)] + lb[rng.randrange(len(lb) + 1):])[:MAX_INPUT]
+
+
+def nested(rng: random.Random) -> tuple[str, str]:
+    """A program, few-shot file or plan nested `depth` deep in one of the ways the grammar allows."""
+    depth = rng.choice([1, 50, 99, 100, 101, 102, 200, 400, 1000, 3000])
+    head = 'model default = "fake:none.json"\nhandler h = prompt(text="Q: x\\nA: y")\n'
+    way = rng.choice(["if", "list", "not", "paren", "compare", "andor", "plan", "json", "meta", "module_json",
+                      "raw_json", "template", "pattern", "query"])
+    if way in _DEEP_OPTIONS:
+        return "module", _DEEP_OPTIONS[way].replace("OPEN", "(" * depth).replace("CLOSE", ")" * depth)
+    if way == "raw_json":
+        return rng.choice(["module", "fewshot"]), "[" * depth + "1" + "]" * rng.choice([0, depth])
+    if way == "if":
+        body = "".join("  " * i + "if #1 == 1 {\n" for i in range(depth)) + "QS: [h] x\n" + "}\n" * depth
+        return "module", head + "program p(q) {\n  QS: [h] #q\n" + body + "}\nmain p\n"
+    if way == "list":
+        return "module", head + "handler r = regex(pattern=\"a\", default=" + "[" * depth + "1" + "]" * depth + ")\n"
+    condition = {"not": "not " * depth + "#1 == 1", "paren": "(" * depth + "#1 == 1" + ")" * depth,
+                 "compare": "(" * depth + "#1" + " == 1)" * depth,
+                 "andor": "(#1 == 1 and " * depth + "ok(#1)" + ")" * depth}.get(way)
+    if condition is not None:
+        return "module", head + "program p(q) {\n  QS: [h] #q\n  if " + condition + " {\n    QS: [h] y\n  }\n}\n"
+    if way == "plan":
+        order = "(Step 1 AND " * depth + "Step 2" + ")" * depth
+        return "plan", f"Step 1: a\nStep 2: b\nExecution Order: {order}\n"
+    value = "[" * depth + "1" + "]" * depth
+    if way == "json":
+        return "fewshot", f"QC: q\nQS: [h] x\nA: {value}\nQS: [EOQ]\n\nQ: a\nA: {value}\n"
+    if way == "meta":
+        return "fewshot", f"# METADATA: {{\"a\": {value}}}\nQ: a\nA: b\n"
+    return "module", head.replace('text="Q: x\\nA: y"', f'text="Q: x\\nA: {value}"') + "program p(q) {\n  QS: [h] #q\n}\n"
+
+
+#: options whose values other libraries parse (Jinja, regular expressions) and a step's query
+_DEEP_OPTIONS = {
+    "template": 'handler h = prompt(text="{{ OPEN1CLOSE }}")\nhandler x = executor(environment="e", text="{{ OPEN1CLOSE }}")\n',
+    "pattern": 'handler r = regex(pattern="OPENaCLOSE")\nhandler p = prompt(text="Q: a", answer_regex="OPENaCLOSE")\n',
+    "query": 'handler c = calculator()\nprogram p(q) {\n  QS: [c] OPEN1CLOSE\n}\nmain p\n',
+}
+
+
+def wide(rng: random.Random) -> tuple[str, str]:
+    """Many steps, examples, handlers or errors in one text (linear work expected)."""
+    n = rng.choice([100, 1000, 3000])
+    way = rng.choice(["steps", "examples", "handlers", "errors", "refs"])
+    if way == "steps":
+        return "module", "handler h = calculator()\nprogram p(q) {\n" + "  QS: [h] #1\n" * n + "}\n"
+    if way == "examples":
+        return "fewshot", "Q: a\nA: b\n\n" * n
+    if way == "handlers":
+        return "module", "".join(f'handler h{i} = prompt(text="Q: {i}\\nA: b")\n' for i in range(min(n, 1000)))
+    if way == "errors":
+        return "module", "handler h = prompt(\n" * n
+    return "module", "program p(q) {\n" + "  QS: [nope] #99 #q2\n" * n + "}\n"
+
+
+def too_long(rng: random.Random, text: str) -> str:
+    """A text just or far over the size limit (which must be refused at once)."""
+    try:
+        from decomp.dsl.limits import MAX_SOURCE_CHARS as size
+    except ImportError:  # a version of the package before the limit: 1 MB
+        size = 1_000_000
+    text = text or "x\n"
+    return (text * (size // len(text) + 2))[:size + rng.choice([1, 1000, 200_000])]
+
+
+def file_name(rng: random.Random, kind: str) -> str:
+    suffix = {"module": ".decomp", "fewshot": ".txt"}.get(kind, rng.choice([".decomp", ".txt"]))
+    stem = rng.choice(["prog", "prog", "prog", "a b", "é", "x\udcff", "\udcfe\udcfd", "q\udc80", "\ud800", "nul\x00"])
+    return stem + suffix
+
+
+# ---------------------------------------------------------------- entry points
+class Hang(BaseException):
+    """Raised by the wall-clock alarm inside an input that runs far too long."""
+
+
+def run_input(kind: str, data: str | bytes, name: str, folder: Path) -> None:
+    """Everything `kind` goes through; raises whatever escapes (DecompError is fine)."""
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    text = data if isinstance(data, str) else data.decode("utf-8", "surrogateescape")
+    path = folder / name
+    try:
+        path.write_bytes(raw)
+    except ValueError:  # a name no file can have (a NUL, a lone surrogate): refused, cleanly
+        check_json(path)
+        return
+    try:
+        if kind in ("module", "fewshot"):
+            check_json(path)
+            load_text(folder / ("text" + path.suffix), text)
+        if kind in ("fewshot", "plan", "step"):
+            text_entry_points(kind, text)
+    finally:
+        path.unlink()
+
+
+def _clean(call, *args):
+    """`call(*args)`, a `DecompError` formatted as the CLI prints it (a crash if that fails)."""
+    from decomp.dsl.errors import DecompError
+
+    try:
+        return call(*args)
+    except DecompError as err:
+        err.format()
+        str(err)
+        return None
+
+
+def check_json(path: Path) -> None:
+    """What `decomp check --json PATH` computes and prints, without a process."""
+    from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
+    from decomp.dsl.values import storable_json
+    from decomp.runtime.engine.checking import check_file, looks_like
+    from decomp.runtime.views.describe import describe
+
+    try:
+        checked = check_file(path)
+    except DecompError as err:
+        err.format()
+        if isinstance(err, (DecompSyntaxError, Diagnostics)) and path.suffix == ".decomp":
+            looks_like(path)
+        return
+    result = describe(checked.fewshot) if checked.fewshot is not None else describe(checked.module.module,
+                                                                                   checked.warnings)
+    if checked.module is not None:
+        result["python_functions"] = checked.python_functions
+    for warning in checked.warnings:
+        warning.format()
+    storable_json(result, indent=2)
+
+
+def load_text(path: Path, text: str) -> None:
+    """The loader on a text (never on disk: lone surrogates reach the parser), then its JSON."""
+    from decomp.dsl.checker import module_warnings
+    from decomp.dsl.values import storable_json
+    from decomp.runtime.engine.session import Session
+    from decomp.runtime.views.describe import describe
+
+    loaded = _clean(Session().load, path, text) if path.suffix == ".decomp" else None
+    if loaded is not None:
+        storable_json(describe(loaded.module, module_warnings(loaded.module)), indent=2)
+    fewshot = _clean(_fewshot, text, str(path))
+    if fewshot is not None:
+        storable_json(describe(fewshot), indent=2)
+
+
+def _fewshot(text: str, path: str):
+    from decomp.dsl.checker import check_fewshot
+    from decomp.dsl.parser import parse_fewshot
+
+    fewshot = parse_fewshot(text, path)
+    check_fewshot(fewshot, ["h", "split"])
+    return fewshot
+
+
+def text_entry_points(kind: str, text: str) -> None:
+    from decomp.dsl.parser import parse_plan, parse_step_line
+    from decomp.dsl.plans import order_text, read_plan
+
+    if kind == "plan":
+        plan = _clean(parse_plan, text)
+        if plan is not None:
+            order_text(plan.execution_order())
+        read = _clean(read_plan, text)
+        if read is not None:
+            order_text(read[0].execution_order())
+    lines = text.splitlines() if kind != "step" else [text]
+    for line in lines[:8]:
+        step = _clean(parse_step_line, line)
+        if step is not None:
+            step.text
+
+
+# ---------------------------------------------------------------- running
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def run_range(args: tuple[int, int, int, float, str | None]) -> dict:
+    """Inputs [start, stop) in this process: counts, slowest time, and what went wrong."""
+    start, stop, seed, limit, save = args
+    seeds = load_seeds()
+    found = {"inputs": 0, "crashes": [], "hangs": [], "slowest_s": 0.0}
+    signal.signal(signal.SIGALRM, _alarm)
+    with tempfile.TemporaryDirectory(prefix="decomp-fuzz-") as folder:
+        for index in range(start, stop):
+            kind, data, name = make_input(index, seed, seeds)
+            cpu = time.process_time()
+            signal.setitimer(signal.ITIMER_REAL, WALL_LIMIT)
+            problem = None
+            try:
+                run_input(kind, data, name, Path(folder))
+            except Hang:
+                problem = "hangs", "interrupted after 30 s"
+            except Exception as err:  # the point: anything that is not a DecompError
+                problem = "crashes", _describe_crash(err)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            spent = time.process_time() - cpu
+            found["inputs"] += 1
+            found["slowest_s"] = max(found["slowest_s"], spent)
+            if problem is None and spent > limit:
+                problem = "hangs", f"{spent:.2f} s of CPU"
+            if problem is not None:
+                found[problem[0]].append({"index": index, "kind": kind, "name": name, "what": problem[1]})
+                _save(save, index, kind, data)
+    return found
+
+
+def _describe_crash(err: BaseException) -> str:
+    frame = traceback.extract_tb(err.__traceback__)[-1]
+    return f"{type(err).__name__}: {str(err)[:160]} ({Path(frame.filename).name}:{frame.lineno})"
+
+
+def _save(folder: str | None, index: int, kind: str, data: str | bytes) -> None:
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        (Path(folder) / f"{index}-{kind}.bin").write_bytes(raw)
+
+
+def fuzz(inputs: int, seed: int = 0, workers: int = 1, limit: float = 2.0, save: str | None = None) -> dict:
+    """Run `inputs` inputs over `workers` processes; the totals and every crash and hang."""
+    chunk = 250
+    tasks = [(i, min(inputs, i + chunk), seed, limit, save) for i in range(0, inputs, chunk)]
+    totals = {"inputs": 0, "crashes": [], "hangs": [], "slowest_s": 0.0}
+    if workers > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            results = list(pool.imap_unordered(run_range, tasks))
+    else:
+        results = [run_range(task) for task in tasks]
+    for found in results:
+        totals["inputs"] += found["inputs"]
+        totals["crashes"] += found["crashes"]
+        totals["hangs"] += found["hangs"]
+        totals["slowest_s"] = max(totals["slowest_s"], found["slowest_s"])
+    return totals
+
+
+def replay(index: int, seed: int) -> None:
+    """Run one input in the foreground and show its traceback, if any."""
+    kind, data, name = make_input(index, seed, load_seeds())
+    print(f"input {index}: {kind}, {name!r}, {len(data)} {'bytes' if isinstance(data, bytes) else 'chars'}",
+          file=sys.stderr)
+    print(repr(data[:2000]), file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="decomp-fuzz-") as folder:
+        start = time.process_time()
+        try:
+            run_input(kind, data, name, Path(folder))
+        except Exception:
+            traceback.print_exc()
+        print(f"{time.process_time() - start:.3f} s of CPU", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--inputs", type=int, default=100_000, help="how many inputs (100,000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (one per CPU)")
+    p.add_argument("--limit", type=float, default=2.0, help="CPU seconds an input may take (2)")
+    p.add_argument("--save", metavar="DIR", help="write each crashing or hanging input to DIR")
+    p.add_argument("--replay", type=int, metavar="INDEX", help="run input INDEX alone, with its traceback")
+    args = p.parse_args(argv)
+    if args.replay is not None:
+        replay(args.replay, args.seed)
+        return None
+    started = time.perf_counter()
+    totals = fuzz(args.inputs, args.seed, max(1, args.workers), args.limit, args.save)
+    for problem in totals["crashes"] + totals["hangs"]:
+        print(json.dumps(problem, ensure_ascii=True), file=sys.stderr)
+    record = {"benchmark": "fuzz", "inputs": totals["inputs"], "crashes": len(totals["crashes"]),
+              "hangs": len(totals["hangs"]), "seconds": round(time.perf_counter() - started, 1),
+              "slowest_s": round(totals["slowest_s"], 3), "seed": args.seed, "workers": max(1, args.workers)}
+    print(json.dumps(record), flush=True)
+    return record
+
+
+if __name__ == "__main__":
+    main()

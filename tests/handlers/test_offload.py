@@ -1,0 +1,208 @@
+"""Bounded synchronous work (decomp.handlers.offload, Handler.offload / time_limit): blocking
+handler code runs in a worker thread under a time limit, so the event loop (every other row)
+goes on; an overrun is a clear error; a handler that leaves too many calls running is refused;
+async functions are bounded too; the limit comes from the handler, the run or the default."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from decomp.dsl.errors import HandlerError
+from decomp.handlers import offload
+from decomp.handlers.base import LoadContext
+from decomp.handlers.offload import (DEFAULT_TIMEOUT, MAX_OVERRUNS, TimeLimitError, bounded, bounded_await, overruns,
+                                     run_timeout, timeout_scope)
+from decomp.handlers.python import PythonHandler
+from decomp.handlers.regex import RegexHandler
+
+
+class Owner:
+    """Stands for a handler: what overruns are counted against."""
+
+
+async def ticking(work, period=0.01):
+    """Run `work` while a ticker counts how often the event loop got to run it."""
+    ticks = 0
+    done = asyncio.Event()
+
+    async def tick():
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(period)
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        return await work, ticks
+    finally:
+        done.set()
+        await ticker
+
+
+def test_the_work_runs_in_a_worker_thread_with_the_callers_context():
+    seen = []
+
+    def work(x):
+        seen.append((threading.current_thread() is threading.main_thread(), run_timeout()))
+        return x * 2
+
+    async def main():
+        with timeout_scope(3.0):
+            return await bounded(work, 21, limit=5, owner=Owner(), what="the work")
+
+    assert asyncio.run(main()) == 42
+    assert seen == [(False, 3.0)]  # not the loop's thread; the run's limit visible there
+
+
+def test_what_the_work_raises_reaches_the_caller():
+    def work():
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        asyncio.run(bounded(work, limit=5, owner=Owner(), what="the work"))
+
+
+def test_a_blocking_call_leaves_the_loop_free_and_overruns_with_a_clear_error():
+    release = threading.Event()
+
+    def stuck():
+        release.wait(30)  # a blocking call that will not end by itself in time
+
+    async def main():
+        return await ticking(bounded(stuck, limit=0.5, owner=Owner(), what="function helpers:stuck"))
+
+    try:
+        with pytest.raises(TimeLimitError) as info:
+            asyncio.run(main())
+    finally:
+        release.set()
+    message = str(info.value)
+    assert "function helpers:stuck ran longer than its time limit of 0.5 s" in message
+    assert "timeout=SECONDS" in message and "--handler-timeout SECONDS" in message
+    assert isinstance(info.value, HandlerError)
+
+
+def test_the_loop_keeps_running_other_work_during_a_blocking_call():
+    def slow():
+        time.sleep(0.6)  # blocks its thread, not the loop
+        return "done"
+
+    answer, ticks = asyncio.run(ticking(bounded(slow, limit=10, owner=Owner(), what="slow")))
+    assert answer == "done"
+    assert ticks >= 5  # the loop ran the ticker meanwhile (a blocked loop gives 1)
+
+
+def test_a_handler_with_too_many_overruns_still_running_is_refused_at_once():
+    owner, release = Owner(), threading.Event()
+    started = []
+
+    def stuck():
+        started.append(1)
+        release.wait(30)
+
+    async def main():
+        for _ in range(MAX_OVERRUNS):
+            with pytest.raises(TimeLimitError, match="ran longer than its time limit"):
+                await bounded(stuck, limit=0.05, owner=owner, what="the work")
+        assert overruns(owner) == MAX_OVERRUNS
+        begun = time.monotonic()
+        with pytest.raises(TimeLimitError) as info:
+            await bounded(stuck, limit=10, owner=owner, what="the work")
+        return info.value, time.monotonic() - begun
+
+    try:
+        error, waited = asyncio.run(main())
+    finally:
+        release.set()
+    assert len(started) == MAX_OVERRUNS  # the refused call never started
+    assert f"{MAX_OVERRUNS} earlier calls of this handler ran past their time limit" in str(error)
+    assert "still running" in str(error) and waited < 5
+    deadline = time.monotonic() + 10
+    while overruns(owner) and time.monotonic() < deadline:  # released: the threads end, the count drops
+        time.sleep(0.01)
+    assert overruns(owner) == 0
+
+
+def test_another_handler_is_not_refused_for_one_handlers_overruns():
+    stuck_owner, release = Owner(), threading.Event()
+
+    async def main():
+        for _ in range(MAX_OVERRUNS):
+            with pytest.raises(TimeLimitError):
+                await bounded(release.wait, 30, limit=0.05, owner=stuck_owner, what="stuck")
+        return await bounded(lambda: "fine", limit=5, owner=Owner(), what="other")
+
+    try:
+        assert asyncio.run(main()) == "fine"
+    finally:
+        release.set()
+
+
+def test_async_work_is_bounded_too():
+    async def forever():
+        await asyncio.sleep(30)
+
+    with pytest.raises(TimeLimitError, match="the coroutine ran longer than its time limit of 0.2 s"):
+        asyncio.run(bounded_await(forever(), limit=0.2, what="the coroutine"))
+
+
+def test_an_async_functions_own_timeout_error_is_not_taken_for_an_overrun():
+    async def own():
+        raise TimeoutError("the service timed out")
+
+    with pytest.raises(TimeoutError, match="the service timed out") as info:
+        asyncio.run(bounded_await(own(), limit=5, what="x"))
+    assert not isinstance(info.value, TimeLimitError)
+
+
+def test_the_limit_is_the_handlers_option_else_the_runs_else_the_default():
+    ctx = LoadContext(Path("."))
+    plain = PythonHandler("p", PythonHandler.Options(function="capwords"), None, ctx)
+    own = PythonHandler("p", PythonHandler.Options(function="capwords", timeout=2.5), None, ctx)
+    assert plain.time_limit() == DEFAULT_TIMEOUT == 10.0
+    with timeout_scope(30):
+        assert plain.time_limit() == 30 and own.time_limit() == 2.5
+    # a kind's tighter default (a regex search) holds unless the run's is tighter still
+    rx = RegexHandler("r", RegexHandler.Options(pattern="a"), None, ctx)
+    assert rx.time_limit() == 1.0
+    with timeout_scope(0.3):
+        assert rx.time_limit() == 0.3
+    with pytest.raises(ValueError, match="> 0"):
+        with timeout_scope(0):
+            pass
+
+
+def test_a_timeout_option_must_be_positive():
+    ctx = LoadContext(Path("."))
+    bad = PythonHandler("p", PythonHandler.Options(function="capwords", timeout=0.0), None, ctx)
+    assert [e.message for e in bad.check()] == ["timeout must be > 0 seconds, got 0.0"]
+
+
+def test_worker_threads_are_daemons():
+    names = []
+
+    def work():
+        names.append(threading.current_thread().daemon)
+
+    asyncio.run(bounded(work, limit=5, owner=Owner(), what="x"))
+    assert names == [True]  # a call left running never keeps the process from exiting
+
+
+def test_calls_beyond_the_workers_wait_for_a_free_one_without_losing_time(monkeypatch):
+    monkeypatch.setattr(offload, "MAX_WORKERS", 2)
+    offload._SLOTS.clear()
+
+    def work(i):
+        time.sleep(0.3)
+        return i
+
+    async def main():
+        owner = Owner()
+        return await asyncio.gather(*(bounded(work, i, limit=0.5, owner=owner, what="w") for i in range(6)))
+
+    # six calls of 0.3 s, two at a time: 0.9 s in all, but each within its 0.5 s limit
+    assert asyncio.run(main()) == list(range(6))

@@ -1,0 +1,162 @@
+"""`decomp run --shard I/N` and `decomp merge`: four shards run as four processes against one mock
+server merge into a run directory equal to a single run's (results, traces, summary); a missing
+shard is finished by `--resume` on the merged run; shards of different runs are refused."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchmarks.letter_cat_oracle import make_rows, respond
+from decomp.runtime.cli import main
+from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.runs.shards import Shard, merge_runs
+from decomp.runtime.testing.mock_server import MockOpenAIServer
+from test_resume import MODEL_ENV, assert_same_as
+
+REPO = Path(__file__).resolve().parents[3]
+ROWS = 18  # not a multiple of 4: the shards differ in size
+
+
+@pytest.fixture(scope="module")
+def server():
+    with MockOpenAIServer(responder=respond) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "letters.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in make_rows(ROWS, seed=11)))
+    return path
+
+
+def run_args(dataset: Path, run_dir: Path, server, *more: str) -> list[str]:
+    return ["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(run_dir),
+            "--model", "openai:mock", "--base-url", server.base_url, "--concurrency", "4", "--cache", "off", *more]
+
+
+def invoke(args: list[str]):
+    return CliRunner().invoke(main, args, env=MODEL_ENV)
+
+
+@pytest.fixture(scope="module")
+def whole(server, dataset, tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("whole") / "run"
+    result = invoke(run_args(dataset, run_dir, server))
+    assert result.exit_code == 0, result.output
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def shards(server, dataset, tmp_path_factory) -> list[Path]:
+    """The four shards, each run by its own `decomp` process, all at once."""
+    root = tmp_path_factory.mktemp("shards")
+    env = {**os.environ, **MODEL_ENV}
+    procs = [subprocess.Popen([sys.executable, "-m", "decomp.runtime.cli", *run_args(dataset, root / f"part{i}", server,
+                                                                          "--shard", f"{i}/4")],
+                              env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        assert json.loads(out)["rows"] in (4, 5)
+    return [root / f"part{i}" for i in range(4)]
+
+
+def test_each_shard_runs_every_fourth_row(shards):
+    for i, part in enumerate(shards):
+        run = RunDir.open(part)
+        assert sorted(run.done) == [k for k in range(ROWS) if k % 4 == i]
+        assert run.manifest["options"]["shard"] == f"{i}/4"
+
+
+def test_merged_shards_equal_a_single_run(shards, whole, tmp_path):
+    out = tmp_path / "merged"
+    result = invoke(["merge", *map(str, reversed(shards)), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert printed["rows"] == ROWS and printed["failed"] == 0 and printed["score"] == 1.0
+    assert_same_as(out, whole, ROWS, n_sessions=4)
+    lines = [json.loads(line)["index"] for line in (out / "results.jsonl").read_text().splitlines()]
+    assert lines == list(range(ROWS))  # in input order
+    manifest = json.loads((out / "run.json").read_text())
+    assert "shard" not in manifest["options"] and manifest["merged"]["missing"] == []
+    assert sorted(s["shard"] for s in manifest["sessions"]) == ["0/4", "1/4", "2/4", "3/4"]
+    assert sorted((out / "program").rglob("*.decomp")) and (out / "traces.sqlite").is_file()
+
+
+def test_a_missing_shard_is_run_by_resuming_the_merged_run(shards, whole, server, dataset, tmp_path):
+    out = tmp_path / "merged"
+    assert invoke(["merge", str(shards[0]), str(shards[2]), str(shards[3]), "--out", str(out)]).exit_code == 0
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["merged"]["missing"] == ["1/4"]
+    assert len(RunDir.open(out).done) == ROWS - len(range(1, ROWS, 4))
+    result = invoke(run_args(dataset, out, server, "--resume"))
+    assert result.exit_code == 0, result.output
+    assert_same_as(out, whole, ROWS, n_sessions=4)
+
+
+def test_a_shard_resumes_as_itself_only(shards, server, dataset):
+    result = invoke(run_args(dataset, shards[1], server, "--resume", "--shard", "2/4"))
+    assert result.exit_code == 1 and "--shard 1/4" in result.stderr, result.output
+    again = invoke(run_args(dataset, shards[1], server, "--resume", "--shard", "1/4"))
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["rows"] == len(range(1, ROWS, 4))
+
+
+def test_merge_refuses_what_is_not_one_split(shards, whole, tmp_path, server, dataset):
+    with pytest.raises(RunDirError, match="whole run, not a shard"):
+        merge_runs([shards[0], whole], tmp_path / "a")
+    with pytest.raises(RunDirError, match="given twice"):
+        merge_runs([shards[0], shards[0]], tmp_path / "b")
+    copy = tmp_path / "copy"
+    shutil.copytree(shards[0], copy)
+    with pytest.raises(RunDirError, match="both shard 0/4"):
+        merge_runs([shards[0], copy], tmp_path / "b")
+    other = tmp_path / "other"
+    assert invoke(run_args(dataset, other, server, "--shard", "1/3")).exit_code == 0
+    with pytest.raises(RunDirError, match="different splits"):
+        merge_runs([shards[0], other], tmp_path / "c")
+    with pytest.raises(RunDirError, match="one of the shards"):
+        merge_runs(shards, shards[0])
+    foreign = tmp_path / "foreign"
+    assert invoke(run_args(dataset, foreign, server, "--shard", "1/4", "--field", "x=1")).exit_code == 0
+    with pytest.raises(RunDirError, match="--fields differs"):
+        merge_runs([shards[0], foreign], tmp_path / "d")
+    result = invoke(["merge", str(shards[0]), str(whole), "--out", str(tmp_path / "e")])
+    assert result.exit_code == 1 and "not a shard" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("text, index, count", [("0/1", 0, 1), ("3/4", 3, 4), (" 1 / 2 ", 1, 2)])
+def test_shard_parses(text, index, count):
+    assert Shard.parse(text) == Shard(index, count)
+
+
+@pytest.mark.parametrize("text", ["4/4", "1", "-1/4", "a/b", "0/0", "1/4/2", ""])
+def test_a_bad_shard_says_what_is_expected(text):
+    with pytest.raises(ValueError, match="--shard"):
+        Shard.parse(text)
+
+
+def test_shards_cover_every_row_once():
+    split = [Shard(i, 3) for i in range(3)]
+    assert all(sum(s.takes(k) for s in split) == 1 for k in range(100))
+
+
+def test_a_shard_being_written_is_not_merged(shards, tmp_path):
+    from decomp.runtime.runs.rundir import _release, _writer_lock
+
+    lock = _writer_lock(shards[2])
+    try:
+        with pytest.raises(RunDirError, match="being written"):
+            merge_runs(shards, tmp_path / "m")
+    finally:
+        _release(lock)
+    assert not (tmp_path / "m").exists()
