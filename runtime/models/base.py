@@ -8,6 +8,7 @@ ones (unknown model, bad key, context too long); both are `Failure`s of the one 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -15,7 +16,18 @@ from decomp.dsl.errors import ModelError, TransientModelError
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
 
 __all__ = ["CURRENT_SLOT", "Completion", "Model", "ModelError", "ModelSettings", "Request", "Score", "Slot",
-           "TransientModelError"]
+           "TransientModelError", "sendable"]
+
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def sendable(text: str) -> str:
+    """`text` as it can leave the process for a model: each lone surrogate (text no encoding can
+    write, such as "\\ud800" from a data row or a model reply) replaced by U+FFFD, as a UTF-8
+    decoder replaces bytes it cannot read. One character for one, so offsets into the text hold
+    (`score` counts the continuation's tokens by offset); text without one is returned as is."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
 
 @dataclass(frozen=True, slots=True)

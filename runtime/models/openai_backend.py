@@ -32,6 +32,7 @@ from decomp.runtime.models.base import (
     Request,
     Score,
     TransientModelError,
+    sendable,
 )
 from decomp.runtime.models.openai_transport import (
     TRANSPORTS,
@@ -98,11 +99,11 @@ class OpenAIModel(Model):
     async def complete(self, request: Request) -> Completion:
         kwargs = self._sampling(request)
         if self.api == "chat":
-            kwargs["messages"] = [{"role": "user", "content": request.prompt}]
+            kwargs["messages"] = [{"role": "user", "content": sendable(request.prompt)}]
             # api.openai.com's newer models take only max_completion_tokens; compatible servers know max_tokens
             kwargs["max_completion_tokens" if self.base_url is None else "max_tokens"] = request.max_tokens
         else:
-            kwargs.update(prompt=request.prompt, max_tokens=request.max_tokens)
+            kwargs.update(prompt=sendable(request.prompt), max_tokens=request.max_tokens)
         data = await self._call(self.api, kwargs)
         choices = sorted(data["choices"], key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
         texts = tuple(self._text(choice) for choice in choices)
@@ -111,7 +112,7 @@ class OpenAIModel(Model):
 
     async def score(self, prompt: str, continuation: str) -> Score:
         """Sum of the logprobs of the continuation's tokens, from an echoed completions call."""
-        text = prompt + continuation
+        text = sendable(prompt + continuation)
         kwargs = {"model": self.model, "prompt": text, "echo": True, "logprobs": 1,
                   "max_tokens": self._score_max_tokens}
         try:
