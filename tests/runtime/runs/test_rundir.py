@@ -229,3 +229,23 @@ def test_a_second_writer_of_a_run_directory_is_refused_while_the_first_holds_it(
         holder.communicate("\n", timeout=10)
     RunDir.resume(tmp_path / "run", manifest).close()
     RunDir.create(tmp_path / "run", manifest, force=True).close()
+
+
+def test_row_indices_are_a_bitmap_set():
+    from decomp.runtime.runs.rundir import RowIndices
+
+    rows = RowIndices()
+    for index in (5, 0, 9, 5, 1000):
+        rows.add(index)
+    assert len(rows) == 4 and list(rows) == [0, 5, 9, 1000]
+    assert 9 in rows and 8 not in rows and 10**9 not in rows and -1 not in rows and "5" not in rows
+    with pytest.raises(ValueError):
+        rows.add(-1)
+
+
+@pytest.mark.parametrize("index", ["-1", "true", "2147483648", "1.5"])
+def test_a_results_line_with_an_impossible_index_is_corrupt(tmp_path, data, index):
+    run_cli("--input", data, "--run-dir", tmp_path / "run")
+    (tmp_path / "run" / "results.jsonl").write_text('{"index": %s, "id": "a", "answer": "x"}\n' % index)
+    with pytest.raises(RunDirError, match="not a results line"):
+        RunDir.open(tmp_path / "run")
