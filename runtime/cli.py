@@ -484,18 +484,23 @@ def merge(runs: tuple[Path, ...], out: Path, force: bool) -> None:
 
     The merged run's results (in input order), traces and summary are those of one unsharded
     run; its summary is printed as one JSON line. Shards of different programs, inputs, models,
-    fields or splits are refused. A missing or unfinished shard is listed in run.json's
-    `merged` and its rows are run by `decomp run ... --resume --run-dir OUT`.
+    fields, per-row budgets or splits are refused, as is a shard still being written; the shards
+    may be read-only. A missing or unfinished shard is listed in run.json's `merged` and its
+    rows are run by `decomp run ... --resume --run-dir OUT`. A merge that fails leaves OUT as it
+    was; --force replaces a run there only once the merged one is complete.
     """
     try:
         merged = merge_runs(runs, out, force=force)
         summary = RunDir.open(merged.path).summary()
     except (DecompError, OSError) as err:
         _fail(err)
-    missing = merged.manifest["merged"]["missing"]
+    missing, unfinished = merged.manifest["merged"]["missing"], merged.manifest["merged"]["unfinished"]
     if missing:
         click.echo(f"note: no rows of shard {', '.join(missing)}: `decomp run ... --resume --run-dir {out}` "
                    "runs them", err=True)
+    if unfinished:
+        click.echo(f"note: shard {', '.join(unfinished)} did not finish: `decomp run ... --resume --run-dir {out}` "
+                   "runs the rows it lacks", err=True)
     click.echo(json.dumps({**summary, "run_dir": str(out)}))
 
 

@@ -384,10 +384,13 @@ class RunDir:
         data = file.read_bytes()
         good = data.rfind(b"\n") + 1  # bytes of complete lines: what follows was cut off mid-write
         for line in read_lines(data[:good], objects=True, blank=True):
-            if line.error or not _row_index(line.value.get("index")):
+            try:
+                if line.error or not _row_index(line.value.get("index")):
+                    raise ValueError(line.error)
+                self._count(line.value, keep)
+            except (TypeError, ValueError, AttributeError, KeyError):  # a field of the wrong type: no results line
                 raise RunDirError(f"{file}:{line.number}: not a results line (corrupt file); fix or delete that "
-                                  "line, or start over with --force")
-            self._count(line.value, keep)
+                                  "line, or start over with --force") from None
         if good < len(data):
             self.notes.append(f"{file}: the last line was cut off mid-write; that row runs again")
             if repair:
@@ -672,6 +675,32 @@ def _writer_lock(path: Path) -> Any:
         handle.close()
         raise RunDirError(f"{path} is being written by another decomp run: wait for it to end, "
                           "or use another --run-dir") from None
+    return handle
+
+
+def reading_lock(path: Path) -> Any:
+    """Hold off writers of the run directory `path` while it is read whole (`decomp merge`):
+    its writer lock where the folder can be written; else a shared lock on its run.lock, opened
+    for reading (none there: no run ever wrote this folder as it is now). A `RunDirError` when
+    a run is writing it."""
+    if writable_problem(path) is None:
+        return _writer_lock(path)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        return None
+    try:
+        fd = os.open(path / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise RunDirError(f"cannot open {path / LOCK}: {_why(err)}") from None
+    handle = os.fdopen(fd, "rb")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise RunDirError(f"{path} is being written by another decomp run: wait for it to end") from None
     return handle
 
 

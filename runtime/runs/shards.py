@@ -21,15 +21,21 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from decomp.runtime.runs.rundir import (MANIFEST, PROGRAM, SUMMARY, RunDir, RunDirError, _release, _write_json,
-                                        _writer_lock)
+from decomp.dsl.errors import DecompError
+from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.runs.rundir import (LOCK, MANIFEST, PROGRAM, SUMMARY, RunDir, RunDirError, _clear, _release,
+                                        _write_json, _writer_lock, reading_lock, sha256_file)
 
-#: Options that must agree between the shards of one run (beyond program, main, input and metric).
-AGREEING_OPTIONS = ("model", "fields", "base_url")
+#: Options that must agree between the shards of one run (beyond program, main, input and metric):
+#: what decides a row's answer. Run-wide budgets, concurrency and rate limits are per process.
+AGREEING_OPTIONS = ("model", "fields", "base_url", "max_row_calls", "max_row_tokens", "max_depth", "max_steps",
+                    "max_row_handler_calls", "handler_timeout")
 
 
 @dataclass(frozen=True)
@@ -60,9 +66,13 @@ class Shard:
 
 
 def shard_of(manifest: dict) -> Shard | None:
-    """The shard a run's manifest records, or None for a whole run."""
+    """The shard a run's manifest records, or None for a whole run (a `RunDirError` for a
+    damaged record)."""
     text = (manifest.get("options") or {}).get("shard")
-    return Shard.parse(text) if text else None
+    try:
+        return Shard.parse(text) if text else None
+    except ValueError:
+        raise RunDirError(f"run.json records the shard {text!r}, which is not I/N: a damaged run.json") from None
 
 
 def merge_runs(paths: Sequence[str | Path], out: str | Path, force: bool = False) -> RunDir:
@@ -78,8 +88,10 @@ def merge_runs(paths: Sequence[str | Path], out: str | Path, force: bool = False
         if path.resolve() in seen:
             raise RunDirError(f"{path} is given twice")
         seen.add(path.resolve())
-    locks = [_writer_lock(p) if (p / MANIFEST).is_file() else None for p in paths]  # nobody writes them meanwhile
+    locks: list = []
     try:
+        for path in paths:  # nobody writes them meanwhile
+            locks.append(reading_lock(path) if (path / MANIFEST).is_file() else None)
         runs = [RunDir.open(p) for p in paths]
         shards = _check_shards(runs)
         return _write_merged(runs, shards, Path(out), force)
@@ -128,14 +140,59 @@ def _json(value) -> str:
 
 
 def _write_merged(runs: list[RunDir], shards: list[Shard], out: Path, force: bool) -> RunDir:
+    """Write the merged run into a folder beside `out`, then move it into place: a merge that
+    fails partway leaves `out` as it was (with --force too) and no half-written run."""
     if out.resolve() in {r.path.resolve() for r in runs}:
         raise RunDirError(f"{out} is one of the shards: merge into a new run directory")
+    lock = _claim_out(out, force)
+    staging = out.parent / f".{out.name}.merging-{os.getpid()}"
+    try:
+        if staging.exists():
+            shutil.rmtree(staging)
+        merged = _merge_into(runs, shards, staging)
+        if out.is_dir():
+            _clear(out)
+            for child in staging.iterdir():
+                if child.name != LOCK:
+                    os.replace(child, out / child.name)
+            shutil.rmtree(staging)
+        else:
+            os.replace(staging, out)
+    except OSError as err:
+        raise RunDirError(f"cannot write the merged run to {out}: {err.strerror or err}") from None
+    finally:
+        _release(lock)
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+        for run in runs:
+            run.close()
+    merged.path = out
+    return merged
+
+
+def _claim_out(out: Path, force: bool):
+    """Check that `out` may receive the merged run (missing, empty, or a run and --force), and
+    lock a run there against writers until it is replaced."""
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"{out} is a file, not a run directory")
+    if not out.is_dir() or not any(p.name not in (MANIFEST + ".tmp", LOCK) for p in out.iterdir()):
+        out.mkdir(parents=True, exist_ok=True)
+        return None
+    if not (out / MANIFEST).is_file():
+        raise RunDirError(f"{out} is not empty and holds no run: choose another --out "
+                          "(nothing there is deleted, not even with --force)")
+    if not force:
+        raise RunDirError(f"{out} already holds a run: pass --force to replace it, or another --out")
+    return _writer_lock(out)
+
+
+def _merge_into(runs: list[RunDir], shards: list[Shard], staging: Path) -> RunDir:
     manifest = _merged_manifest(runs, shards)
     first = runs[0]
     sources = {p.relative_to(first.path / PROGRAM).as_posix(): p
                for p in sorted((first.path / PROGRAM).rglob("*")) if p.is_file()}
     sessions = list(manifest["sessions"])
-    merged = RunDir.create(out, manifest, sources, force=force)
+    merged = RunDir.create(staging, manifest, sources)
     try:
         merged.manifest["sessions"] = sessions  # the shards' sessions, not one of merging
         merged._write_manifest()
@@ -144,11 +201,9 @@ def _write_merged(runs: list[RunDir], shards: list[Shard], out: Path, force: boo
             if tree is None:
                 raise RunDirError(f"{run.path}: row {index} has a results line but no trace (a damaged run)")
             merged.add(record, tree)
-        _write_json(out / SUMMARY, merged.summary())
+        _write_json(staging / SUMMARY, merged.summary())
     finally:
         merged.close()
-        for run in runs:
-            run.close()
     return merged
 
 
@@ -161,8 +216,23 @@ def _merged_manifest(runs: list[RunDir], shards: list[Shard]) -> dict:
     present = sorted(s.index for s in shards)
     count = shards[0].count
     manifest["merged"] = {"from": [str(r.path.resolve()) for r in runs], "shards": count,
-                          "missing": [f"{i}/{count}" for i in range(count) if i not in present]}
+                          "missing": [f"{i}/{count}" for i in range(count) if i not in present],
+                          "unfinished": [str(shard) for run, shard in sorted(zip(runs, shards), key=lambda p: p[1].index)
+                                         if _unfinished(run, shard)]}
     return manifest
+
+
+def _unfinished(run: RunDir, shard: Shard) -> bool:
+    """Whether shard run `run` lacks rows of its shard: counted in its input file when that is
+    still there as it was run, else whether its last session ended (a killed run's did not)."""
+    data = Path(run.manifest["input"]["path"])
+    try:
+        if data.is_file() and sha256_file(data) == run.manifest["input"]["sha256"]:
+            return len(run.indices) < sum(1 for row in read_rows(data) if shard.takes(row.index))
+    except (OSError, DecompError):
+        pass
+    sessions = run.manifest.get("sessions") or []
+    return not sessions or not sessions[-1].get("ended")
 
 
 def _rows_in_order(runs: Iterable[RunDir]) -> list[tuple[int, dict, RunDir]]:

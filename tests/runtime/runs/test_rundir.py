@@ -249,3 +249,12 @@ def test_a_results_line_with_an_impossible_index_is_corrupt(tmp_path, data, inde
     (tmp_path / "run" / "results.jsonl").write_text('{"index": %s, "id": "a", "answer": "x"}\n' % index)
     with pytest.raises(RunDirError, match="not a results line"):
         RunDir.open(tmp_path / "run")
+
+
+@pytest.mark.parametrize("line", ['{"index": 0, "score": null}', '{"index": 0, "usage": {"calls": "3"}}',
+                                  '{"index": 0, "environment": [1]}'])
+def test_a_results_line_with_fields_of_the_wrong_type_is_corrupt(tmp_path, data, line):
+    run_cli("--input", data, "--run-dir", tmp_path / "run")
+    (tmp_path / "run" / "results.jsonl").write_text(line + "\n")
+    with pytest.raises(RunDirError, match=r"results.jsonl:1: not a results line"):
+        RunDir.open(tmp_path / "run")

@@ -160,3 +160,71 @@ def test_a_shard_being_written_is_not_merged(shards, tmp_path):
     finally:
         _release(lock)
     assert not (tmp_path / "m").exists()
+
+
+def _copy(part: Path, to: Path) -> Path:
+    shutil.copytree(part, to)
+    return to
+
+
+def _snapshot(folder: Path) -> dict:
+    """Every file's bytes but run.lock's (an empty file a writer's lock leaves)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != "run.lock"}
+
+
+def test_a_merge_that_fails_leaves_out_as_it_was(shards, tmp_path):
+    """A shard with a results line but no trace: the merge fails before anything reaches --out,
+    with --force too, and leaves no folder of its own behind."""
+    out = tmp_path / "out"
+    assert invoke(["merge", *map(str, shards), "--out", str(out)]).exit_code == 0
+    before = _snapshot(out)
+    damaged = _copy(shards[1], tmp_path / "damaged")
+    import sqlite3
+    with sqlite3.connect(damaged / "traces.sqlite") as db:
+        db.execute("DELETE FROM traces WHERE idx = 5")
+    result = invoke(["merge", str(shards[0]), str(damaged), str(shards[2]), str(shards[3]), "--out", str(out), "--force"])
+    assert result.exit_code == 1 and "row 5 has a results line but no trace" in result.stderr, result.output
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged", "out"]
+
+
+def test_an_unfinished_shard_is_listed_and_named(shards, tmp_path):
+    cut = _copy(shards[1], tmp_path / "cut")
+    lines = (cut / "results.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (cut / "results.jsonl").write_text(lines[0], encoding="utf-8")
+    out = tmp_path / "out"
+    result = invoke(["merge", str(shards[0]), str(cut), str(shards[2]), str(shards[3]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    merged = json.loads((out / "run.json").read_text())["merged"]
+    assert merged["missing"] == [] and merged["unfinished"] == ["1/4"]
+    assert "shard 1/4 did not finish" in result.stderr
+    whole = invoke(["merge", *map(str, shards), "--out", str(tmp_path / "whole")])
+    assert json.loads((tmp_path / "whole" / "run.json").read_text())["merged"]["unfinished"] == []
+    assert "did not finish" not in whole.stderr
+
+
+def test_read_only_shards_are_merged(shards, tmp_path):
+    from test_read_only_run_dir import read_only
+
+    frozen = _copy(shards[0], tmp_path / "frozen")
+    with read_only(frozen):
+        result = invoke(["merge", str(frozen), *map(str, shards[1:]), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert len(RunDir.open(tmp_path / "out").done) == ROWS
+
+
+def test_shards_run_with_other_row_budgets_are_refused(shards, tmp_path, server, dataset):
+    other = tmp_path / "other"
+    assert invoke(run_args(dataset, other, server, "--shard", "1/4", "--max-row-calls", "50")).exit_code == 0
+    with pytest.raises(RunDirError, match="--max-row-calls differs"):
+        merge_runs([shards[0], other], tmp_path / "m")
+
+
+def test_a_damaged_shard_record_is_a_run_dir_error(shards, tmp_path):
+    bad = _copy(shards[1], tmp_path / "bad")
+    manifest = json.loads((bad / "run.json").read_text())
+    manifest["options"]["shard"] = "one of four"
+    (bad / "run.json").write_text(json.dumps(manifest))
+    result = invoke(["merge", str(shards[0]), str(bad), "--out", str(tmp_path / "m")])
+    assert result.exit_code == 1 and "not I/N: a damaged run.json" in result.stderr and "Traceback" not in result.output
