@@ -206,3 +206,204 @@ def test_calls_beyond_the_workers_wait_for_a_free_one_without_losing_time(monkey
 
     # six calls of 0.3 s, two at a time: 0.9 s in all, but each within its 0.5 s limit
     assert asyncio.run(main()) == list(range(6))
+
+
+# ---- what the function raises: only ordinary errors reach the loop
+def test_a_stop_iteration_reaches_the_caller_at_once_as_a_runtime_error():
+    def stop():
+        return next(iter([]))
+
+    async def stop_async():
+        raise StopAsyncIteration("done")
+
+    for fn, name in ((stop, "StopIteration"), (lambda: stop_async().send(None), "StopAsyncIteration")):
+        begun = time.monotonic()
+        with pytest.raises(RuntimeError, match=f"the call raised {name}") as info:
+            asyncio.run(bounded(fn, limit=2, owner=Owner(), what="f"))
+        assert time.monotonic() - begun < 1  # not a false overrun after the whole limit
+        assert type(info.value.__cause__).__name__ == name
+        assert not isinstance(info.value, TimeLimitError)
+
+
+def test_a_python_function_raising_stop_iteration_fails_its_row_with_what_it_raised():
+    from decomp.handlers.registry import Registry
+    from decomp.runtime.engine.session import Session
+
+    registry = Registry.with_builtins()
+    registry.add_function(lambda query: next(iter([])), "work")
+    session = Session(registry=registry)
+    module = session.load("x.decomp", text='handler f = python(function="work", timeout=2)\n'
+                                           'program p(question) {\n    QS: [f] #question\n}\nmain p\n')
+    begun = time.monotonic()
+    result = session.run(module, {"question": "q"})
+    assert time.monotonic() - begun < 1.5
+    assert "function work raised RuntimeError: the call raised StopIteration()" in result.error
+    assert "time limit" not in result.error
+
+
+class Stop(BaseException):
+    """Not an `Exception`: would end the whole run if it reached the event loop."""
+
+
+@pytest.mark.parametrize("error", [SystemExit(3), KeyboardInterrupt(), GeneratorExit(), Stop("halt"),
+                                   asyncio.CancelledError()], ids=lambda e: type(e).__name__)
+def test_a_base_exception_from_the_function_fails_its_own_call_only(error):
+    def bye():
+        raise error
+
+    async def other():
+        await asyncio.sleep(0.1)
+        return "other row done"
+
+    async def main():
+        return await asyncio.gather(bounded(bye, limit=2, owner=Owner(), what="f"), other(), return_exceptions=True)
+
+    failed, done = asyncio.run(main())  # before: SystemExit & co. left asyncio.run, ending the run
+    assert done == "other row done"
+    assert type(failed) is RuntimeError and failed.__cause__ is error
+    assert str(failed) == f"the call raised {error!r}"
+
+
+# ---- the bounds hold: slots are held until the thread returns
+def test_a_burst_of_calls_leaves_at_most_max_overruns_running_past_their_limit():
+    owner, release = Owner(), threading.Event()
+    started = []
+
+    def stuck():
+        started.append(1)
+        release.wait(30)
+
+    async def main():
+        return await asyncio.gather(*(bounded(stuck, limit=0.05, owner=owner, what="the work") for _ in range(10)),
+                                    return_exceptions=True)
+
+    begun = time.monotonic()
+    try:
+        errors = asyncio.run(main())
+        assert time.monotonic() - begun < 2
+        assert len(started) == MAX_OVERRUNS and overruns(owner) == MAX_OVERRUNS  # before: all 10 ran on
+    finally:
+        release.set()
+    assert all(isinstance(e, TimeLimitError) for e in errors)
+    overran = [e for e in errors if "ran longer than its time limit" in str(e)]
+    refused = [e for e in errors if f"{MAX_OVERRUNS} earlier calls of this handler ran past" in str(e)]
+    assert len(overran) == MAX_OVERRUNS and len(refused) == 10 - MAX_OVERRUNS
+
+
+def _settled(owner, seconds=5.0):
+    """Wait until `owner`'s abandoned threads returned (its slots are free again)."""
+    deadline = time.monotonic() + seconds
+    held = getattr(offload._POOL, "held", {})
+    while (owner in held or overruns(owner)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return owner not in held and not overruns(owner)
+
+
+def busy():
+    """Worker slots of the running loop held now."""
+    return getattr(offload._SLOTS[asyncio.get_running_loop()], "busy", None)
+
+
+def test_a_call_that_overran_keeps_its_worker_until_its_thread_returns(monkeypatch):
+    monkeypatch.setattr(offload, "MAX_WORKERS", 2)
+    offload._SLOTS.clear()
+    release, ran = threading.Event(), []
+    owners = [Owner(), Owner()]
+
+    async def main():
+        for owner in owners:  # two calls overrun, their threads run on
+            with pytest.raises(TimeLimitError, match="ran longer"):
+                await bounded(release.wait, 30, limit=0.05, owner=owner, what="stuck")
+        threads = threading.active_count()
+        late = asyncio.ensure_future(bounded(lambda: ran.append(time.monotonic()) or "late", limit=0.1,
+                                             owner=Owner(), what="late"))
+        await asyncio.sleep(0.3)
+        waited = not ran and not late.done()  # before: it ran at once, a third thread at work
+        released = time.monotonic()
+        release.set()
+        answer = await late  # its clock started when it got a worker: 0.3 s waited, yet no overrun
+        await asyncio.sleep(0.05)
+        return waited, threads, answer, ran[0] - released, busy()
+
+    try:
+        waited, threads, answer, delay, busy_after = asyncio.run(main())
+    finally:
+        release.set()
+    assert waited and answer == "late" and delay >= 0 and busy_after == 0
+    assert all(_settled(owner) for owner in owners)
+
+
+def test_a_cancelled_call_keeps_its_worker_until_its_thread_returns_and_leaks_none(monkeypatch):
+    monkeypatch.setattr(offload, "MAX_WORKERS", 1)
+    offload._SLOTS.clear()
+    release, ran = threading.Event(), []
+    owner = Owner()
+
+    async def main():
+        running = asyncio.ensure_future(bounded(release.wait, 30, limit=5, owner=owner, what="running"))
+        await asyncio.sleep(0.1)
+        waiting = asyncio.ensure_future(bounded(ran.append, "waiting", limit=5, owner=owner, what="waiting"))
+        await asyncio.sleep(0.05)
+        waiting.cancel()  # cancelled while waiting for a worker
+        running.cancel()  # cancelled while its thread runs: the worker stays taken
+        await asyncio.gather(running, waiting, return_exceptions=True)
+        after_cancel = busy()
+        third = asyncio.ensure_future(bounded(ran.append, "third", limit=5, owner=owner, what="third"))
+        await asyncio.sleep(0.2)
+        before_release = list(ran)  # before: the cancelled call's worker was free at once
+        release.set()
+        await third
+        await asyncio.sleep(0.05)
+        waiters = getattr(offload._SLOTS[asyncio.get_running_loop()], "waiters", ())
+        return after_cancel, before_release, busy(), len(waiters)
+
+    try:
+        after_cancel, before_release, busy_after, waiters = asyncio.run(main())
+    finally:
+        release.set()
+    assert before_release == [] and ran == ["third"] and after_cancel == 1
+    assert busy_after == 0 and waiters == 0 and _settled(owner)
+
+
+def test_a_call_waits_for_its_handlers_calls_left_by_an_earlier_run():
+    owner, release = Owner(), threading.Event()
+
+    async def leave():  # the run ends with its calls cancelled, their threads running on
+        for _ in range(MAX_OVERRUNS):
+            asyncio.ensure_future(bounded(release.wait, 30, limit=5, owner=owner, what="left"))
+        await asyncio.sleep(0.1)
+
+    async def later():
+        threading.Timer(0.3, release.set).start()
+        begun = time.monotonic()
+        answer = await bounded(lambda: "fine", limit=5, owner=owner, what="later")
+        return answer, time.monotonic() - begun
+
+    try:
+        asyncio.run(leave())
+        answer, waited = asyncio.run(later())  # another loop: woken when those threads return
+    finally:
+        release.set()
+    assert answer == "fine" and 0.2 < waited < 2  # before: it ran at once, a fifth thread of the handler
+    assert _settled(owner)
+
+
+def test_a_thread_that_cannot_start_leaves_no_call_behind(monkeypatch):
+    monkeypatch.setattr(offload, "_POOL", offload._Pool())  # no idle thread: the call must start one
+    monkeypatch.setattr(offload, "MAX_WORKERS", 1)
+    offload._SLOTS.clear()
+    owner = Owner()
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    async def main():
+        with monkeypatch.context() as patch:
+            patch.setattr(threading.Thread, "start", no_thread)
+            with pytest.raises(RuntimeError, match="can't start new thread"):
+                await bounded(lambda: "never", limit=5, owner=owner, what="f")
+        assert offload._POOL._running == {} and overruns(owner) == 0  # before: registered for ever
+        return await bounded(lambda: "fine", limit=5, owner=owner, what="f")  # its worker is free again
+
+    assert asyncio.run(main()) == "fine"
+    assert _settled(owner)
