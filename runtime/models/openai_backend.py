@@ -8,9 +8,13 @@ the same JSON, never retry (retry policy lives in the scheduler: each call is on
 report failures the same way, which this module maps to `TransientModelError` (429, 5xx,
 timeouts, dropped connections, replies that are not JSON or have no choices) or `ModelError`
 (bad key, unknown model, prompt too long, other 4xx, and an endpoint that cannot be reached at
-all: no such host name, connection refused, a TLS or certificate error), with the same words.
+all: no such host name, connection refused, a TLS or certificate error, a base URL that cannot
+be requested), with the same words.
 
 The API key comes from OPENAI_API_KEY only and is never part of a name, repr or message.
+Credentials in the base URL: user-info (`http://user:password@host/v1`) is sent as HTTP Basic
+auth when no OPENAI_API_KEY is set, and dropped when one is (the key's `Bearer` wins); a query
+string (`?api-key=...`) goes on every request, after the path (see openai_transport.py).
 """
 from __future__ import annotations
 
@@ -35,9 +39,11 @@ from decomp.runtime.models.base import (
     sendable,
 )
 from decomp.runtime.models.openai_transport import (
+    PLACEHOLDER_KEY,
     TRANSPORTS,
     ClientFailure,
     ConnectionFailure,
+    InvalidEndpoint,
     MalformedReply,
     Secret,
     StatusFailure,
@@ -46,7 +52,6 @@ from decomp.runtime.models.openai_transport import (
 )
 
 DEFAULT_ENDPOINT = "api.openai.com"
-PLACEHOLDER_KEY = "unused"  # local servers need no key, but the client insists on one
 APIS = ("auto", "chat", "completions")
 _TOO_LONG = re.compile(r"context|too long|maximum\b.*\blength|length\b.*\bmaximum", re.IGNORECASE | re.DOTALL)
 
@@ -83,7 +88,7 @@ class OpenAIModel(Model):
         self.api = ("completions" if self.base_url else "chat") if settings.api == "auto" else settings.api
         self._transport = make_transport(settings.transport, self.base_url, self._key, self.timeout)
         self.transport = self._transport.name
-        self._host = urlsplit(self.base_url).hostname if self.base_url else DEFAULT_ENDPOINT
+        self._host = _hostname(self.base_url) if self.base_url else DEFAULT_ENDPOINT
         self._score_max_tokens = 0  # raised to 1 once a server rejects 0
 
     def secrets(self) -> tuple[str, ...]:
@@ -141,6 +146,8 @@ class OpenAIModel(Model):
             raise TransientModelError(f"{self.name}: {self.endpoint} sent a malformed reply") from None
         except ClientFailure as exc:
             raise ModelError(f"{self.name}: {self._redact(str(exc))}") from None
+        except InvalidEndpoint as exc:  # never worth retrying
+            raise ModelError(f"{self.name}: cannot use the base URL {self.endpoint}: {exc}") from None
         return self._parse(body)
 
     def _parse(self, body: str | bytes) -> dict:
@@ -217,8 +224,10 @@ class OpenAIModel(Model):
         return error(f"{self.name}: cannot reach {self.endpoint} ({self._redact(reason)})")
 
     def _redact(self, text: str) -> str:
-        key = self._key.reveal()
-        return text.replace(key, "***") if key and key != PLACEHOLDER_KEY else text
+        """`text` without the API key or the base URL's credentials (longest first)."""
+        for secret in sorted(filter(None, set(self.secrets())), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
 
 def _server_message(body: object) -> str:
@@ -242,6 +251,15 @@ def _retry_after(headers: Any) -> float | None:
         except ValueError:
             return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
+        return None
+
+
+def _hostname(url: str) -> str | None:
+    """The host name of `url`; None for a URL that cannot be parsed (its requests then fail
+    with the transport's InvalidEndpoint)."""
+    try:
+        return urlsplit(url).hostname
+    except ValueError:
         return None
 
 

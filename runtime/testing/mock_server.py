@@ -52,6 +52,7 @@ import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 Responder = Callable[[str, dict], str]
 FAULT_KINDS = ("429", "500", "timeout", "garbage", "html", "empty", "400", "401", "403", "404")
@@ -323,14 +324,15 @@ class _Handler(BaseHTTPRequestHandler):
             mock.reset_stats()
             self._send(200, {"Content-Type": "application/json"}, b"{}")
             return
-        if not self.path.endswith(("/completions", "/chat/completions")):
+        path = urlsplit(self.path).path  # a query string (`?api-key=K`) does not change the route
+        if not path.endswith(("/completions", "/chat/completions")):
             self._send(*_error(404, f"Unknown request URL: POST {self.path}.", "unknown_url"))
             return
         auth = self.headers.get("Authorization", "")
         key = auth[7:] if auth.startswith("Bearer ") else None
         mock._enter()
         try:
-            reply = mock.answer(self.path, body, key)
+            reply = mock.answer(path, body, key)
         finally:
             mock._leave()
         self._send(*reply)

@@ -311,6 +311,12 @@ def test_the_key_never_leaks(monkeypatch, server, caplog, transport):
     complete(model, Request("fine"))
     for text in (model.name, model.endpoint, repr(model), str(model), repr(vars(model))):
         assert KEY not in text
+
+    async def headers_made():  # the transport keeps the headers it made, with the key in them
+        await model.complete(Request("fine"))
+        return repr(vars(model._transport))
+
+    assert KEY not in asyncio.run(headers_made())
     assert KEY not in caplog.text
 
 

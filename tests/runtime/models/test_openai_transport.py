@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import json
 import socket
 import threading
+import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -201,6 +203,50 @@ def test_the_session_is_closed_with_the_model(transport):
 
 
 @pytest.mark.network
+@pytest.mark.parametrize("first_loop_ends", ["asyncio.run", "closed by hand", "left idle"])
+def test_the_client_of_an_earlier_event_loop_is_closed(transport, first_loop_ends):
+    """A model used on one event loop and then on another (two `asyncio.run`s, as
+    `Session.run_sync` does): the first loop's client is closed (at that loop's end, or, when
+    the loop was closed without shutting down its async generators or left idle, once the
+    model is used again), aclose() on a third loop closes the second's, and nothing is left
+    to warn about unclosed sessions, connectors or sockets."""
+    with Capture() as server:
+        model = make(server.url + "/v1", transport)
+        clients = []
+
+        async def use():
+            assert (await model.complete(Request("a"))).text == "fine"
+            clients.append(model._transport.client)
+
+        def is_closed(client) -> bool:
+            return client.is_closed() if transport == "openai" else client.closed
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = asyncio.new_event_loop()
+            try:
+                if first_loop_ends == "asyncio.run":
+                    first.close()
+                    asyncio.run(use())
+                else:
+                    first.run_until_complete(use())
+                    if first_loop_ends == "closed by hand":
+                        first.close()  # no shutdown_asyncgens: the client outlives its loop
+                asyncio.run(use())
+                closed_by_then = is_closed(clients[0])
+                asyncio.run(model.aclose())
+            finally:
+                first.close()
+            closed = [is_closed(client) for client in clients]
+            del clients[:]
+            gc.collect()
+        assert closed_by_then and closed == [True, True] and model._transport.client is None
+        unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+        assert not unclosed, unclosed
+        assert len(server.requests) == 2
+
+
+@pytest.mark.network
 def test_a_proxy_from_the_environment_is_used(monkeypatch, transport):
     with Capture() as proxy:
         monkeypatch.setenv("HTTP_PROXY", proxy.url)
@@ -270,6 +316,38 @@ def test_broken_replies_are_transient_with_the_same_words(transport, reply, word
         sock.close()
     assert isinstance(err, TransientModelError)
     assert str(err).startswith(f"openai:m: ") and str(err).endswith(words) and url in str(err)
+
+
+@pytest.mark.parametrize("url, endpoint, why", [
+    ("localhost:9/v1", "localhost:9/v1", "it must begin with http:// or https://"),
+    ("ftp://127.0.0.1:9/v1", "ftp://127.0.0.1:9/v1", "it must begin with http:// or https://"),
+    ("http://127.0.0.1:99999/v1", "<a URL that cannot be parsed>", "its port must be a number from 1 to 65535"),
+    ("http://127.0.0.1:0/v1", "http://127.0.0.1:0/v1", "its port must be a number from 1 to 65535"),
+    ("http://u:s3cret@127.0.0.1:port/v1?api-key=QSECRET", "<a URL that cannot be parsed>",
+     "its port must be a number from 1 to 65535"),
+    ("http://u:s3cret@:80/v1?api-key=QSECRET", "http://***@:80/v1?api-key=***", "it names no host"),
+    ("http://[::1/v1", "<a URL that cannot be parsed>", "it cannot be parsed"),
+])
+def test_a_base_url_that_cannot_be_requested_is_final(monkeypatch, transport, url, endpoint, why):
+    """The same words on both transports, no secret of the URL or the key in them, and no retry
+    (nor an internal error)."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    model = make(url, transport, timeout=2)
+    scheduler = Scheduler(2, retries=3, backoff=0.01, max_backoff=0.01)
+
+    async def go():
+        try:
+            return await scheduler.complete(model, Request("x", max_tokens=3))
+        finally:
+            await model.aclose()
+
+    with pytest.raises(ModelError) as caught:
+        asyncio.run(go())
+    err = caught.value
+    assert type(err) is ModelError and scheduler.retried == 0
+    assert str(err) == f"openai:m: cannot use the base URL {endpoint}: {why}"
+    for secret in (KEY, "s3cret", "QSECRET"):
+        assert secret not in str(err)
 
 
 @pytest.mark.network
