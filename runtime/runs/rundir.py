@@ -47,6 +47,12 @@ from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.jsonl import json_line, read_lines
 from decomp.runtime.sqlite_store import connect
 
+try:
+    import fcntl
+    _CAN_LOCK = True
+except ImportError:  # pragma: no cover - not POSIX
+    _CAN_LOCK = False
+
 FORMAT = 1
 MANIFEST, RESULTS, TRACES, SUMMARY, PROGRAM = "run.json", "results.jsonl", "traces.sqlite", "summary.json", "program"
 #: Held (an exclusive `flock`) by the one process writing the run: a second writer is refused.
@@ -664,17 +670,20 @@ def _writer_lock(path: Path) -> Any:
     platform has no `flock`); the lock goes with the process, so a killed run leaves none.
     run.lock is opened without following a symbolic link (`O_NOFOLLOW`) and must be a plain
     file: a link there (it could point anywhere) or a FIFO is refused with a message."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: no lock
+    if not _CAN_LOCK:  # pragma: no cover - not POSIX: no lock
         return None
-    handle = _open_lock(path / LOCK)  # never written: the lock is the flock itself
+    return _flock(_open_lock(path / LOCK), path, shared=False)  # never written: the lock is the flock itself
+
+
+def _flock(handle: Any, path: Path, shared: bool) -> Any:
+    """`handle` with a non-blocking flock taken (shared or exclusive), else closed and a
+    `RunDirError` saying another run writes `path`."""
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except OSError:
         handle.close()
-        raise RunDirError(f"{path} is being written by another decomp run: wait for it to end, "
-                          "or use another --run-dir") from None
+        advice = "" if shared else ", or use another --run-dir"  # a reader cannot pick another
+        raise RunDirError(f"{path} is being written by another decomp run: wait for it to end{advice}") from None
     return handle
 
 
@@ -685,9 +694,7 @@ def reading_lock(path: Path) -> Any:
     a run is writing it."""
     if writable_problem(path) is None:
         return _writer_lock(path)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: no lock
+    if not _CAN_LOCK:  # pragma: no cover - not POSIX: no lock
         return None
     try:
         fd = os.open(path / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -695,13 +702,7 @@ def reading_lock(path: Path) -> Any:
         return None
     except OSError as err:
         raise RunDirError(f"cannot open {path / LOCK}: {_why(err)}") from None
-    handle = os.fdopen(fd, "rb")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise RunDirError(f"{path} is being written by another decomp run: wait for it to end") from None
-    return handle
+    return _flock(os.fdopen(fd, "rb"), path, shared=True)
 
 
 def _open_lock(file: Path) -> Any:

@@ -58,6 +58,17 @@ def test_the_work_runs_in_a_worker_thread_with_the_callers_context():
     assert seen == [(False, 3.0)]  # not the loop's thread; the run's limit visible there
 
 
+def stuck_work():
+    """A blocking call that ends only when released: (the function, the list it appends to as
+    each call starts, the event that releases them all)."""
+    started, release = [], threading.Event()
+
+    def stuck():
+        started.append(1)
+        release.wait(30)
+    return stuck, started, release
+
+
 def test_what_the_work_raises_reaches_the_caller():
     def work():
         raise KeyError("boom")
@@ -97,12 +108,7 @@ def test_the_loop_keeps_running_other_work_during_a_blocking_call():
 
 
 def test_a_handler_with_too_many_overruns_still_running_is_refused_at_once():
-    owner, release = Owner(), threading.Event()
-    started = []
-
-    def stuck():
-        started.append(1)
-        release.wait(30)
+    owner, (stuck, started, release) = Owner(), stuck_work()
 
     async def main():
         for _ in range(MAX_OVERRUNS):
@@ -266,12 +272,7 @@ def test_a_base_exception_from_the_function_fails_its_own_call_only(error):
 
 # ---- the bounds hold: slots are held until the thread returns
 def test_a_burst_of_calls_leaves_at_most_max_overruns_running_past_their_limit():
-    owner, release = Owner(), threading.Event()
-    started = []
-
-    def stuck():
-        started.append(1)
-        release.wait(30)
+    owner, (stuck, started, release) = Owner(), stuck_work()
 
     async def main():
         return await asyncio.gather(*(bounded(stuck, limit=0.05, owner=owner, what="the work") for _ in range(10)),
