@@ -2,15 +2,18 @@
 
 Public entry points: `Session` (load and run .decomp programs), `run_dataset` (run a program
 over a dataset into a run directory, as `decomp run --input` does; with `RunOptions`,
-`RunSummary`), `FakeModel` (tests), `handler_kind` / `python_handler` / `environment` (extend the language;
+`RunSummary`), `FakeModel` (tests), `hookimpl` (write a plugin: see `decomp.handlers.plugins`),
+`handler_kind` / `python_handler` / `environment` (extend the language;
 `Environment`, `StepResult`; `Failed(value)`: an answer whose outcome is failed),
 `parse_module`, `parse_fewshot`, `parse_plan` (the grammar's entry points).
 """
 from decomp.dsl.errors import Abort, DecompError, Failure, HandlerError
 from decomp.dsl.parser import parse_fewshot, parse_module, parse_plan, parse_step_line
 from decomp.dsl.values import Failed
-from decomp.handlers.environment import Environment, StepResult, environment
+from decomp.handlers.environment import Environment, StepResult
+from decomp.handlers.registry import environment
 from decomp.handlers.base import Call, Handler, Options
+from decomp.handlers.plugins import hookimpl
 from decomp.handlers.registry import handler_kind, python_handler
 from decomp.handlers.service import Service
 from decomp.runtime.engine.session import RunResult, Session
@@ -20,6 +23,6 @@ from decomp.runtime.testing.fake import FakeModel
 __all__ = [
     "Abort", "Call", "DecompError", "Environment", "Failed", "Failure", "FakeModel", "Handler", "HandlerError", "Options", "RunOptions",
     "RunResult", "RunSummary", "Service", "Session", "handler_kind", "parse_fewshot", "parse_module", "parse_plan",
-    "parse_step_line", "python_handler", "run_dataset", "StepResult", "environment",
+    "parse_step_line", "python_handler", "run_dataset", "StepResult", "environment", "hookimpl",
 ]
 __version__ = "0.1.0"

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     from decomp.handlers.base import LoadContext
-    from decomp.handlers.retrieve import RetrieveHandler, RetrieveOptions
+    from decomp.handlers.kinds.retrieve import RetrieveHandler, RetrieveOptions
     from decomp.handlers.search.tantivy_index import TantivyIndex, build_index, safe_query
     from decomp.runtime.engine.session import Session
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
@@ -137,6 +137,29 @@ class Handler:
 
     async def run(self, call: Call) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
+
+    # ---- running as a module's entry, and programs of other files
+    #: Whether, as the entry of a run (`main`), this handler takes the row's fields itself
+    #: (`run_main`) instead of its `question` as the query (a program with parameters).
+    reads_row: bool = False
+
+    async def run_main(self, call: Call, fields: Mapping[str, Any]) -> Any:  # pragma: no cover - interface
+        """Run as the module's entry on a row's fields (only when `reads_row`)."""
+        raise NotImplementedError
+
+    def program_file(self) -> tuple[str, str | None] | None:
+        """A `.decomp` file this handler runs a program of (`file=`, and the program's name or
+        None for the file's `main`): the loader loads it and hands the program's handler to
+        `link`. None for kinds that run no other file."""
+        return None
+
+    def link(self, target: "Handler") -> None:
+        """Receive the handler of the program `program_file` named, once loaded."""
+
+    def linked(self) -> tuple["Handler", ...]:
+        """The handlers of other files this one runs (effects reach through them; the session
+        closes their modules' handlers too)."""
+        return ()
 
     async def aclose(self) -> None:
         """Release what the handler holds (connections, indexes); the session calls it when a

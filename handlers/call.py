@@ -72,8 +72,17 @@ class Call:
         """Run one parsed `QS:` line given the answers so far (by number)."""
         raise NotImplementedError
 
-    async def run_program(self, body: tuple, inputs: Mapping[str, Any]) -> Any:
-        """Run a program body (its statements) with these named inputs added; its answer."""
+    async def run_program(self, body: tuple, inputs: Mapping[str, Any], *,
+                          numbers: Mapping[Any, int] | None = None) -> Any:
+        """Run a program body (its statements) of this handler's file with these named inputs
+        added; its answer. `numbers` (`decomp.dsl.walks.number_steps(body)`, which a kind may
+        keep) numbers its steps; None: numbered here."""
+        raise NotImplementedError
+
+    async def delegate(self, handler: Any, stack: tuple[str, ...] | None = None) -> Any:
+        """Run another handler object (a `Handler` this one holds, such as the program of
+        another file that `Handler.link` gave it) on this very call: the same query, values,
+        inputs and trace node, with `stack` in place of this call's."""
         raise NotImplementedError
 
     def environment(self, handler: str, *, fresh: bool = False) -> "Environment":

@@ -1,72 +1,71 @@
-"""One registry for handler kinds, python functions and model backends.
+"""The registry: the tables of handler kinds, Python functions, model backends, environments and
+CLI commands that one run sees, each name with the plugin that registered it.
 
-Built-in kinds register here exactly as plugins do: with the `handler_kind` decorator, or from
-the entry-point group `decomp.handlers` (a `Handler` subclass registers as a kind, a plain
-function as a python handler function, a module is imported so its decorators run).
+It is filled by plugins (`decomp.handlers.plugins`: the built-in ones and third parties', read
+the same way) and by the `handler_kind` / `python_handler` / `environment` decorators. A name
+is registered once: a second registration of a taken name by something else is refused with a
+`RegistryConflict` naming both owners.
 """
 from __future__ import annotations
 
-import contextlib
-import importlib
-import importlib.util
-import inspect
-import sys
-from importlib.metadata import entry_points
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from decomp.handlers.base import Handler
-from decomp.handlers.trust import inside, is_trusted, untrusted
+from decomp.handlers.imports import import_function, module_allowance
 
-ENTRY_POINT_GROUP = "decomp.handlers"
-#: Entry points here name environment factories (see `decomp.handlers.environment`).
-ENVIRONMENT_GROUP = "decomp.environments"
+class RegistryConflict(ValueError):
+    """A name registered twice: the first registration stands."""
 
 
 class Registry:
     """Maps kind names to `Handler` classes, function names to callables, model schemes and
-    environment names to factories."""
+    environment names to factories; `owners` says which plugin registered each name."""
 
     def __init__(self):
-        self.kinds: dict[str, type[Handler]] = {}
+        self.kinds: dict[str, type] = {}
         self.functions: dict[str, Callable[..., Any]] = {}
         self.model_backends: dict[str, Callable[..., Any]] = {}
         self.environments: dict[str, Callable[..., Any]] = {}
-        self._entry_points_loaded = False
-
-    @classmethod
-    def with_builtins(cls) -> "Registry":
-        """A new registry holding the built-in kinds and model backends (those registered in the
-        default registry so far: importing `decomp` registers them all), for adding kinds of
-        one's own in isolation."""
-        from decomp.handlers import kinds  # noqa: F401  (registers this package's kinds)
-
-        reg = cls()
-        reg.kinds.update(default_registry.kinds)
-        reg.model_backends.update(default_registry.model_backends)
-        reg.environments.update(default_registry.environments)
-        return reg
+        #: (table, name) -> the plugin (or module) that registered it
+        self.owners: dict[tuple[str, str], str] = {}
+        #: Set by `decomp.handlers.plugins.load` once the plugins are in.
+        self.plugins_loaded = False
 
     # ---- registration
-    def add_kind(self, cls: type[Handler], name: str | None = None) -> type[Handler]:
-        self.kinds[name or cls.kind] = cls
-        return cls
+    def add_kind(self, cls: type, name: str | None = None, owner: str | None = None) -> type:
+        """Register the `Handler` subclass `cls` as the kind `name` (default: `cls.kind`)."""
+        return self._add("kinds", name or cls.kind, cls, owner)
 
-    def add_function(self, fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
-        self.functions[name or fn.__name__] = fn
-        return fn
+    def add_function(self, fn: Callable[..., Any], name: str | None = None,
+                     owner: str | None = None, replace: bool = False) -> Callable[..., Any]:
+        """Register `fn` for `python(function="name")` (`replace`: over a function of that name
+        registered before, on purpose)."""
+        return self._add("functions", name or fn.__name__, fn, owner, replace)
 
-    def add_model_backend(self, scheme: str, factory: Callable[..., Any]) -> None:
-        self.model_backends[scheme] = factory
+    def add_model_backend(self, scheme: str, factory: Callable[..., Any], owner: str | None = None) -> None:
+        """Register `factory(name, settings) -> Model` for model specs `scheme:NAME`."""
+        self._add("model_backends", scheme, factory, owner)
 
-    def add_environment(self, name: str, factory: Callable[..., Any]) -> None:
+    def add_environment(self, name: str, factory: Callable[..., Any], owner: str | None = None) -> None:
         """Register `factory(fields) -> Environment` as the environment `name`."""
-        self.environments[name] = factory
+        self._add("environments", name, factory, owner)
+
+    def _add(self, table: str, name: str, obj: Any, owner: str | None, replace: bool = False) -> Any:
+        if not isinstance(name, str) or not name:
+            raise RegistryConflict(f"{_what(table)} needs a non-empty name, got {name!r}")
+        entries: dict[str, Any] = getattr(self, table)
+        owner = owner or getattr(obj, "__module__", None) or "?"
+        held = entries.get(name)
+        if held is not None and not replace and held is not obj and (_origin(held) is None or _origin(held) != _origin(obj)):
+            first = self.owners.get((table, name), "?")
+            raise RegistryConflict(f"the {_what(table)} {name!r} is already registered by {first!r}; "
+                                   f"{owner!r} may not register it again (choose another name)")
+        entries[name] = obj
+        self.owners[(table, name)] = owner
+        return obj
 
     # ---- lookup
-    def kind(self, name: str) -> type[Handler] | None:
-        self._load_entry_points()
+    def kind(self, name: str) -> type | None:
         return self.kinds.get(name)
 
     def function(self, name: str, folder: str | Path | None = None,
@@ -75,10 +74,9 @@ class Registry:
         the module looked for in `folder` (the program's own folder) first. Only modules whose
         file lies in `folder` (or in a folder of `local`, the main program's) and trusted ones
         (`decomp.handlers.trust`) are imported; see `function_problem` for why one is refused."""
-        self._load_entry_points()
         if name in self.functions:
             return self.functions[name]
-        found = _import_function(name, folder, local)
+        found = import_function(name, folder, local)
         return found if callable(found) else None
 
     def function_problem(self, name: str, folder: str | Path | None = None,
@@ -86,14 +84,13 @@ class Registry:
         """Why `function(name, folder)` finds nothing, in words; None when it finds a function."""
         if self.function(name, folder, local) is not None:
             return None
-        found = _import_function(name, folder, local)
+        found = import_function(name, folder, local)
         return found if isinstance(found, str) else f"no function is registered as {name!r}"
 
     def function_origin(self, name: str, folder: str | Path | None = None,
                         local: tuple[Path, ...] = ()) -> str | None:
         """Why the function `name` may be called: "registered", "local" (its module's file is in
         the program's folder) or "trusted"; None when it may not (nothing is imported)."""
-        self._load_entry_points()
         if name in self.functions:
             return "registered"
         module, sep, attr = name.partition(":")
@@ -101,220 +98,23 @@ class Registry:
 
     def model_backend(self, scheme: str) -> Callable[..., Any] | None:
         """The factory for model specs `scheme:...`, called as factory(name, settings)."""
-        self._load_entry_points()
         return self.model_backends.get(scheme)
 
     def environment(self, name: str) -> Callable[..., Any] | None:
         """The factory of the environment `name`, called as factory(row fields)."""
-        self._load_entry_points()
         return self.environments.get(name)
 
-    def _load_entry_points(self) -> None:
-        if self._entry_points_loaded:
-            return
-        self._entry_points_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            self._register_entry_point(ep.name, ep.load())
-        for ep in entry_points(group=ENVIRONMENT_GROUP):
-            self.add_environment(ep.name, ep.load())
 
-    def _register_entry_point(self, name: str, obj: Any) -> None:
-        if inspect.isclass(obj) and issubclass(obj, Handler):
-            self.add_kind(obj, name if not obj.kind else obj.kind)
-        elif callable(obj) and not inspect.ismodule(obj):
-            self.add_function(obj, name)
+def _what(table: str) -> str:
+    return {"kinds": "handler kind", "functions": "python function", "model_backends": "model scheme",
+            "environments": "environment"}[table]
 
 
-#: Modules whose functions a .decomp file may never call by `module:attr`, even when trusted:
-#: they reach the shell, the file system or the interpreter. Beyond these, `module:attr` is
-#: default-deny: only modules of the program's folder and trusted ones (`decomp.handlers.trust`)
-#: are imported at all.
-DENIED_MODULES = frozenset({
-    "os", "posix", "nt", "subprocess", "shutil", "sys", "builtins", "importlib", "runpy", "pty",
-    "socket", "ctypes", "multiprocessing", "pickle", "marshal", "code", "codeop", "pathlib", "tempfile",
-    "signal", "io", "pdb", "webbrowser", "http", "urllib", "ftplib", "smtplib", "asyncio",
-})
-
-
-def _import_function(name: str, folder: str | Path | None = None,
-                     local: tuple[Path, ...] = ()) -> Callable[..., Any] | str:
-    """The Python function `module:attr` (the module looked for in `folder` first), or why it
-    cannot be used (a denied, untrusted or missing module, not a function)."""
-    module, sep, attr = name.partition(":")
-    if not sep or not module or not attr:
-        return f"{name!r} is neither a registered function nor a 'module:function' path"
-    if module.split(".")[0] in DENIED_MODULES:
-        return f"functions of the module {module!r} may not be called from a .decomp file"
-    if module_allowance(module, folder, local) is None:  # refused before anything is imported
-        if local_module_file(module.partition(".")[0], _real(folder)) is None and find_module_file(module) is None:
-            return f"cannot load {name!r}: there is no module named {module!r}"
-        return untrusted(name, module)
-    if not attr.isidentifier() or attr.startswith("_"):  # no walking to what the module imported (random._os)
-        return f"{name!r}: name one public function of the module (module:function), not {attr!r}"
-    allowed = module_allowance(module, folder, local)
-    approved = _approved_file(module, folder, local) if allowed == "local" else None
-    try:
-        mod = import_module(module, folder)
-        obj = getattr(mod, attr)
-    except Exception as err:  # the module's own import error, whatever it is
-        return f"cannot load {name!r}: {type(err).__name__}: {err}"
-    if approved is not None and module_file(mod) != approved:  # imported another module than the one approved
-        return untrusted(name, module)
-    if not inspect.isfunction(obj):
-        return f"{name!r} is not a Python function (builtins and classes are not allowed)"
-    if getattr(obj, "__module__", None) != mod.__name__:  # defined elsewhere, only imported there
-        return (f"{name!r} is defined in the module {getattr(obj, '__module__', '?')!r}, not in {module!r}: "
-                "name the module that defines it (it must be allowed itself)")
-    return obj
-
-
-def _approved_file(module: str, folder, local) -> Path | None:
-    """The file `module_allowance` found `module` to be "local" by."""
-    folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
-    for where in folders:
-        own = local_module_file(module, where)
-        if own is not None:
-            return own
-    found = find_module_file(module)
-    return found
-
-
-def module_allowance(module: str, folder: str | Path | None = None, local: tuple[Path, ...] = ()) -> str | None:
-    """"local" when the file of `module` lies in `folder` or a folder of `local` (symlinks
-    followed; found without importing anything: `helpers` as FOLDER/helpers.py, or a dotted
-    package path such as `decomp.programs.decomp.letters` whose file is there), "trusted" when
-    the user trusts it (`decomp.handlers.trust`), else None."""
-    folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
-    if folders:
-        for where in folders:
-            own = local_module_file(module, where)
-            if own is not None:  # the folder provides it: local only if it does not lead elsewhere
-                if inside(own, folders):
-                    return "local"
-                break
-        else:
-            found = find_module_file(module)
-            if found is not None and inside(found, folders):
-                return "local"
-    return "trusted" if is_trusted(module) else None
-
-
-def find_module_file(name: str) -> Path | None:
-    """The resolved file the module `name` would be imported from, found without running any
-    module's code (only the top-level package is located by the import system), or None."""
-    loaded = sys.modules.get(name)
-    if loaded is not None:
-        return module_file(loaded)
-    top, *rest = name.split(".")
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError, AttributeError):
-        return None
-    if spec is None:
-        return None
-    if not rest:
-        return _real(spec.origin) if spec.origin and spec.has_location else None
-    places = [Path(p) for p in (spec.submodule_search_locations or ())]
-    for part in rest[:-1]:
-        places = [p / part for p in places if (p / part).is_dir()]
-    for place in places:
-        for candidate in (place / (rest[-1] + ".py"), place / rest[-1] / "__init__.py"):
-            if candidate.is_file():
-                return _real(candidate)
-    return None
-
-
-def _real(path: str | Path | None) -> Path | None:
-    if path is None:
-        return None
-    try:
-        return Path(path).resolve()
-    except (OSError, RuntimeError, ValueError):
-        return None
-
-
-# ---- modules of the program's own folder
-#: The folders `import_module` imported modules from (a program's folder, a plugin's folder).
-_PROJECT_FOLDERS: set[Path] = set()
-
-
-def local_module_file(name: str, folder: str | Path | None) -> Path | None:
-    """The file `folder` holds for the module `name` (`name.py`, or `name/__init__.py` for a
-    package; `a.b` as `a/b.py`), or None when the folder does not provide it."""
-    if folder is None or not name:
-        return None
-    parts = name.split(".")
-    for depth in range(1, len(parts)):  # a dotted name: a real package at each level (no namespace trick)
-        if not Path(folder).joinpath(*parts[:depth], "__init__.py").is_file():
-            return None
-    base = Path(folder).joinpath(*parts)
-    for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate.resolve()
-    return None
-
-
-def import_module(name: str, folder: str | Path | None = None) -> ModuleType:
-    """Import the module `name`, looking for it in `folder` first (a `.decomp` file's folder: its
-    helpers need no PYTHONPATH). While it is imported the folder comes first on `sys.path`, so
-    its own top-level imports of sibling modules work too.
-
-    A module of that name already imported from another program's folder is forgotten (with the
-    modules of that folder) so this folder's one is loaded; one imported from anywhere else (the
-    standard library, an installed package) is not replaced: ImportError asks for a rename."""
-    top = name.partition(".")[0]
-    root = Path(folder).resolve() if folder is not None else None
-    local = local_module_file(top, root)
-    if local is None or root is None:
-        return importlib.import_module(name)
-    loaded = sys.modules.get(top)
-    if loaded is not None and name in sys.modules and module_file(loaded) == local:
-        return sys.modules[name]
-    if loaded is not None and module_file(loaded) != local:
-        other = module_file(loaded)
-        owner = next((f for f in _PROJECT_FOLDERS if other is not None and local_module_file(top, f) == other), None)
-        if owner is None:
-            raise ImportError(f"{local} has the name of the module {top!r} already imported from "
-                              f"{other or 'elsewhere'}; rename {local.name}")
-        forget_folder(owner)
-    _PROJECT_FOLDERS.add(root)
-    with first_on_path(root):
-        return importlib.import_module(name)
-
-
-def module_file(module: ModuleType) -> Path | None:
-    """The resolved source file of `module`, or None (built-in, namespace package)."""
-    file = getattr(module, "__file__", None)
-    try:
-        return Path(file).resolve() if file else None
-    except (OSError, ValueError):
-        return None
-
-
-def forget_folder(folder: Path) -> None:
-    """Drop from `sys.modules` every module imported from `folder` (another program's helpers
-    of the same names: modules whose top-level module or package is in `folder`); objects
-    already holding them keep them."""
-    for name, module in list(sys.modules.items()):
-        file = module_file(module) if isinstance(module, ModuleType) else None
-        top = local_module_file(name.partition(".")[0], folder) if file is not None else None
-        if top is not None and file.is_relative_to(top.parent if top.name == "__init__.py" else top):
-            del sys.modules[name]
-    importlib.invalidate_caches()
-
-
-@contextlib.contextmanager
-def first_on_path(*folders: Path) -> Iterator[None]:
-    """`folders` at the front of `sys.path` for the duration (only those not already there)."""
-    added = [str(f) for f in folders if str(f) not in sys.path]
-    sys.path[:0] = added
-    importlib.invalidate_caches()
-    try:
-        yield
-    finally:
-        for entry in added:
-            with contextlib.suppress(ValueError):
-                sys.path.remove(entry)
+def _origin(obj: Any) -> tuple[str, str] | None:
+    """Where `obj` is defined: the same definition imported again (a plugin file loaded twice)
+    replaces its earlier registration instead of conflicting with it."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return (module, name) if module and name and "<locals>" not in name else None
 
 
 #: The process-wide default registry; `Session(registry=...)` can take another one.
@@ -324,9 +124,19 @@ default_registry = Registry()
 def handler_kind(name: str, registry: Registry = default_registry):
     """Class decorator: register a `Handler` subclass as the kind `name`."""
 
-    def register(cls: type[Handler]) -> type[Handler]:
+    def register(cls: type) -> type:
         cls.kind = name
         return registry.add_kind(cls, name)
+
+    return register
+
+
+def environment(name: str, registry: Registry = default_registry):
+    """Decorator: register `factory(fields) -> Environment` as the environment `name`."""
+
+    def register(factory):
+        registry.add_environment(name, factory)
+        return factory
 
     return register
 

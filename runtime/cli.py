@@ -13,12 +13,14 @@ import click
 
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.values import storable_json
+from decomp.handlers import plugins
+from decomp.handlers.plugins import fail
 from decomp.handlers.trust import allowing
 from decomp.runtime.engine.budgets import DEFAULT_ROW_HANDLER_CALLS
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import load_plugin
-from decomp.runtime.runs import scoring as evaluation
+from decomp.runtime.runs import evaluation
 from decomp.runtime.runs.api import (
     PROGRAMS_DIR,
     RunOptions,
@@ -42,9 +44,7 @@ from decomp.runtime.views.describe import describe
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ROWS_FAILED = 0, 1, 2, 3
 
 
-def _fail(err: Exception) -> None:
-    click.echo(err.format() if isinstance(err, DecompError) else f"error: {err}", err=True)
-    sys.exit(EXIT_ERROR)
+_fail = fail
 
 
 def resolve_program(name: str) -> Path:
@@ -63,6 +63,9 @@ def main() -> None:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     warnings.showwarning = _show_warning
+    plugins.load()
+    for problem in plugins.problems():
+        click.echo(f"warning: {problem}", err=True)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -396,7 +399,7 @@ _PRED_HELP = "Predictions: a `decomp run --input` run directory, its results.jso
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-@main.group("eval", invoke_without_command=True, subcommand_metavar="[steps|graph] [ARGS]...")
+@main.group("eval", invoke_without_command=True, subcommand_metavar="[SUBCOMMAND] [ARGS]...")
 @click.option("--gold", type=_FILE, help=_GOLD_HELP + " Without it: success rates only.")
 @click.option("--pred", type=click.Path(exists=True, path_type=Path),
               help=_PRED_HELP + " Required without a subcommand.")
@@ -410,11 +413,8 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
     \b
     Answers:     decomp eval --gold GOLD --pred PRED [--metric em|set_em|f1]   (default: the run's metric)
     Success:     decomp eval --pred RUN_DIR   (rows whose outcome is ok, by group)
-    Task steps:  decomp eval steps --gold G.jsonl --pred P.jsonl [--encoder use|exact]
-    Task graphs: decomp eval graph --gold G.jsonl --pred P.jsonl [--encoder use|exact]
 
-    The subcommands read rows {"id", "task", "assumptions", "steps": [...],
-    "edges": [[i, j], ...]} and print one JSON object of mean TaskLAMA metrics.
+    Plugins add subcommands (TaskLAMA's `steps` and `graph`: see their --help).
 
     Exit status 0 when the scores are printed (a row that failed in the run scores 0; bad
     lines are skipped with a warning), 1 when a file cannot be used, 2 for a usage error.
@@ -430,48 +430,6 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(json.dumps(summary))
-
-
-def _taskgraph_options(command):
-    options = [
-        click.option("--gold", required=True, type=_FILE, help="Gold task-graph rows (JSONL)."),
-        click.option("--pred", required=True, type=click.Path(exists=True, path_type=Path),
-                     help="Predicted task-graph rows (JSONL), or a `decomp run` run directory or results.jsonl "
-                          "(answers: steps, or {steps, edges}); matched by id."),
-        click.option("--encoder", type=click.Choice(["use", "exact"]), default="use", show_default=True,
-                     help="Step similarity: Universal Sentence Encoder cosine, or exact text match."),
-        click.option("--rouge", "rouge_type", type=click.Choice(["rouge1", "rouge2", "rougeL", "rougeLsum"]),
-                     default="rouge1", show_default=True, help="ROUGE variant for text overlap."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _taskgraph_eval(kind: str, gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
-    try:
-        from decomp.taskgraph import data, metrics, similarity
-
-        gold_rows, pred_rows = data.read_jsonl(gold), data.read_predictions(pred)
-        score = metrics.evaluate_steps if kind == "steps" else metrics.evaluate_graphs
-        summary = score(gold_rows, pred_rows, similarity.get_similarity(encoder), rouge_type)
-    except (OSError, ValueError, RuntimeError, RunDirError) as err:
-        _fail(err)
-    click.echo(json.dumps(summary))
-
-
-@eval_command.command("steps")
-@_taskgraph_options
-def eval_steps(gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
-    """Step metrics: Hungarian, relaxed (one-to-two) and one-to-many P/R/F1/F2, ROUGE F1/F2."""
-    _taskgraph_eval("steps", gold, pred, encoder, rouge_type)
-
-
-@eval_command.command("graph")
-@_taskgraph_options
-def eval_graph(gold: Path, pred: Path, encoder: str, rouge_type: str) -> None:
-    """Graph metrics over Hungarian-matched steps: In-Degree, Out-Degree, Step Proximity."""
-    _taskgraph_eval("graph", gold, pred, encoder, rouge_type)
 
 
 @main.command()
@@ -585,69 +543,13 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
         diffing.show_diff(differences, a, b, Console())
 
 
-@main.group("textcraft")
-def textcraft() -> None:
-    """The TextCraft environment of ADaPT (run its programs with `decomp run adapt/textcraft`)."""
-
-
-@textcraft.command("generate")
-@click.option("--from", "source", type=_FILE, required=True,
-              help="Tasks whose crafting commands make the pool: JSONL rows {goal, crafting_commands}.")
-@click.option("--depth", type=click.IntRange(1), required=True, help="Recipe depth of every goal.")
-@click.option("-n", "count", type=click.IntRange(1), default=10, show_default=True, help="How many tasks.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--distractors", type=click.IntRange(0), default=8, show_default=True,
-              help="Commands added to each task beyond the goal's recipe tree.")
-def textcraft_generate(source: Path, depth: int, count: int, seed: int, distractors: int) -> None:
-    """Print COUNT new tasks (JSONL) whose goals have recipe depth DEPTH, made from the crafting
-    commands of the tasks in --from; the same seed gives the same tasks."""
-    from decomp.handlers.textcraft.generate import generate_tasks
-
-    pool: dict[str, None] = {}
-    for row in read_rows(source):
-        commands = row.fields.get("crafting_commands") if row.error is None else None
-        if isinstance(commands, list):
-            pool.update(dict.fromkeys(c for c in commands if isinstance(c, str)))
-    try:
-        rows = generate_tasks(list(pool), depth, count, seed=seed, distractors=distractors)
-    except ValueError as err:
-        _fail(err)
-    for row in rows:
-        click.echo(storable_json(row))
-
-
-@main.group("index")
-def index_group() -> None:
-    """Search indexes for the `retrieve` handler kind."""
-
-
-@index_group.command("build")
-@click.argument("corpus", type=_FILE)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="tantivy: the index folder.")
-@click.option("--add", is_flag=True, help="Add the corpus to the index already there (it gets a new version).")
-@click.option("--force", is_flag=True, help="Replace an index already there.")
-@click.option("--skip-bad", is_flag=True, help="Skip corpus lines that cannot be indexed (counted) instead of stopping.")
-@click.option("--backend", type=click.Choice(["tantivy", "elasticsearch"]), default="tantivy", show_default=True)
-@click.option("--url", help="elasticsearch: the server, http://HOST:PORT.")
-@click.option("--index-name", help="elasticsearch: the index (default: the corpus file's name).")
-@click.option("--server", type=click.Choice(["elasticsearch", "opensearch"]), default="elasticsearch",
-              show_default=True, help="elasticsearch: opensearch sends plain JSON media types.")
-def index_build(corpus: Path, out: Path | None, add: bool, force: bool, skip_bad: bool, backend: str,
-                url: str | None, index_name: str | None, server: str) -> None:
-    """Index CORPUS (JSON lines {"id", "title", "text"}) for BM25 retrieval; prints a JSON summary."""
-    from decomp.handlers.search.build import bytes_progress, index_corpus
-    from decomp.handlers.search.corpus import CorpusError
-    from decomp.handlers.search.tantivy_index import SearchIndexError
-
-    with bytes_progress(corpus.stat().st_size) as tick:
-        try:
-            summary = index_corpus(corpus, backend=backend, out=out, url=url, index_name=index_name, server=server,
-                                   add=add, force=force, skip_bad=skip_bad, progress=tick)
-        except (CorpusError, SearchIndexError, OSError) as err:
-            _fail(err)
-    for problem in summary.pop("skipped_lines", []):
-        click.echo(f"skipped: {problem}", err=True)
-    click.echo(storable_json(summary))
+@main.command("plugins")
+def plugins_command() -> None:
+    """List the plugins (the built-in ones too) and what each registered: kinds, model schemes,
+    environments, functions, commands. Problems loading them are printed as warnings."""
+    for plugin in plugins.plugins():
+        what = "; ".join(f"{table.replace('_', ' ')}: {', '.join(names)}" for table, names in plugin.registered.items())
+        click.echo(f"{plugin.name} ({plugin.source}){': ' + what if what else ''}")
 
 
 @main.command()
@@ -660,6 +562,9 @@ def programs() -> None:
 
 
 _HAS_MAIN = re.compile(r"^main[ \t]+\w", re.MULTILINE)
+
+# Commands of plugins (the built-in `textcraft`, `index` and `eval steps|graph` among them).
+plugins.register_commands(main)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,5 +1,6 @@
 """Shared fixtures: the papers' data the tests read (tests/fixtures/, cut from the originals:
 tests/fixtures/README.md), a private step cache per test, a registry of plain functions."""
+from decomp.handlers.plugins import builtin_registry
 import inspect
 import string
 from pathlib import Path
@@ -42,7 +43,7 @@ class FnOptions(Options):
 def registry_with(functions: dict[str, Callable[[str], Any]], calls: list | None = None) -> Registry:
     """The built-in kinds plus `fn(fn="name")`, answering `functions[name](query)` (awaited when
     it returns a coroutine) and logging (handler name, query) into `calls`."""
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
 
     @handler_kind("fn", registry=reg)
     class Fn(Handler):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from decomp.handlers.environment import Environment, StepResult, environment
+from decomp.handlers.environment import Environment, StepResult
 from decomp.handlers.textcraft.recipes import (TAGS, Recipe, Recipes, item_name, members, parse_command,
                                                parse_task)
 
@@ -167,7 +167,7 @@ class TextCraft(Environment):
         return crafts if assign(0, frozenset(given)) else None
 
 
-@environment("textcraft")
 def make_textcraft(fields: Mapping[str, Any]) -> TextCraft:
-    """The registered factory: `TextCraft.from_row`."""
+    """The factory the `textcraft` environment is registered with (`decomp.handlers.textcraft.plugin`):
+    `TextCraft.from_row`."""
     return TextCraft.from_row(fields)

@@ -17,8 +17,7 @@ from typing import Any
 from decomp.dsl.errors import HandlerError
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Options
-from decomp.handlers.environment import ActsOnEnvironment
-from decomp.handlers.registry import handler_kind
+from decomp.handlers.kinds.environment import ActsOnEnvironment
 from decomp.handlers.textcraft.env import TextCraft
 from decomp.handlers.textcraft.recipes import parse_task, plan_actions, plan_text
 
@@ -42,10 +41,11 @@ class _Symbolic(ActsOnEnvironment):
         return env
 
 
-@handler_kind("textcraft_executor")
 class TextCraftExecutor(_Symbolic):
     """One atomic attempt at the sub-task in the query; answers a record of what it did
     (`Failed(record)` when the sub-task is not done)."""
+
+    kind = "textcraft_executor"
 
     async def run(self, call: Call) -> Any:
         task = call.query.strip()
@@ -79,9 +79,10 @@ def _reward(env: TextCraft, step_reward: float = 0.0) -> float:
     return max(step_reward, 1.0 if env.solved else 0.0)
 
 
-@handler_kind("textcraft_planner")
 class TextCraftPlanner(_Symbolic):
     """The plan for the sub-task in the query, from the environment's inventory and recipes."""
+
+    kind = "textcraft_planner"
 
     async def run(self, call: Call) -> Any:
         try:

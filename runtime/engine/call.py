@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from decomp.dsl.errors import DecompError, HandlerError, InternalError, RunError
+from decomp.dsl.walks import number_steps
 from decomp.handlers.call import Call
-from decomp.handlers.environment import Environment, EnvironmentHandler
+from decomp.handlers.environment import Environment
+from decomp.handlers.kinds.environment import EnvironmentHandler
 from decomp.handlers.registry import Registry
 from decomp.handlers.service import Service
 from decomp.runtime.engine.budgets import current_row
@@ -22,16 +24,26 @@ from decomp.runtime.models.base import Request
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.dsl.nodes import Span, Step
     from decomp.handlers.base import Handler
-    from decomp.runtime.engine.loader import LoadedModule
-    from decomp.runtime.engine.session import Session
+
+
+class Runner(Protocol):
+    """What runs nested work for a call: the interpreter (`decomp.runtime.engine.interpreter.RUNNER`),
+    handed to the session, which every `EngineCall` holds."""
+
+    async def call_handler(self, name: str, query: str, values: tuple, scope: "Scope", span, trace) -> Any: ...
+
+    async def run_step(self, step, answers: Mapping[int, Any], scope: "Scope", trace) -> Any: ...
+
+    async def run_program(self, body: tuple, numbers: Mapping[Any, int], scope: "Scope", trace) -> Any: ...
 
 
 @dataclass(frozen=True)
 class Scope:
-    """What running code sees: the session, the module's handlers, named inputs, the call stack."""
+    """What running code sees: the session (`Session`, which holds the `runner`), the module's
+    handlers (a `LoadedModule`), named inputs, the call stack."""
 
-    session: "Session"
-    module: "LoadedModule"
+    session: Any
+    module: Any
     inputs: Mapping[str, Any] = field(default_factory=dict)
     stack: tuple[str, ...] = ()
 
@@ -42,7 +54,7 @@ class EngineCall(Call):
     __slots__ = ("query", "values", "inputs", "stack", "span", "session", "handler", "trace")
 
     def __init__(self, query: str, values: tuple, inputs: Mapping[str, Any], stack: tuple[str, ...],
-                 span: "Span | None", session: "Session", handler: "Handler", trace: TraceNode):
+                 span: "Span | None", session: Any, handler: "Handler", trace: TraceNode):
         self.query, self.values, self.inputs, self.stack, self.span = query, values, inputs, stack, span
         self.session, self.handler, self.trace = session, handler, trace
 
@@ -107,21 +119,21 @@ class EngineCall(Call):
 
     # ---- nested work
     async def run_handler(self, name: str, query: str, values: tuple[Any, ...] = ()) -> Any:
-        from decomp.runtime.engine.interpreter import call_handler
-
-        return await call_handler(name, query, tuple(values), self.scope, self.span, self.trace)
+        return await self.session.runner.call_handler(name, query, tuple(values), self.scope, self.span, self.trace)
 
     async def run_step(self, step: "Step", answers: Mapping[int, Any]) -> Any:
-        from decomp.runtime.engine.interpreter import run_step
+        return await self.session.runner.run_step(step, answers, self.scope, self.trace)
 
-        return await run_step(step, answers, self.scope, self.trace)
-
-    async def run_program(self, body: tuple, inputs: Mapping[str, Any]) -> Any:
-        from decomp.dsl.walks import number_steps
-        from decomp.runtime.engine.interpreter import run_program
-
+    async def run_program(self, body: tuple, inputs: Mapping[str, Any], *,
+                          numbers: Mapping[Any, int] | None = None) -> Any:
         scope = Scope(self.session, self.handler.ctx.module, {**self.inputs, **inputs}, self.stack)
-        return await run_program(body, number_steps(body), scope, self.trace)
+        numbered = numbers if numbers is not None else number_steps(body)
+        return await self.session.runner.run_program(body, numbered, scope, self.trace)
+
+    async def delegate(self, handler: "Handler", stack: tuple[str, ...] | None = None) -> Any:
+        call = EngineCall(self.query, self.values, self.inputs, self.stack if stack is None else stack, self.span,
+                          self.session, handler, self.trace)
+        return await handler.run(call)
 
     def environment(self, handler: str, *, fresh: bool = False) -> "Environment":
         declared = self.handler.ctx.module.handlers.get(handler) if self.handler.ctx.module else None

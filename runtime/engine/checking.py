@@ -17,7 +17,7 @@ from decomp.dsl.checker import check_fewshot, module_warnings
 from decomp.dsl.errors import CheckError, CheckWarning, DecompError, Diagnostics
 from decomp.dsl.limits import MAX_SOURCE_CHARS, normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
-from decomp.handlers.python import PythonHandler
+from decomp.handlers.kinds.python import PythonHandler
 from decomp.handlers.registry import default_registry
 from decomp.handlers.trust import inside, program_roots
 from decomp.runtime.engine.loader import LoadedModule

@@ -418,3 +418,16 @@ def truth(value: Any) -> bool:
         return value.strip().lower() not in ("", "no", "false", "0")
     return bool(value)
 
+
+
+class Interpreter:
+    """The runner the session hands every `EngineCall` (`decomp.runtime.engine.call.Runner`):
+    nested work a kind asks for through its `Call` comes back here, never by an import of the
+    interpreter from the call."""
+
+    call_handler = staticmethod(call_handler)
+    run_step = staticmethod(run_step)
+    run_program = staticmethod(run_program)
+
+
+RUNNER = Interpreter()

@@ -19,10 +19,11 @@ from decomp.dsl.errors import CheckError, DecompError, Diagnostics
 from decomp.dsl.limits import source_lines
 from decomp.dsl.parser import parse_module, read_text
 from decomp.handlers.base import Handler, LoadContext
-from decomp.handlers.environment import ActsOnEnvironment, EnvironmentHandler
-from decomp.runtime.engine.program import ProgramHandler
-from decomp.handlers.python import user_traceback
-from decomp.handlers.registry import Registry, import_module, local_module_file
+from decomp.handlers.kinds.environment import ActsOnEnvironment, EnvironmentHandler
+from decomp.handlers.kinds.python import user_traceback
+from decomp.handlers.imports import import_module, local_module_file
+from decomp.handlers.plugins import add_plugin_module, load as load_plugins
+from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.trust import PathRefused, inside, program_roots, refusal
 
 
@@ -54,18 +55,28 @@ def load(path: str | Path, registry: Registry, text: str | None = None) -> Loade
     if not usable:
         raise DecompError("no file can have this name (it holds a NUL or text that is not Unicode)",
                           nodes.Span(str(path), 1, 1, 1, 2), line_text="")
-    return _Loader(registry).load(Path(path), text)
+    return _Loader(load_plugins(registry)).load(Path(path), text)
 
 
 def load_plugin(spec: str, folder: str | Path | None = None) -> ModuleType:
-    """Import a plugin module, so its `@handler_kind` and `@python_handler` decorators register
-    kinds and functions before a program that uses them is loaded.
+    """Import a plugin module and register it: its hooks (`decomp.handlers.plugins`) and its
+    `@handler_kind` / `@python_handler` decorators add kinds, functions, models and environments
+    to the default registry before a program that uses them is loaded.
 
     `spec` is a path to a `.py` file (relative to the working folder, else to `folder`, the
     program's folder), imported under its file name with its own folder first on the import
     path; or a module name, looked for in `folder`, then in the working folder, then on the
     import path. Raises `DecompError` with the plugin's own traceback when it cannot be imported.
     """
+    load_plugins(default_registry)  # the built-ins first: a plugin may not take their names
+    module = _import_plugin(spec, folder)
+    problems = add_plugin_module(module, module.__name__, f"--plugin {spec}")
+    if problems:
+        raise DecompError("\n".join(problems))
+    return module
+
+
+def _import_plugin(spec: str, folder: str | Path | None) -> ModuleType:
     folders = [Path(f) for f in (folder, Path.cwd()) if f is not None]
     try:
         if spec.endswith(".py") or "/" in spec or "\\" in spec:
@@ -203,11 +214,16 @@ class _Loader:
             handler = self._handler(decl, ctx)
             if handler is not None and self._unique(decl.name, decl, decl.name_span):
                 loaded.handlers[decl.name] = handler
+        kind = self.registry.kind("program") if module.programs else None
         for program in module.programs:
             self.declared.add(program.name)
-            options = self._options(ProgramHandler, program.options, f"program '{program.name}'", program.span)
+            if kind is None:
+                self.errors.append(CheckError("no handler kind 'program' is registered to run programs with",
+                                              program.span))
+                continue
+            options = self._options(kind, program.options, f"program '{program.name}'", program.span)
             if options is not None and self._unique(program.name, program, program.name_span):
-                loaded.handlers[program.name] = ProgramHandler(program.name, options, None, ctx, program=program)
+                loaded.handlers[program.name] = kind(program.name, options, None, ctx, program=program)
         for extra in module.mains[:-1] if module is loaded.module else ():
             self.errors.append(CheckError("main is declared more than once", extra.span))
 
@@ -273,10 +289,12 @@ class _Loader:
                                           root.main.span, expected="one of: " + ", ".join(sorted(names))))
 
     def _link_program_file(self, handler: Handler) -> None:
-        if not isinstance(handler, ProgramHandler) or handler.program is not None or not handler.options.file:
+        wanted = handler.program_file()
+        if wanted is None:
             return
+        file, program = wanted
         try:
-            path = handler.ctx.resolve(handler.options.file).resolve()
+            path = handler.ctx.resolve(file).resolve()
         except PathRefused as err:
             self.errors.append(CheckError(err.message, handler.error_span("file")))
             return
@@ -297,11 +315,11 @@ class _Loader:
         except DecompError as err:
             self.errors += err.errors if isinstance(err, Diagnostics) else [err]
             return
-        name = handler.options.name or other.main
+        name = program or other.main
         if name not in other.handlers:
             self.errors.append(CheckError(f"{path} has no program '{name}'", handler.error_span("name")))
             return
-        handler.target = other.handlers[name]
+        handler.link(other.handlers[name])
 
 
 def _too_deep_to_check(handler: Handler) -> CheckError:
@@ -324,7 +342,7 @@ def _mark_effects(handlers: dict[str, Handler]) -> None:
     one, `program(file=...)` handlers whose target can, kinds that may run any handler of the
     module (decomposers) when one is effectful, and all that call them."""
     sources = [name for name, h in handlers.items()
-               if h.effects or (isinstance(h, ProgramHandler) and h.target is not None and h.target.effectful)]
+               if h.effects or any(target.effectful for target in h.linked())]
     found = effectful(handlers, sources)
     if found:
         found = effectful(handlers, sources + [name for name, h in handlers.items() if h.calls_any])

@@ -18,14 +18,14 @@ from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.dsl.values import json_text, outcome
 from decomp.handlers.base import Handler
 from decomp.handlers.offload import timeout_scope
+from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
-from decomp.runtime.engine import defaults  # noqa: F401  (registers the built-in kinds and backends)
 from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, Usage, current_row
 from decomp.runtime.engine.cache import StepCache, cache_key
 from decomp.runtime.engine.call import EngineCall, named
+from decomp.runtime.engine.interpreter import RUNNER
 from decomp.runtime.engine.loader import LoadedModule, load
-from decomp.runtime.engine.program import ProgramHandler
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Completion, Model, ModelSettings, Request, Score
@@ -81,7 +81,9 @@ class Session:
                  handler_timeout: float | None = None):
         if handler_timeout is not None and not handler_timeout > 0:
             raise ValueError(f"handler_timeout must be > 0 seconds, got {handler_timeout}")
-        self.registry = registry or default_registry
+        self.registry = load_plugins(registry or default_registry)
+        #: What runs nested work for every call of this session (the interpreter).
+        self.runner = RUNNER
         self.settings = settings or ModelSettings()
         self.scheduler = scheduler or Scheduler()
         self.cache = cache
@@ -319,8 +321,7 @@ class Session:
                     continue
                 seen.add(id(handler))
                 found.append(handler)
-                target = handler.target if isinstance(handler, ProgramHandler) else None
-                if target is not None:
+                for target in handler.linked():
                     seen.add(id(target))
                     if target.ctx.module is not None:
                         modules.append(target.ctx.module)
@@ -334,7 +335,7 @@ class Session:
         if handler is None:
             raise DecompError(f"{module.path} has no program or handler named '{name}'")
         try:
-            if isinstance(handler, ProgramHandler) and handler.program is not None:
+            if handler.reads_row:
                 call = EngineCall("", (), dict(fields), (name,), None, self, handler, trace)
                 return await handler.run_main(call, fields)
             if "question" not in fields:

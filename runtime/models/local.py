@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from decomp.handlers.registry import default_registry
+from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, ModelSettings, Request, Score, sendable
 
 DEFAULT = "gemma-3-270m"
@@ -208,4 +208,6 @@ def _unload_all() -> None:
         model.unload()
 
 
-default_registry.add_model_backend("local", factory)
+@hookimpl
+def register_models(register):
+    register("local", factory)

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from decomp.dsl.redact import redact_url, url_secrets
-from decomp.handlers.registry import default_registry
+from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import (
     Completion,
     Model,
@@ -272,4 +272,6 @@ def openai_model(name: str, settings: ModelSettings) -> OpenAIModel:
     return OpenAIModel(name, settings)
 
 
-default_registry.add_model_backend("openai", openai_model)
+@hookimpl
+def register_models(register):
+    register("openai", openai_model)

@@ -14,7 +14,8 @@ the alternatives (see :func:`as_alternatives` and :func:`best_score`).
 
 A program chooses the metric its dataset runs score rows with (`metric set_em` in the .decomp
 file; the names are `decomp.dsl.checker.METRIC_NAMES`, checked when the module loads); run.json
-records it and `decomp eval --pred RUN` uses it unless `--metric` is given (`run_metric`).
+records it and `decomp eval --pred RUN` uses it unless `--metric` is given (`run_metric` in
+`decomp.runtime.runs.evaluation`, which scores files: this module is pure metrics).
 
 A prediction may be anything JSON can hold; :func:`coerce_answer` turns it into a string or
 a list of strings: numbers become their text, ``None`` the empty string, a dict its JSON text.
@@ -32,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from decomp.runtime.runs.jsonl import read_lines
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -78,7 +78,7 @@ def normalize_answer(text: str) -> str:
 
 # --- turning answers into strings ------------------------------------------------------------
 
-def _scalar_text(value: Any) -> str:
+def scalar_text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
@@ -99,8 +99,8 @@ def coerce_answer(value: Any) -> Answer:
     an empty list is the empty answer ``""``.
     """
     if isinstance(value, (list, tuple)):
-        return [_scalar_text(item) for item in value] if value else ""
-    return _scalar_text(value)
+        return [scalar_text(item) for item in value] if value else ""
+    return scalar_text(value)
 
 
 def drop_answer_strings(answer_json: Mapping[str, Any]) -> tuple[str, ...]:
@@ -114,9 +114,9 @@ def drop_answer_strings(answer_json: Mapping[str, Any]) -> tuple[str, ...]:
         return (str(number),)
     spans = answer_json.get("spans") or []
     if spans:
-        return tuple(_scalar_text(span) for span in spans)
+        return tuple(scalar_text(span) for span in spans)
     date = answer_json.get("date") or {}
-    parts = (_scalar_text(date.get(key)) for key in ("day", "month", "year"))
+    parts = (scalar_text(date.get(key)) for key in ("day", "month", "year"))
     return (" ".join(part for part in parts if part.strip()),)
 
 
@@ -231,7 +231,7 @@ def _string_items(text: str) -> list[str]:
         except json.JSONDecodeError:
             parsed = None
         if isinstance(parsed, list):
-            return [_scalar_text(item) for item in parsed]
+            return [scalar_text(item) for item in parsed]
     return _ITEM_SPLIT.split(text)
 
 
@@ -255,7 +255,7 @@ def set_em(pred: Any, gold: Any) -> float:
 METRICS: dict[str, Callable[[Any, Any], float]] = {"em": em, "set_em": set_em, "f1": f1}
 
 
-def _metric(name: str) -> Callable[[Any, Any], float]:
+def metric_function(name: str) -> Callable[[Any, Any], float]:
     if name not in METRICS:
         valid = ", ".join(sorted(METRICS))
         raise ValueError(f"unknown metric {name!r}; valid metrics are: {valid}")
@@ -269,7 +269,7 @@ def best_score(pred: Any, alternatives: Alternatives, metric: str) -> float:
     and a row with no alternative left (an empty gold answer) scores 0.0 whatever the
     prediction, an empty one included.
     """
-    score = _metric(metric)
+    score = metric_function(metric)
     kept = [alt for alt in alternatives if alt and alt[0].strip()]
     if not kept:
         return 0.0
@@ -284,7 +284,7 @@ def score_predictions(gold_rows: Mapping[Any, Any], predictions: Mapping[Any, An
     strings. A gold id without a prediction scores 0; predictions for unknown ids are ignored.
     Returns ``{"metric", "score" (mean, a float, 0.0 when there are no rows), "n", "missing"}``.
     """
-    _metric(metric)
+    metric_function(metric)
     preds = {str(key): value for key, value in predictions.items()}
     total, missing = 0.0, 0
     for row_id, gold in gold_rows.items():
@@ -300,100 +300,3 @@ def gold_by_id(rows: Any) -> dict[str, Any]:
     """Map id -> gold for dataset rows (``runtime.datasets.Row``), leaving out rows that
     carry an error or have no gold."""
     return {row.id: row.gold for row in rows if row.error is None and row.gold is not None}
-
-
-# --- predictions -----------------------------------------------------------------------------
-
-class Predictions(dict):
-    """A dict id -> answer, with ``warnings``: one message per skipped or overridden line."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.warnings: list[str] = []
-        #: The whole line of each id (its outcome, environment summaries, usage).
-        self.records: dict[str, dict] = {}
-
-
-def read_predictions(path: str | Path) -> Predictions:
-    """Read an OUT.jsonl file of ``{"id", "answer", "error"?}`` lines into id -> answer, or
-    the results of a `decomp run` run directory (its complete results.jsonl lines, read as
-    `RunDir` reads them: a half-written last line of a killed run is left out).
-
-    A line whose ``error`` is set counts as a prediction whose answer is ``None``. Blank lines
-    are skipped silently. Malformed lines (not JSON, not an object, no id) are skipped, each
-    with a message in the result's ``warnings`` list; a repeated id keeps the last line's
-    answer and also adds a warning. Ids are turned into strings. A file that cannot be read
-    raises ``OSError``; a folder that holds no run, ``RunDirError``.
-    """
-    result = Predictions()
-    path = Path(path)
-    if path.is_dir():
-        from decomp.runtime.runs.rundir import RunDir
-
-        for record in RunDir.open(path).records():
-            _add_prediction(result, record, f"row {record.get('index')}")
-        return result
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
-    for line in read_lines(text, objects=True):
-        if line.error:
-            result.warnings.append(line.problem)
-        else:
-            _add_prediction(result, line.value, f"line {line.number}")
-    return result
-
-
-def _add_prediction(result: Predictions, record: dict, where: str) -> None:
-    if record.get("id") in (None, ""):
-        result.warnings.append(f"{where}: the line has no 'id'")
-        return
-    row_id = _scalar_text(record["id"])
-    if row_id in result:
-        result.warnings.append(f"{where}: repeated id {row_id!r}; the last answer is kept")
-    result[row_id] = None if record.get("error") else record.get("answer")
-    result.records[row_id] = record
-
-
-def success_summary(predictions: Predictions) -> dict:
-    """Success over the predicted rows, as a run's summary gives it (`success_rate`,
-    `failed_outcome`, `env_success_rate`, `by_group`, `calls_per_row`) plus `errors`."""
-    from decomp.runtime.runs.rundir import outcomes
-
-    records = list(predictions.records.values())
-    return {"rows": len(records), "errors": sum(bool(r.get("error")) for r in records), **outcomes(records)}
-
-
-def run_metric(pred_path: str | Path) -> str | None:
-    """The metric recorded by the run whose predictions are at `pred_path` (a run directory, or
-    the results.jsonl inside one): the program's `metric`, em for runs that recorded none.
-    None for any other file (an `--output` JSONL, a predictions file of one's own)."""
-    from decomp.runtime.runs.rundir import MANIFEST, RESULTS, RunDir
-
-    path = Path(pred_path)
-    folder = path if path.is_dir() else path.parent if path.name == RESULTS else None
-    if folder is None or not (folder / MANIFEST).is_file():
-        return None
-    return RunDir.open(folder).metric
-
-
-def evaluate_files(gold_path: str | Path | None, pred_path: str | Path,
-                   metric: str | None = None) -> tuple[dict, list[str]]:
-    """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL or
-    `decomp run` run directory; also the warnings about prediction lines that were skipped.
-
-    `metric` None: the run's own metric when `pred_path` is a run (its program's `metric`
-    statement, recorded in run.json; see `run_metric`), else em.
-
-    When some prediction failed its outcome or was judged by an environment (runs of programs
-    whose steps can fail, such as ADaPT's), the success rates are added (`success_summary`);
-    without gold only those are given."""
-    from decomp.runtime.runs.datasets import read_rows
-
-    if metric is None:
-        metric = run_metric(pred_path) or "em"
-    _metric(metric)
-    predictions = read_predictions(pred_path)
-    judged = any(r.get("outcome") == "failed" or r.get("environment") for r in predictions.records.values())
-    summary = success_summary(predictions) if judged or gold_path is None else {}
-    if gold_path is not None:
-        summary = {**score_predictions(gold_by_id(read_rows(gold_path)), predictions, metric), **summary}
-    return summary, predictions.warnings

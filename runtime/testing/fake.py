@@ -32,8 +32,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from decomp.handlers.python import code_fingerprint
-from decomp.handlers.registry import default_registry
+from decomp.handlers.kinds.python import code_fingerprint
+from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, Request, Score
 
 Answer = str | Callable[[Request], str]
@@ -211,4 +211,6 @@ def fake_model(name: str, settings: object = None) -> FakeModel:
     return FakeModel.from_file(name) if name else FakeModel()
 
 
-default_registry.add_model_backend("fake", fake_model)
+@hookimpl
+def register_models(register):
+    register("fake", fake_model)

@@ -36,8 +36,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from decomp.handlers.executor import COMPLETED, FAILED
-from decomp.handlers.registry import default_registry
+from decomp.handlers.kinds.executor import COMPLETED, FAILED
+from decomp.handlers.plugins import hookimpl
 from decomp.handlers.textcraft import env as textcraft_env, recipes as textcraft_recipes
 from decomp.handlers.textcraft.env import TextCraft
 from decomp.handlers.textcraft.recipes import Recipes, item_name, parse_task, plan_actions, plan_text
@@ -225,4 +225,6 @@ def scripted_model(name: str, settings: object = None) -> ScriptedModel:
     return ScriptedModel(capability)
 
 
-default_registry.add_model_backend("scripted", scripted_model)
+@hookimpl
+def register_models(register):
+    register("scripted", scripted_model)

@@ -7,8 +7,8 @@ from pydantic import ValidationError
 from decomp.dsl.errors import HandlerError
 from decomp import Session
 from decomp.handlers.base import LoadContext
-from decomp.handlers.calculator import CalculatorHandler
-from decomp.handlers.registry import default_registry
+from decomp.handlers.kinds.calculator import CalculatorHandler
+from decomp.handlers.plugins import load as load_plugins
 
 
 def make(**options):
@@ -20,7 +20,7 @@ def calc(query, **options):
 
 
 def test_registered_as_calculator():
-    assert default_registry.kind("calculator") is CalculatorHandler
+    assert load_plugins().kind("calculator") is CalculatorHandler
 
 
 @pytest.mark.parametrize("text, value", [

@@ -13,9 +13,9 @@ from lark.exceptions import LarkError
 
 from decomp import Session
 from decomp.dsl.errors import HandlerError
-from decomp.handlers import calculator
+from decomp.handlers.kinds import calculator
 from decomp.handlers.base import LoadContext
-from decomp.handlers.calculator import CalculatorHandler, find_expression
+from decomp.handlers.kinds.calculator import CalculatorHandler, find_expression
 
 
 def make(**options):

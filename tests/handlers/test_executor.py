@@ -3,6 +3,7 @@ thinking, actions, the model's verdicts, the success rules, patience, max_iterat
 lines, `state_action`, the template's variables, the trace, and its errors."""
 from __future__ import annotations
 
+from decomp.handlers.plugins import builtin_registry
 import pytest
 
 from decomp import Environment, FakeModel, StepResult
@@ -60,7 +61,7 @@ def module_text(options: str = "", template: str = TEMPLATE, extra: str = "", bo
 def run(answers, options: str = "", fields: dict | None = None, **kwargs):
     """Run the executor on the task "make it"; (result, model, environment log)."""
     log: list[str] = []
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
     reg.add_environment("craft", lambda row: Craft(row, log))
     model = answers if isinstance(answers, FakeModel) else FakeModel(answers=answers)
     session = Session(registry=reg, model=model, budget=kwargs.pop("budget", None))
@@ -251,7 +252,7 @@ def test_template_sees_inputs_start_and_named_inputs():
 def test_template_from_a_file(tmp_path):
     (tmp_path / "exec.j2").write_text("File task: {{ task }}\n", encoding="utf-8")
     log: list = []
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
     reg.add_environment("craft", lambda row: Craft(row, log))
     model = FakeModel(answers=["task completed"])
     path = tmp_path / "x.decomp"
@@ -280,7 +281,7 @@ def test_a_template_that_does_not_parse_is_a_check_error():
 
 def test_an_executor_without_a_template_is_a_check_error():
     log: list = []
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
     reg.add_environment("craft", lambda row: Craft(row, log))
     session = Session(registry=reg, model=FakeModel())
     with pytest.raises(DecompError) as info:

@@ -1,7 +1,7 @@
 """The decomposer's `nearest` option: only the N examples most like the question, closest last."""
 from decomp import FakeModel, Session
 from decomp.dsl.parser import parse_fewshot
-from decomp.handlers.fewshot import examples_text, nearest_examples
+from decomp.handlers.kinds.fewshot import examples_text, nearest_examples
 
 EXAMPLES = '''QC: Take the last letters of the words in "Ada King" and concatenate them using a space.
 QS: [split] What are the words in "Ada King"?

@@ -4,6 +4,7 @@ goes on; an overrun is a clear error; a handler that leaves too many calls runni
 async functions are bounded too; the limit comes from the handler, the run or the default."""
 from __future__ import annotations
 
+from decomp.handlers.plugins import builtin_registry
 import asyncio
 import threading
 import time
@@ -16,8 +17,8 @@ from decomp.handlers import offload
 from decomp.handlers.base import LoadContext
 from decomp.handlers.offload import (DEFAULT_TIMEOUT, MAX_OVERRUNS, TimeLimitError, bounded, bounded_await, overruns,
                                      run_timeout, timeout_scope)
-from decomp.handlers.python import PythonHandler
-from decomp.handlers.regex import RegexHandler
+from decomp.handlers.kinds.python import PythonHandler
+from decomp.handlers.kinds.regex import RegexHandler
 
 
 class Owner:
@@ -235,7 +236,7 @@ def test_a_python_function_raising_stop_iteration_fails_its_row_with_what_it_rai
     from decomp.handlers.registry import Registry
     from decomp.runtime.engine.session import Session
 
-    registry = Registry.with_builtins()
+    registry = builtin_registry()
     registry.add_function(lambda query: next(iter([])), "work")
     session = Session(registry=registry)
     module = session.load("x.decomp", text='handler f = python(function="work", timeout=2)\n'

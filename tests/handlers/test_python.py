@@ -9,8 +9,9 @@ from decomp.dsl.nodes import HandlerDecl, Option, Span, Value
 from decomp.dsl.errors import HandlerError
 from decomp import Session
 from decomp.handlers.base import LoadContext
-from decomp.handlers.python import PythonHandler, to_json
-from decomp.handlers.registry import Registry, default_registry, python_handler
+from decomp.handlers.kinds.python import PythonHandler, to_json
+from decomp.handlers.plugins import load as load_plugins
+from decomp.handlers.registry import Registry, python_handler
 from decomp.handlers.trust import allowing
 
 
@@ -59,7 +60,7 @@ def run(handler, query="q", values=(), inputs=None, session=None):
 
 
 def test_registered_as_python():
-    assert default_registry.kind("python") is PythonHandler
+    assert load_plugins().kind("python") is PythonHandler
 
 
 def test_registered_function_gets_the_query():

@@ -3,6 +3,7 @@ the other rows go on; the limit is the handler's `timeout=`, else the session's 
 async functions are bounded too; the limit never changes a cache key."""
 from __future__ import annotations
 
+from decomp.handlers.plugins import builtin_registry
 import asyncio
 import io
 import json
@@ -26,7 +27,7 @@ main p
 
 
 def session_with(fn, options: str = "", **kwargs):
-    registry = Registry.with_builtins()
+    registry = builtin_registry()
     registry.add_function(fn, "work")
     session = Session(registry=registry, **kwargs)
     return session, session.load("x.decomp", text=PROGRAM.format(options=options))

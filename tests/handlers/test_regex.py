@@ -8,8 +8,8 @@ from decomp.dsl.nodes import HandlerDecl, Option, Span, Value
 from decomp.dsl.errors import HandlerError
 from decomp import Session
 from decomp.handlers.base import LoadContext
-from decomp.handlers.registry import default_registry
-from decomp.handlers.regex import RegexHandler
+from decomp.handlers.plugins import load as load_plugins
+from decomp.handlers.kinds.regex import RegexHandler
 
 
 def make(decl=None, **options):
@@ -21,7 +21,7 @@ def run(handler, query):
 
 
 def test_registered_as_regex():
-    assert default_registry.kind("regex") is RegexHandler
+    assert load_plugins().kind("regex") is RegexHandler
 
 
 def test_whole_match_without_groups():

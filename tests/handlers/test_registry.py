@@ -5,7 +5,8 @@ import textwrap
 import pytest
 
 from decomp import Handler, Options, Session
-from decomp.handlers.registry import Registry, default_registry, handler_kind, python_handler
+from decomp.handlers.plugins import builtin_registry, load as load_plugins, refresh
+from decomp.handlers.registry import Registry, handler_kind, python_handler
 
 
 class ShoutOptions(Options):
@@ -13,7 +14,7 @@ class ShoutOptions(Options):
 
 
 def test_decorated_kind_is_used_like_a_builtin(tmp_path):
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
 
     @handler_kind("shout", registry=reg)
     class Shout(Handler):
@@ -26,11 +27,11 @@ def test_decorated_kind_is_used_like_a_builtin(tmp_path):
     module = session.load("x.decomp", text='handler loud = shout(suffix="!!")\n'
                                            'program p(question) {\n    QS: [loud] #question\n}\nmain p\n')
     assert session.run(module, {"question": "hi"}).answer == "HI!!"
-    assert "shout" not in default_registry.kinds
+    assert "shout" not in load_plugins().kinds
 
 
 def test_custom_kind_options_are_checked_like_builtins():
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
 
     @handler_kind("shout", registry=reg)
     class Shout(Handler):
@@ -42,7 +43,7 @@ def test_custom_kind_options_are_checked_like_builtins():
 
 
 def test_decorated_python_function(tmp_path):
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
     python_handler("twice", registry=reg)(lambda query: query * 2)
     session = Session(registry=reg)
     module = session.load("x.decomp", text='handler t = python(function="twice")\n'
@@ -69,7 +70,8 @@ def test_entry_point_group_registers_kinds_and_functions(tmp_path, monkeypatch):
     (info / "entry_points.txt").write_text(
         "[decomp.handlers]\nreverse_text = decomp_plugin_demo:Reverse\ncount_words = decomp_plugin_demo:count_words\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    reg = Registry.with_builtins()
+    refresh()  # installed after this process read the entry points
+    reg = builtin_registry()
     session = Session(registry=reg)
     module = session.load("x.decomp", text=(
         'handler rev = reverse_text\nhandler n = python(function="count_words")\n'
@@ -77,3 +79,5 @@ def test_entry_point_group_registers_kinds_and_functions(tmp_path, monkeypatch):
     assert session.run(module, {"question": "one two three"}).answer == "3"
     assert reg.kind("reverse_text").__name__ == "Reverse"
     sys.modules.pop("decomp_plugin_demo", None)
+    monkeypatch.undo()
+    refresh()

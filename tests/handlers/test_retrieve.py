@@ -9,7 +9,7 @@ import pytest
 from decomp import Session, run_dataset
 from decomp.dsl.errors import DecompError, HandlerError
 from decomp.handlers.base import LoadContext
-from decomp.handlers.retrieve import RetrieveHandler, RetrieveOptions
+from decomp.handlers.kinds.retrieve import RetrieveHandler, RetrieveOptions
 from decomp.handlers.search.corpus import read_corpus
 from decomp.handlers.search.tantivy_index import TantivyIndex, build_index
 from decomp.handlers.trust import allowing
@@ -200,10 +200,10 @@ def test_searches_run_in_a_worker_thread(tmp_path, index, monkeypatch):
 
 
 def test_kind_is_registered_and_not_cached_itself():
-    from decomp.handlers.registry import default_registry
+    from decomp.handlers.plugins import load as load_plugins
     import decomp.handlers.kinds  # noqa: F401
 
-    assert default_registry.kinds["retrieve"] is RetrieveHandler
+    assert load_plugins().kinds["retrieve"] is RetrieveHandler
     assert RetrieveHandler.cacheable is False
 
 

@@ -9,7 +9,7 @@ import pytest
 from jinja2 import TemplateError
 
 import decomp.handlers.kinds  # noqa: F401
-from decomp.handlers import executor, prompt, score
+from decomp.handlers.kinds import executor, prompt, score
 from decomp.handlers.templates import JINJA, MAX_LOOP, MAX_TEXT, TemplateLimitError
 from decomp.runtime.engine.session import Session
 from decomp.runtime.testing.fake import FakeModel

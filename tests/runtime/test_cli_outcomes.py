@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from decomp import Environment, StepResult
-from decomp.handlers.registry import default_registry
+from decomp.handlers.plugins import load as load_plugins
 from decomp.runtime.cli import main
 
 FIELD = '''
@@ -99,7 +99,7 @@ main p
 
 @pytest.fixture
 def coin_program(tmp_path, monkeypatch):
-    monkeypatch.setitem(default_registry.environments, "cli_test_coin", Coin)
+    monkeypatch.setitem(load_plugins().environments, "cli_test_coin", Coin)
     path = tmp_path / "coin.decomp"
     path.write_text(COIN, encoding="utf-8")
     return path
@@ -125,7 +125,7 @@ def test_a_row_error_is_still_an_error_not_an_outcome(coin_program, monkeypatch)
     def broken(fields):
         raise RuntimeError("no coin today")
 
-    monkeypatch.setitem(default_registry.environments, "cli_test_coin", broken)
+    monkeypatch.setitem(load_plugins().environments, "cli_test_coin", broken)
     result = invoke("run", coin_program, "-q", "x", "--cache", "off")
     assert result.exit_code == 1
     assert result.stdout == ""

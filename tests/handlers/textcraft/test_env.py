@@ -2,7 +2,7 @@
 import pytest
 
 from decomp.handlers.environment import Environment
-from decomp.handlers.registry import default_registry
+from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.textcraft.env import TextCraft, make_textcraft
 
 COMMANDS = ["craft 4 oak planks using 1 oak logs", "craft 4 stick using 2 planks", "craft 1 chest using 8 planks",
@@ -23,7 +23,7 @@ def step(env, action):
 def test_registered_as_textcraft():
     import decomp  # noqa: F401  (registers every built-in kind and environment)
 
-    assert default_registry.environment("textcraft") is make_textcraft
+    assert load_plugins().environment("textcraft") is make_textcraft
     assert isinstance(make_textcraft(ROW), TextCraft) and isinstance(make_textcraft(ROW), Environment)
 
 

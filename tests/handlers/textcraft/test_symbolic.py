@@ -12,7 +12,7 @@ from decomp.dsl.errors import HandlerError
 from decomp.dsl.parser import parse_plan
 from decomp.dsl.values import Failed
 from decomp.handlers.base import LoadContext
-from decomp.handlers.registry import default_registry
+from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.textcraft.env import TextCraft
 from decomp.handlers.textcraft.recipes import parse_task, plan_actions, plan_text
 from decomp.handlers.textcraft.symbolic import TextCraftExecutor, TextCraftPlanner
@@ -51,8 +51,8 @@ def plan(env, task):
 def test_registered():
     import decomp  # noqa: F401
 
-    assert default_registry.kind("textcraft_executor") is TextCraftExecutor
-    assert default_registry.kind("textcraft_planner") is TextCraftPlanner
+    assert load_plugins().kind("textcraft_executor") is TextCraftExecutor
+    assert load_plugins().kind("textcraft_planner") is TextCraftPlanner
     for cls in (TextCraftExecutor, TextCraftPlanner):
         handler = make(cls, "world")
         assert handler.calls() == {"world": [None]}

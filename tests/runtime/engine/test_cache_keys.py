@@ -13,8 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from decomp import FakeModel, Session
-from decomp.handlers.python import function_sources
-from decomp.handlers.registry import default_registry, forget_folder
+from decomp.handlers.kinds.python import function_sources
+from decomp.handlers.imports import forget_folder
+from decomp.handlers.plugins import load as load_plugins
 from decomp.runtime.cli import main
 from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.engine.loader import load_plugin
@@ -33,8 +34,8 @@ main p
 def isolated_imports(monkeypatch, tmp_path):
     """Kinds and functions the plugins register, and the modules the tests import from their
     folders, are gone afterwards."""
-    monkeypatch.setattr(default_registry, "kinds", dict(default_registry.kinds))
-    monkeypatch.setattr(default_registry, "functions", dict(default_registry.functions))
+    monkeypatch.setattr(load_plugins(), "kinds", dict(load_plugins().kinds))
+    monkeypatch.setattr(load_plugins(), "functions", dict(load_plugins().functions))
     yield
     forget_folder(tmp_path.resolve())
 

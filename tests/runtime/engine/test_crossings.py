@@ -5,7 +5,9 @@ other, from the start of the row to the model request, read with a profile hook.
 Before the engine interface (commit c0fc0a6) the same row made 10 such calls: the program kind
 lived under handlers/ and called back into the interpreter, the prompt kind looked its model up
 on the session, built the model's trace node itself and called `Session.complete`, and the
-model backend lived under handlers/ again. Now the kind is entered once and calls back once."""
+model backend lived under handlers/ again. Now each kind is entered once and calls back once: the
+program kind (an ordinary kind under handlers/ again, issue 21, but running its body through
+`Call.run_program` instead of importing the interpreter) and the prompt kind."""
 from __future__ import annotations
 
 import asyncio
@@ -41,7 +43,7 @@ class StopAtRequest(FakeModel):
         return await super().complete(request)
 
 
-def test_a_prompt_step_crosses_into_the_handler_once_and_back_once(tmp_path):
+def test_each_kind_on_the_way_is_entered_once_and_calls_back_once(tmp_path):
     model = StopAtRequest()
     session = Session(model=model)
     module = session.load(tmp_path / "p.decomp", text=PROGRAM)
@@ -64,4 +66,5 @@ def test_a_prompt_step_crosses_into_the_handler_once_and_back_once(tmp_path):
 
     result = asyncio.run(row())
     assert (result.answer, result.error) == (4, None)
-    assert crossings == ["call_handler -> PromptHandler.run", "PromptHandler.run -> EngineCall.complete"]
+    assert crossings == ["Session._entry -> ProgramHandler.run_main", "ProgramHandler.execute -> EngineCall.run_program",
+                         "call_handler -> PromptHandler.run", "PromptHandler.run -> EngineCall.complete"]

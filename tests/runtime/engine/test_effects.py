@@ -4,6 +4,7 @@ the step cache never answering them (model samples still cached), one environmen
 row (`reset` makes a fresh one), factory errors, unknown environments at check time."""
 from __future__ import annotations
 
+from decomp.handlers.plugins import builtin_registry
 import asyncio
 import string
 from typing import Any
@@ -59,7 +60,7 @@ def toy_registry(log: list, factory=None, calls_env: bool = False) -> Registry:
     but effectful only through `calls()` naming its environment handler), `plain` (the same delay,
     no environment: logs to `log` directly) and the functions `items` (splits the query on `,`)
     and `capwords`."""
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
     reg.add_environment("toy", factory or (lambda fields: Toy(fields, log)))
     reg.add_function(lambda query: [s.strip() for s in query.split(",")], "items")
     reg.add_function(string.capwords, "capwords")
@@ -474,7 +475,7 @@ def test_a_decomposer_whose_model_names_an_effectful_handler_acts_in_text_order(
 
 
 def test_a_decomposer_in_a_module_without_environments_is_not_effectful():
-    registry = Registry.with_builtins()
+    registry = builtin_registry()
     registry.add_function(string.capwords, "capwords")
     session = Session(registry=registry, model=FakeModel())
     module = session.load("x.decomp", text='handler up = python(function="capwords")\n'

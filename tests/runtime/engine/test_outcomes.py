@@ -4,6 +4,7 @@ dataset run's results lines and summary; the step cache keeping outcomes; aborts
 the row."""
 from __future__ import annotations
 
+from decomp.handlers.plugins import builtin_registry
 import json
 
 import pytest
@@ -19,7 +20,7 @@ from decomp.runtime.engine.session import Session
 
 def registry(**functions) -> Registry:
     """The built-in kinds; `functions` usable as python(function="name")."""
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
     for name, fn in functions.items():
         reg.add_function(fn, name)
     return reg

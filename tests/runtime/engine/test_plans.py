@@ -3,6 +3,7 @@ skipped steps in the trace, plans without (or with an unreadable) order, missing
 plans, lists as plans, values that are no plan, and ADaPT's recursion over plans."""
 from __future__ import annotations
 
+from decomp.handlers.plugins import builtin_registry
 import textwrap
 
 import pytest
@@ -43,7 +44,7 @@ class Harness:
     def __init__(self, plan):
         self.plan = plan
         self.acted: list[str] = []
-        reg = Registry.with_builtins()
+        reg = builtin_registry()
         reg.add_function(self.planner, "planner")
         reg.add_function(self.act, "act")
         reg.add_function(lambda query: query, "tell")
@@ -351,7 +352,7 @@ def test_adapt_recursion_over_plans():
         rest = query[len("big "):]
         return plan_text([rest], "Step 1")
 
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
     reg.add_function(act, "act")
     reg.add_function(planner, "planner")
     session = Session(registry=reg, default_model=None)
@@ -378,7 +379,7 @@ def test_adapt_recursion_over_plans():
 
     # with an alternative in the plan (OR), the failure at depth 3 is recovered from
     planner_or = lambda query: plan_text([query[len("big "):], "x"], "Step 1 OR Step 2")  # noqa: E731
-    reg.add_function(planner_or, "planner")
+    reg.add_function(planner_or, "planner", replace=True)
     acted.clear()
     session = Session(registry=reg, default_model=None)
     result = session.run(session.load("adapt.decomp", text=ADAPT), {"task": "big big big x"})
@@ -397,7 +398,7 @@ def test_a_step_that_raises_ends_the_row_and_runs_nothing_after_it():
             raise ValueError("exploded")
         return Failed(query)
 
-    h.session.registry.add_function(act, "act")
+    h.session.registry.add_function(act, "act", replace=True)
     result = h.session.run(h.session.load("x.decomp", text=PROGRAM), {"question": "q"})
     assert result.answer is None
     assert result.error.startswith("[act] python, x.decomp:7:") and "exploded" in result.error
@@ -467,7 +468,7 @@ def test_a_value_that_is_no_plan_inside_an_or_is_recovered_from():
     def planner(query):
         return plan_text(["big sub", "x"], "Step 1 OR Step 2") if query == "big top" else 42
 
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
     reg.add_function(act, "act")
     reg.add_function(planner, "planner")
     session = Session(registry=reg, default_model=None)

@@ -9,6 +9,7 @@ counters inside the service, never with wall-clock time; retries run with no bac
 """
 from __future__ import annotations
 
+from decomp.handlers.plugins import builtin_registry
 import asyncio
 import json
 
@@ -91,7 +92,7 @@ def search_registry(services: dict[str, FakeSearch], closed: list | None = None)
     """The built-in kinds plus `search(service="key", cache=false)`, which sends the sub-query to
     `services[key]` through `call.request`. Its answers are not cached per step (so the
     service call itself meets the cache), and its close hook logs the handler's name."""
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
 
     @handler_kind("search", registry=reg)
     class SearchHandler(Handler):
@@ -639,7 +640,7 @@ main p
 def counting_registry(log: list) -> Registry:
     """Two kinds answering the query and the `ctx` input: `plain` (cache key: the query) and
     `reader` (reads_inputs: the inputs are in its key too)."""
-    reg = Registry.with_builtins()
+    reg = builtin_registry()
 
     @handler_kind("plain", registry=reg)
     class Plain(Handler):

@@ -31,7 +31,7 @@ from decomp.runtime.models.openai_backend import (
     _retry_after,
     openai_model,
 )
-from decomp.handlers.registry import default_registry
+from decomp.handlers.plugins import load as load_plugins
 
 KEY = "sk-test-CANARY-4f1d9c0e7b2a"
 TRANSPORTS = ("aiohttp", "openai")
@@ -341,8 +341,8 @@ def test_api_auto_and_endpoint(monkeypatch):
 
 
 def test_registered_as_the_openai_scheme():
-    assert default_registry.model_backends["openai"] is openai_model
-    model = default_registry.model_backends["openai"]("served", ModelSettings(base_url="http://127.0.0.1:1/v1"))
+    assert load_plugins().model_backends["openai"] is openai_model
+    model = load_plugins().model_backends["openai"]("served", ModelSettings(base_url="http://127.0.0.1:1/v1"))
     assert isinstance(model, OpenAIModel) and model.name == "openai:served"
 
 

@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from decomp.runtime.runs.evaluation import read_predictions
 from decomp.runtime.runs.scoring import (
     as_alternatives, best_score, coerce_answer, drop_answer_strings, em, f1, score_predictions,
-    normalize_answer, read_predictions, set_em, split_items,
+    normalize_answer, set_em, split_items,
 )
 
 

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import decomp.runtime.engine.defaults  # noqa: F401  (registers the backends)
 from decomp.dsl import nodes
 from decomp.dsl.plans import read_plan
-from decomp.handlers.prompt import JINJA
-from decomp.handlers.registry import default_registry
+from decomp.handlers.kinds.prompt import JINJA
+from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.textcraft.env import TextCraft
 from decomp.runtime.models.base import ModelError, Request
 from decomp.runtime.runs.api import RunOptions, run_dataset
@@ -151,7 +150,7 @@ def test_stop_sequences_and_samples():
 # --- the backend -------------------------------------------------------------------------------
 
 def test_spec_and_cache_identity():
-    factory = default_registry.model_backend("scripted")
+    factory = load_plugins().model_backend("scripted")
     one, two = factory("1", None), factory("2", None)
     assert (one.name, two.name) == ("scripted:1", "scripted:2")
     assert one.cache_identity().startswith("scripted:1#") and two.cache_identity().startswith("scripted:2#")

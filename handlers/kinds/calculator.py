@@ -21,7 +21,6 @@ from lark.exceptions import LarkError, VisitError
 from decomp.dsl.errors import CheckError, HandlerError
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
-from decomp.handlers.registry import handler_kind
 
 #: A number: digits with optional comma thousands separators in groups of exactly three
 #: (1,234,567), an optional fraction (.5 needs a digit after the point) and exponent (1e3).
@@ -66,7 +65,6 @@ _NAME_USE = rx.compile(
 Number = Fraction | float
 
 
-@handler_kind("calculator")
 class CalculatorHandler(Handler):
     """Evaluates arithmetic in the sub-query and answers with the number.
 
@@ -93,6 +91,8 @@ class CalculatorHandler(Handler):
     Division by zero, a too-large exponent or number, a complex or non-finite result, and text
     that holds no expression are `HandlerError`s.
     """
+
+    kind = "calculator"
 
     class Options(BaseOptions):
         extract: bool = True

@@ -16,8 +16,7 @@ from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.parser import parse_step_line
 from decomp.dsl.values import Failed, json_text, outcome
 from decomp.handlers.base import Call, Handler, Options, step_calls
-from decomp.handlers.fewshot import check_file, examples_text, fewshot_error, load_fewshot, nearest_examples
-from decomp.handlers.registry import handler_kind
+from decomp.handlers.kinds.fewshot import check_file, examples_text, fewshot_error, load_fewshot, nearest_examples
 
 
 class DecomposerOptions(Options):
@@ -32,9 +31,10 @@ class DecomposerOptions(Options):
     nearest: int | None = Field(None, ge=1)
 
 
-@handler_kind("decomposer")
 class DecomposerHandler(Handler):
     """Few-shot decomposer: the model emits the next sub-query until `[EOQ]`."""
+
+    kind = "decomposer"
 
     Options = DecomposerOptions
     nests = True

@@ -20,8 +20,7 @@ from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.parser import read_text
 from decomp.dsl.values import parse_output
 from decomp.handlers.base import Call, Handler, Options
-from decomp.handlers.fewshot import check_file, fewshot_error, load_fewshot
-from decomp.handlers.registry import handler_kind
+from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
 from decomp.handlers.templates import JINJA
 
 __all__ = ["JINJA", "PromptHandler", "PromptOptions"]
@@ -59,9 +58,10 @@ def template_error(handler: Handler, err: Exception) -> list[CheckError]:
     return [CheckError(f"template of [{handler.name}]: {err}", handler.error_span("file") or handler.error_span("text"))]
 
 
-@handler_kind("prompt")
 class PromptHandler(Handler):
     """Few-shot or template prompt; the completion is parsed as JSON where possible."""
+
+    kind = "prompt"
 
     Options = PromptOptions
     cacheable = False

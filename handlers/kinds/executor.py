@@ -29,9 +29,9 @@ from pydantic import Field
 from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Options
-from decomp.handlers.environment import ActsOnEnvironment, Environment
-from decomp.handlers.prompt import source_problems, source_text, template_error
-from decomp.handlers.registry import handler_kind
+from decomp.handlers.environment import Environment
+from decomp.handlers.kinds.environment import ActsOnEnvironment
+from decomp.handlers.kinds.prompt import source_problems, source_text, template_error
 from decomp.handlers.templates import JINJA
 
 COMPLETED, FAILED = "task completed", "task failed"
@@ -67,9 +67,10 @@ class Attempt:
                 "reward": self.reward, "stopped": self.stopped, "iterations": self.turns, "actions": self.actions}
 
 
-@handler_kind("executor")
 class ExecutorHandler(ActsOnEnvironment):
     """ReAct over an `environment` handler: one model line per turn, until a verdict or a limit."""
+
+    kind = "executor"
 
     Options = ExecutorOptions
     cacheable = False

@@ -19,9 +19,6 @@ from decomp.dsl.errors import CheckError, Failure
 from decomp.dsl.values import item_text, json_text, parse_output
 from decomp.handlers.base import Call, Handler, Options, step_calls
 from decomp.dsl.walks import iter_steps, number_steps
-from decomp.handlers.registry import handler_kind
-from decomp.runtime.engine.call import EngineCall, Scope
-from decomp.runtime.engine.interpreter import run_program
 
 
 class ProgramOptions(Options):
@@ -31,9 +28,10 @@ class ProgramOptions(Options):
     description: str | None = None
 
 
-@handler_kind("program")
 class ProgramHandler(Handler):
     """A program: parameters, then steps run in order; its answer is the last answer."""
+
+    kind = "program"
 
     Options = ProgramOptions
     nests = True
@@ -42,7 +40,18 @@ class ProgramHandler(Handler):
     def __init__(self, *args, program: nodes.Program | None = None):
         super().__init__(*args)
         self.program = program
-        self.target: Handler | None = None  # set by the loader for program(file=...)
+        self.target: Handler | None = None  # set by the loader for program(file=...), see `link`
+        #: A program takes its parameters from the row's fields when it is a run's entry.
+        self.reads_row = program is not None
+
+    def program_file(self) -> tuple[str, str | None] | None:
+        return (self.options.file, self.options.name) if self.program is None and self.options.file else None
+
+    def link(self, target: Handler) -> None:
+        self.target = target
+
+    def linked(self) -> tuple[Handler, ...]:
+        return () if self.target is None else (self.target,)
 
     @property
     def max_depth(self) -> int | None:
@@ -59,11 +68,10 @@ class ProgramHandler(Handler):
     def calls(self) -> dict[str, list[nodes.Span]]:
         return {} if self.program is None else step_calls(iter_steps(self.program.body))
 
-    async def run(self, call: EngineCall) -> Any:
+    async def run(self, call: Call) -> Any:
         if self.target is not None:  # the target's name on the stack, so its depth() and bounds count it
             stack = call.stack[:-1] + (self.target.name,) if call.stack and call.stack[-1] == self.name else call.stack
-            return await self.target.run(EngineCall(call.query, call.values, call.inputs, stack, call.span,
-                                                    call.session, self.target, call.trace))
+            return await call.delegate(self.target, stack)
         if self.program is None:
             raise Failure("has no program to run (see `decomp check`)", call.span)
         params = self.program.params
@@ -72,14 +80,13 @@ class ProgramHandler(Handler):
             bound[params[0].name] = _argument(call)
         return await self.execute(call, bound)
 
-    async def run_main(self, call: EngineCall, fields: Mapping[str, Any]) -> Any:
+    async def run_main(self, call: Call, fields: Mapping[str, Any]) -> Any:
         """Run as the module's entry: each parameter from the row field of the same name."""
         bound = {p.name: self._input(p, fields, None, "the row") for p in self.program.params}
         return await self.execute(call, bound)
 
-    async def execute(self, call: EngineCall, bound: Mapping[str, Any]) -> Any:
-        scope = Scope(call.session, self.ctx.module, {**call.inputs, **bound}, call.stack)
-        return await run_program(self.program.body, self._numbers, scope, call.trace)
+    async def execute(self, call: Call, bound: Mapping[str, Any]) -> Any:
+        return await call.run_program(self.program.body, bound, numbers=self._numbers)
 
     @cached_property
     def _numbers(self) -> dict[nodes.Span, int]:

@@ -37,14 +37,13 @@ from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 from decomp.handlers.offload import TimeLimitError
-from decomp.handlers.registry import (Registry, default_registry, first_on_path, handler_kind, import_module,
-                                      local_module_file, module_file)
+from decomp.handlers.imports import first_on_path, import_module, local_module_file, module_file
+from decomp.handlers.registry import Registry, default_registry
 
 #: What a function may ask for by naming a parameter.
 ARGUMENTS = ("query", "values", "inputs")
 
 
-@handler_kind("python")
 class PythonHandler(Handler):
     """Calls a registered (`@python_handler("name")`) or `module:attr` function.
 
@@ -72,6 +71,8 @@ class PythonHandler(Handler):
     An exception the function raises becomes a `HandlerError` whose `details` hold the
     traceback of the user's own frames (the trace records it).
     """
+
+    kind = "python"
 
     class Options(BaseOptions):
         function: str

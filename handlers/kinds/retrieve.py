@@ -64,7 +64,6 @@ from pydantic import Field
 from decomp.dsl.errors import CheckError, HandlerError
 from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler, Options
-from decomp.handlers.registry import handler_kind
 from decomp.handlers.trust import ROOTS_ENV, extra_roots, inside
 
 FIELDS = ("id", "title", "text", "score")
@@ -93,7 +92,6 @@ def _input_name(value: Any) -> str | None:
     return None
 
 
-@handler_kind("retrieve")
 class RetrieveHandler(Handler):
     """BM25 top-k paragraphs for the sub-query from a tantivy folder or an Elasticsearch index.
 
@@ -120,6 +118,8 @@ class RetrieveHandler(Handler):
       default     the answer when nothing matches (`default=[]`); only a default that is
                   written counts: without one, an empty retrieval is a `HandlerError`
     """
+
+    kind = "retrieve"
 
     Options = RetrieveOptions
     cacheable = False  # each search is cached by the index's version instead (Call.request)

@@ -15,7 +15,6 @@ from jinja2 import TemplateError
 
 from decomp.dsl.errors import HandlerError
 from decomp.handlers.base import Call, Handler, Options
-from decomp.handlers.registry import handler_kind
 from decomp.handlers.templates import JINJA
 
 
@@ -25,9 +24,10 @@ class ScoreOptions(Options):
     per_token: bool = False
 
 
-@handler_kind("score")
 class ScoreHandler(Handler):
     """Log-likelihood (sum, or mean per token) of the sub-query after `prefix`."""
+
+    kind = "score"
 
     Options = ScoreOptions
     cacheable = False  # the engine caches the score itself, by model and text

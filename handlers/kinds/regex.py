@@ -21,13 +21,11 @@ from decomp.dsl.errors import CheckError, HandlerError, _read_line
 from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
-from decomp.handlers.registry import handler_kind
 
 _NO_MATCH = object()
 _FLAGS = {"i": rx.IGNORECASE, "m": rx.MULTILINE, "s": rx.DOTALL, "x": rx.VERBOSE}
 
 
-@handler_kind("regex")
 class RegexHandler(Handler):
     """Searches the sub-query for `pattern` and answers with one group of the match.
 
@@ -49,6 +47,8 @@ class RegexHandler(Handler):
       json     parse each matched text as JSON when it is valid JSON, else keep the text.
     A group that did not take part in the match answers null.
     """
+
+    kind = "regex"
 
     class Options(BaseOptions):
         pattern: str

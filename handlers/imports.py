@@ -1,0 +1,209 @@
+"""What a `.decomp` file's `python(function="module:attr")` may import, and how: the import
+policy beside `trust.py` (which says what the user trusts). A module is found without running
+its code, checked (denied modules, the program's own folder, trusted modules) and only then
+imported, with the program's folder first on `sys.path`.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator
+
+from decomp.handlers.trust import inside, is_trusted, untrusted
+
+
+#: Modules whose functions a .decomp file may never call by `module:attr`, even when trusted:
+#: they reach the shell, the file system or the interpreter. Beyond these, `module:attr` is
+#: default-deny: only modules of the program's folder and trusted ones (`decomp.handlers.trust`)
+#: are imported at all.
+DENIED_MODULES = frozenset({
+    "os", "posix", "nt", "subprocess", "shutil", "sys", "builtins", "importlib", "runpy", "pty",
+    "socket", "ctypes", "multiprocessing", "pickle", "marshal", "code", "codeop", "pathlib", "tempfile",
+    "signal", "io", "pdb", "webbrowser", "http", "urllib", "ftplib", "smtplib", "asyncio",
+})
+
+
+def import_function(name: str, folder: str | Path | None = None,
+                     local: tuple[Path, ...] = ()) -> Callable[..., Any] | str:
+    """The Python function `module:attr` (the module looked for in `folder` first), or why it
+    cannot be used (a denied, untrusted or missing module, not a function)."""
+    module, sep, attr = name.partition(":")
+    if not sep or not module or not attr:
+        return f"{name!r} is neither a registered function nor a 'module:function' path"
+    if module.split(".")[0] in DENIED_MODULES:
+        return f"functions of the module {module!r} may not be called from a .decomp file"
+    if module_allowance(module, folder, local) is None:  # refused before anything is imported
+        if local_module_file(module.partition(".")[0], _real(folder)) is None and find_module_file(module) is None:
+            return f"cannot load {name!r}: there is no module named {module!r}"
+        return untrusted(name, module)
+    if not attr.isidentifier() or attr.startswith("_"):  # no walking to what the module imported (random._os)
+        return f"{name!r}: name one public function of the module (module:function), not {attr!r}"
+    allowed = module_allowance(module, folder, local)
+    approved = _approved_file(module, folder, local) if allowed == "local" else None
+    try:
+        mod = import_module(module, folder)
+        obj = getattr(mod, attr)
+    except Exception as err:  # the module's own import error, whatever it is
+        return f"cannot load {name!r}: {type(err).__name__}: {err}"
+    if approved is not None and module_file(mod) != approved:  # imported another module than the one approved
+        return untrusted(name, module)
+    if not inspect.isfunction(obj):
+        return f"{name!r} is not a Python function (builtins and classes are not allowed)"
+    if getattr(obj, "__module__", None) != mod.__name__:  # defined elsewhere, only imported there
+        return (f"{name!r} is defined in the module {getattr(obj, '__module__', '?')!r}, not in {module!r}: "
+                "name the module that defines it (it must be allowed itself)")
+    return obj
+
+
+def _approved_file(module: str, folder, local) -> Path | None:
+    """The file `module_allowance` found `module` to be "local" by."""
+    folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
+    for where in folders:
+        own = local_module_file(module, where)
+        if own is not None:
+            return own
+    found = find_module_file(module)
+    return found
+
+
+def module_allowance(module: str, folder: str | Path | None = None, local: tuple[Path, ...] = ()) -> str | None:
+    """"local" when the file of `module` lies in `folder` or a folder of `local` (symlinks
+    followed; found without importing anything: `helpers` as FOLDER/helpers.py, or a dotted
+    package path such as `decomp.programs.decomp.letters` whose file is there), "trusted" when
+    the user trusts it (`decomp.handlers.trust`), else None."""
+    folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
+    if folders:
+        for where in folders:
+            own = local_module_file(module, where)
+            if own is not None:  # the folder provides it: local only if it does not lead elsewhere
+                if inside(own, folders):
+                    return "local"
+                break
+        else:
+            found = find_module_file(module)
+            if found is not None and inside(found, folders):
+                return "local"
+    return "trusted" if is_trusted(module) else None
+
+
+def find_module_file(name: str) -> Path | None:
+    """The resolved file the module `name` would be imported from, found without running any
+    module's code (only the top-level package is located by the import system), or None."""
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return module_file(loaded)
+    top, *rest = name.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None:
+        return None
+    if not rest:
+        return _real(spec.origin) if spec.origin and spec.has_location else None
+    places = [Path(p) for p in (spec.submodule_search_locations or ())]
+    for part in rest[:-1]:
+        places = [p / part for p in places if (p / part).is_dir()]
+    for place in places:
+        for candidate in (place / (rest[-1] + ".py"), place / rest[-1] / "__init__.py"):
+            if candidate.is_file():
+                return _real(candidate)
+    return None
+
+
+def _real(path: str | Path | None) -> Path | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+# ---- modules of the program's own folder
+#: The folders `import_module` imported modules from (a program's folder, a plugin's folder).
+_PROJECT_FOLDERS: set[Path] = set()
+
+
+def local_module_file(name: str, folder: str | Path | None) -> Path | None:
+    """The file `folder` holds for the module `name` (`name.py`, or `name/__init__.py` for a
+    package; `a.b` as `a/b.py`), or None when the folder does not provide it."""
+    if folder is None or not name:
+        return None
+    parts = name.split(".")
+    for depth in range(1, len(parts)):  # a dotted name: a real package at each level (no namespace trick)
+        if not Path(folder).joinpath(*parts[:depth], "__init__.py").is_file():
+            return None
+    base = Path(folder).joinpath(*parts)
+    for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def import_module(name: str, folder: str | Path | None = None) -> ModuleType:
+    """Import the module `name`, looking for it in `folder` first (a `.decomp` file's folder: its
+    helpers need no PYTHONPATH). While it is imported the folder comes first on `sys.path`, so
+    its own top-level imports of sibling modules work too.
+
+    A module of that name already imported from another program's folder is forgotten (with the
+    modules of that folder) so this folder's one is loaded; one imported from anywhere else (the
+    standard library, an installed package) is not replaced: ImportError asks for a rename."""
+    top = name.partition(".")[0]
+    root = Path(folder).resolve() if folder is not None else None
+    local = local_module_file(top, root)
+    if local is None or root is None:
+        return importlib.import_module(name)
+    loaded = sys.modules.get(top)
+    if loaded is not None and name in sys.modules and module_file(loaded) == local:
+        return sys.modules[name]
+    if loaded is not None and module_file(loaded) != local:
+        other = module_file(loaded)
+        owner = next((f for f in _PROJECT_FOLDERS if other is not None and local_module_file(top, f) == other), None)
+        if owner is None:
+            raise ImportError(f"{local} has the name of the module {top!r} already imported from "
+                              f"{other or 'elsewhere'}; rename {local.name}")
+        forget_folder(owner)
+    _PROJECT_FOLDERS.add(root)
+    with first_on_path(root):
+        return importlib.import_module(name)
+
+
+def module_file(module: ModuleType) -> Path | None:
+    """The resolved source file of `module`, or None (built-in, namespace package)."""
+    file = getattr(module, "__file__", None)
+    try:
+        return Path(file).resolve() if file else None
+    except (OSError, ValueError):
+        return None
+
+
+def forget_folder(folder: Path) -> None:
+    """Drop from `sys.modules` every module imported from `folder` (another program's helpers
+    of the same names: modules whose top-level module or package is in `folder`); objects
+    already holding them keep them."""
+    for name, module in list(sys.modules.items()):
+        file = module_file(module) if isinstance(module, ModuleType) else None
+        top = local_module_file(name.partition(".")[0], folder) if file is not None else None
+        if top is not None and file.is_relative_to(top.parent if top.name == "__init__.py" else top):
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+@contextlib.contextmanager
+def first_on_path(*folders: Path) -> Iterator[None]:
+    """`folders` at the front of `sys.path` for the duration (only those not already there)."""
+    added = [str(f) for f in folders if str(f) not in sys.path]
+    sys.path[:0] = added
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        for entry in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(entry)
