@@ -5,6 +5,7 @@ over a dataset into a run directory, as `decomp run --input` does; with `RunOpti
 `RunSummary`), `FakeModel` (tests), `hookimpl` (write a plugin: see `decomp.handlers.plugins`),
 `handler_kind` / `python_handler` / `environment` (extend the language;
 `Environment`, `StepResult`; `Failed(value)`: an answer whose outcome is failed),
+`Model` / `Completion` / `Request` / `ModelSettings` (a model backend of one's own),
 `parse_module`, `parse_fewshot`, `parse_plan` (the grammar's entry points).
 """
 from decomp.dsl.errors import Abort, DecompError, Failure, HandlerError
@@ -17,11 +18,12 @@ from decomp.handlers.plugins import hookimpl
 from decomp.handlers.registry import handler_kind, python_handler
 from decomp.handlers.service import Service
 from decomp.runtime.engine.session import RunResult, Session
+from decomp.runtime.models.base import Completion, Model, ModelSettings, Request
 from decomp.runtime.runs.api import RunOptions, RunSummary, run_dataset
 from decomp.runtime.testing.fake import FakeModel
 
 __all__ = [
-    "Abort", "Call", "DecompError", "Environment", "Failed", "Failure", "FakeModel", "Handler", "HandlerError", "Options", "RunOptions",
+    "Abort", "Call", "Completion", "Model", "ModelSettings", "Request", "DecompError", "Environment", "Failed", "Failure", "FakeModel", "Handler", "HandlerError", "Options", "RunOptions",
     "RunResult", "RunSummary", "Service", "Session", "handler_kind", "parse_fewshot", "parse_module", "parse_plan",
     "parse_step_line", "python_handler", "run_dataset", "StepResult", "environment", "hookimpl",
 ]

@@ -1,0 +1,239 @@
+"""The one plugin table (`decomp.handlers.plugins`): built-ins and third parties registered the
+same way; a broken or clashing plugin is named and refused, and the rest goes on."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+from decomp.handlers import plugins
+from decomp.handlers.base import Handler
+from decomp.handlers.registry import Registry, RegistryConflict
+
+DECOMP = Path(sys.executable).parent / "decomp"
+
+
+def test_every_builtin_is_registered_by_a_builtin_plugin():
+    reg = plugins.builtin_registry()
+    assert {"prompt", "decomposer", "program", "python", "regex", "calculator", "score", "retrieve",
+            "environment", "executor", "textcraft_executor", "textcraft_planner"} <= set(reg.kinds)
+    assert {"local", "openai", "fake", "scripted"} <= set(reg.model_backends)
+    assert "textcraft" in reg.environments
+    owners = {owner for owner in reg.owners.values()}
+    assert owners >= {"decomp.handlers.kinds", "decomp.handlers.textcraft.plugin", "decomp.runtime.models.local"}
+    assert owners <= set(plugins.BUILTIN_PLUGINS) | {p.name for p in plugins.plugins()}
+
+
+def test_a_taken_name_is_refused_naming_both_owners():
+    reg = Registry()
+
+    class A(Handler):
+        kind = "same"
+
+    class B(Handler):
+        kind = "same"
+
+    reg.add_kind(A, owner="first")
+    with pytest.raises(RegistryConflict, match="'same' is already registered by 'first'; 'second' may not"):
+        reg.add_kind(B, owner="second")
+    assert reg.kinds["same"] is A
+    reg.add_kind(A, owner="first")  # the same registration again is no conflict
+
+
+def _plugin_module(name: str, source: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    exec(textwrap.dedent(source), module.__dict__)
+    return module
+
+
+def test_a_plugin_taking_a_builtin_kind_is_refused_by_name(monkeypatch):
+    monkeypatch.setattr(plugins, "_loaded", None)
+    reg = plugins.builtin_registry()
+    module = _plugin_module("usurper", '''
+        from decomp import Handler, hookimpl
+        class Prompt(Handler):
+            kind = "prompt"
+        @hookimpl
+        def register_kinds(register):
+            register(Prompt)
+    ''')
+    found = plugins.plugin_set()
+    plugins._add_module(found, "usurper", "test", lambda: module)
+    fresh = Registry()
+    plugins.load(fresh)
+    assert fresh.kinds["prompt"] is reg.kinds["prompt"]          # the built-in stands
+    assert any("plugin 'usurper'" in p and "'prompt' is already registered by 'decomp.handlers.kinds'" in p
+               for p in plugins.problems())
+
+
+def test_a_hook_that_raises_is_named_and_the_rest_registers(monkeypatch):
+    monkeypatch.setattr(plugins, "_loaded", None)
+    module = _plugin_module("clumsy", '''
+        from decomp import hookimpl
+        @hookimpl
+        def register_models(register):
+            raise RuntimeError("oops")
+    ''')
+    plugins._add_module(plugins.plugin_set(), "clumsy", "test", lambda: module)
+    reg = plugins.load(Registry())
+    assert "prompt" in reg.kinds and "fake" in reg.model_backends
+    assert "plugin 'clumsy': register_models failed: RuntimeError: oops" in plugins.problems()
+
+
+# ---- a third-party package, installed, used through the CLI
+PLUGIN = '''
+"""A third-party decomp plugin: a kind, a model scheme, an environment and a command."""
+import click
+from decomp import Completion, Environment, Handler, Model, StepResult, hookimpl
+
+
+class Shout(Handler):
+    kind = "shout"
+
+    async def run(self, call):
+        return call.query.upper() + "!"
+
+
+class Echo(Model):
+    def __init__(self, name, settings=None):
+        self.name = f"echo:{name}"
+        self.endpoint = "echo"
+
+    async def complete(self, request):
+        return Completion((request.prompt.splitlines()[-1][::-1],))
+
+
+class Counter(Environment):
+    def __init__(self, fields):
+        self.count = 0
+
+    def start(self):
+        return "count 0"
+
+    def step(self, action):
+        self.count += int(action)
+        return StepResult(f"count {self.count}")
+
+
+@hookimpl
+def register_kinds(register):
+    register(Shout)
+
+
+@hookimpl
+def register_models(register):
+    register("echo", Echo)
+
+
+@hookimpl
+def register_environments(register):
+    register("counter", Counter)
+
+
+@hookimpl
+def register_commands(cli):
+    @cli.command()
+    @click.argument("name")
+    def hello(name):
+        """Greet NAME."""
+        click.echo(f"hello, {name}")
+'''
+
+PROGRAM = '''
+handler loud = shout
+handler ask = prompt(text="Q: {{ query }}", max_tokens=16)
+handler tally = environment(name="counter")
+program main(question) {
+    QS: [loud] #question
+    QS: [ask] #1
+    QS: [tally] 2
+    QS: [tally] 3
+}
+main main
+'''
+
+
+def _package(root: Path, name: str, module: str, source: str) -> Path:
+    folder = root / name
+    folder.mkdir()
+    (folder / f"{module}.py").write_text(source)
+    (folder / "pyproject.toml").write_text(textwrap.dedent(f'''
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "{name}"
+        version = "1.0"
+        [tool.setuptools]
+        py-modules = ["{module}"]
+        [project.entry-points.decomp]
+        {module} = "{module}"
+    '''))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """Three packages pip-installed into one folder: a working plugin, one that fails to import,
+    one that takes the built-in kind name `regex`."""
+    root = tmp_path_factory.mktemp("plugins")
+    target = root / "site"
+    packages = [
+        _package(root, "decomp-shout", "decomp_shout", PLUGIN),
+        _package(root, "decomp-broken", "decomp_broken", "import no_such_module_anywhere\n"),
+        _package(root, "decomp-usurper", "decomp_usurper", textwrap.dedent('''
+            from decomp import Handler, hookimpl
+            class Regex(Handler):
+                kind = "regex"
+            @hookimpl
+            def register_kinds(register):
+                register(Regex)
+        ''')),
+    ]
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                           "--target", str(target), *map(str, packages)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return root, target
+
+
+def _decomp(installed, *args):
+    root, target = installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([str(DECOMP), *args], capture_output=True, text=True, cwd=root, env=env, timeout=120)
+
+
+@pytest.mark.slow
+def test_an_installed_plugin_adds_a_kind_a_model_an_environment_and_a_command(installed):
+    hello = _decomp(installed, "hello", "world")
+    assert hello.returncode == 0 and hello.stdout == "hello, world\n"
+    program = installed[0] / "uses.decomp"
+    program.write_text(PROGRAM)
+    run = _decomp(installed, "run", str(program), "-q", "abc", "--model", "echo:x", "--cache", "off")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "count 5"
+    trace = _decomp(installed, "run", str(program), "-q", "abc", "--model", "echo:x", "--cache", "off", "--trace")
+    assert "ABC!" in trace.stderr and "!CBA" in trace.stderr  # the tree goes to stderr
+    listed = _decomp(installed, "plugins")
+    assert ("decomp_shout (entry point decomp_shout): commands: hello; kinds: shout; model backends: echo; "
+            "environments: counter") in listed.stdout
+
+
+@pytest.mark.slow
+def test_broken_and_clashing_plugins_are_named_and_the_cli_still_works(installed):
+    proc = _decomp(installed, "programs")
+    assert proc.returncode == 0 and "decomp/letter_cat" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert any(line.startswith("warning: plugin 'decomp_broken'") and "ModuleNotFoundError" in line for line in lines)
+    assert any(line.startswith("warning: plugin 'decomp_usurper'")
+               and "'regex' is already registered by 'decomp.handlers.kinds'" in line for line in lines)
+    check = _decomp(installed, "check", "--json", str(Path(__file__).parents[2] / "programs/decomp/letter_cat.decomp"))
+    assert check.returncode == 0, check.stderr
+    json.loads(check.stdout)
