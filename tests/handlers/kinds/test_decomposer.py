@@ -15,7 +15,7 @@ from decomp.runtime.testing.fake import FakeModel
 from decomp.runtime.engine.session import Session
 
 # the official DecomP prompt file, copied unchanged into tests/fixtures/ (tests/fixtures/README.md)
-LETTER_CAT = Path(__file__).resolve().parents[1] / "fixtures" / "decomp" / "prompts" / "letter_cat" / \
+LETTER_CAT = Path(__file__).resolve().parents[2] / "fixtures" / "decomp" / "prompts" / "letter_cat" / \
     "letter_cat_n3_ex3_decomp.txt"
 
 
