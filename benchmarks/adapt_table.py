@@ -11,20 +11,19 @@ executor and planner calls for the symbolic agents, which call no model). Runs u
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if __package__ in (None, ""):  # `python benchmarks/adapt_table.py`: import the checkout's decomp
-    sys.path.insert(0, str(ROOT.parent))
+if __package__ in (None, ""):  # `python benchmarks/NAME.py`: see harness.bootstrap
+    import harness
+    harness.bootstrap()
 
+from benchmarks.harness import REPO, emit, parser  # noqa: E402
 from decomp.runtime.runs.api import RunOptions, run_dataset  # noqa: E402
 
-DEV = ROOT / "tests" / "fixtures" / "textcraft" / "tasks_dev.jsonl"
+DEV = REPO / "tests" / "fixtures" / "textcraft" / "tasks_dev.jsonl"
 #: method -> (main program, fields); ADaPT's dmax is set per configuration
 METHODS = {
     "ADaPT": ("textcraft", {}),
@@ -88,12 +87,12 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scripted", type=int, nargs="*", help="capabilities K of the scripted model to run")
-    parser.add_argument("--dmax", type=int, default=4, help="ADaPT's dmax with the scripted model (4: the paper's)")
-    parser.add_argument("--rows", type=int, default=40, help="the first N dev tasks")
-    parser.add_argument("--markdown", action="store_true", help="also print README tables on stderr")
-    args = parser.parse_args(argv)
+    p = parser(__doc__)
+    p.add_argument("--scripted", type=int, nargs="*", help="capabilities K of the scripted model to run")
+    p.add_argument("--dmax", type=int, default=4, help="ADaPT's dmax with the scripted model (4: the paper's)")
+    p.add_argument("--rows", type=int, default=40, help="the first N dev tasks")
+    p.add_argument("--markdown", action="store_true", help="also print README tables on stderr")
+    args = p.parse_args(argv)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -104,8 +103,7 @@ def main(argv: list[str] | None = None) -> None:
                 else symbolic_table(data, work / "runs"))
     if args.markdown:
         print(markdown(rows), file=sys.stderr)
-    print(json.dumps({"benchmark": "adapt_table", "seconds": round(time.perf_counter() - started, 2),
-                      "table": rows}))
+    emit({"benchmark": "adapt_table", "seconds": round(time.perf_counter() - started, 2), "table": rows})
 
 
 if __name__ == "__main__":

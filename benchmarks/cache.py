@@ -16,18 +16,17 @@ One throw-away row (without the cache) warms the process up first, as in critica
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # `python benchmarks/NAME.py`: see harness.bootstrap
+    import harness
+    harness.bootstrap()
 
+from benchmarks.harness import arguments, emit  # noqa: E402
 from benchmarks.letter_cat_oracle import (  # noqa: E402
-    arguments,
     dataset_rows,
-    emit,
     fraction_correct,
     load_program,
     make_rows,

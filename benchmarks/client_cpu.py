@@ -19,18 +19,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
-from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # `python benchmarks/NAME.py`: see harness.bootstrap
+    import harness
+    harness.bootstrap()
 
 TRANSPORTS = ("aiohttp", "openai")
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from benchmarks.harness import parser
+
+    p = parser(__doc__)
     p.add_argument("--requests", type=int, default=2000, help="timed requests per run")
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--runs", type=int, default=5, help="runs per transport (the median is reported)")
@@ -76,7 +77,7 @@ async def _one_run(base_url: str, transport: str, args: argparse.Namespace) -> t
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from benchmarks.letter_cat_oracle import emit
+    from benchmarks.harness import emit
     from decomp.runtime.testing.mock_server import start_subprocess, stop_subprocess
 
     args = _arguments(argv)

@@ -22,18 +22,16 @@ is this process's CPU time during the run (interpreter, openai client, event loo
 """
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # `python benchmarks/NAME.py`: see harness.bootstrap
+    import harness
+    harness.bootstrap()
 
+from benchmarks.harness import arguments, emit  # noqa: E402
 from benchmarks.letter_cat_oracle import (  # noqa: E402
-    arguments,
     dataset_rows,
     dependent_calls,
-    emit,
     fraction_correct,
     load_program,
     make_rows,

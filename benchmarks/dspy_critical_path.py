@@ -50,20 +50,17 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
-REPO = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):
     # run as a script: the repository root instead of benchmarks/ (whose cache.py, memory.py ...
     # would shadow top-level modules of the same names for DSPy's dependencies)
-    if sys.path and Path(sys.path[0] or ".").resolve() == REPO / "benchmarks":
-        sys.path[0] = str(REPO)
-    else:
-        sys.path.insert(0, str(REPO))
+    import harness
+    harness.bootstrap()
 
 from benchmarks.dspy_oracle import RESPONDER  # noqa: E402
-from benchmarks.letter_cat_oracle import Server, arguments, make_rows  # noqa: E402
+from benchmarks.harness import REPO, arguments, emit  # noqa: E402
+from benchmarks.letter_cat_oracle import Server, make_rows  # noqa: E402
 
 MODES = ("threads", "threads-nested", "async", "async-capped")
 MOCK_SERVER = REPO / "runtime" / "testing" / "mock_server.py"
@@ -78,11 +75,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     try:
         import dspy
     except ImportError as exc:
-        return [emit({"benchmark": "dspy_critical_path", "skipped": f"dspy is not installed: {exc}"})]
+        return [emit({"benchmark": "dspy_critical_path", "skipped": f"dspy is not installed: {exc}"}, plain=True)]
     rows = make_rows(args.rows, args.words, args.seed)
     warm = make_rows(1, args.words, seed=12345)[0]["question"]
     with oracle_server(args.latency) as server:
-        return [emit(measure(dspy, mode, rows, warm, server, args)) for mode in args.mode or MODES]
+        return [emit(measure(dspy, mode, rows, warm, server, args), plain=True) for mode in args.mode or MODES]
 
 
 def measure(dspy, mode: str, rows: list[dict], warm: str, server: Server, args) -> dict:
@@ -282,13 +279,6 @@ def oracle_server(latency: float, ready_timeout: float = 30.0) -> Iterator[Serve
                     proc.kill()
                     proc.wait()
             proc.stdout.close()
-
-
-def emit(record: dict) -> dict:
-    """Print the run's JSON line."""
-    sys.stdout.write(json.dumps(record) + "\n")
-    sys.stdout.flush()
-    return record
 
 
 if __name__ == "__main__":

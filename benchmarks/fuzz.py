@@ -48,10 +48,12 @@ import time
 import traceback
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # `python benchmarks/NAME.py`: see harness.bootstrap
+    import harness
+    harness.bootstrap()
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import REPO, emit  # noqa: E402
+
 CORPUS = REPO / "tests" / "dsl" / "fuzz_corpus"
 #: Mutated inputs stay under this size (the parser reads about 0.3 MB a second); the generated
 #: extremes go a little past it (3,000 steps: 63 KB), and a few pass the size limit on purpose
@@ -504,7 +506,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     record = {"benchmark": "fuzz", "inputs": totals["inputs"], "crashes": len(totals["crashes"]),
               "hangs": len(totals["hangs"]), "seconds": round(time.perf_counter() - started, 1),
               "slowest_s": round(totals["slowest_s"], 3), "seed": args.seed, "workers": max(1, args.workers)}
-    print(json.dumps(record), flush=True)
+    emit(record)
     return record
 
 

@@ -1,4 +1,4 @@
-"""Shared helpers of the benchmarks: a perfect model for the bundled `decomp/letter_cat_llm` program,
+"""What the letter_cat benchmarks share (harness.py holds what every benchmark shares): a perfect model for the bundled `decomp/letter_cat_llm` program,
 the rows it is run on, the out-of-process mock server, and the longest dependent chain of a trace.
 
 `respond(prompt)` answers every prompt letter_cat_llm.decomp renders, with string operations only:
@@ -19,14 +19,14 @@ import json
 import os
 import random
 import re
-import sys
 import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import REPO
+
 PROGRAM = REPO / "programs" / "decomp" / "letter_cat_llm.decomp"
 RESPONDER = "benchmarks.letter_cat_oracle:respond"
 
@@ -52,20 +52,6 @@ _SPLIT = 'What are the words in "'
 
 
 # ---------------------------------------------------------------- the rows
-def arguments(doc: str, argv: list[str] | None, rows: int, server: bool = True):
-    """The options every benchmark takes (the server ones only where a server runs)."""
-    import argparse
-
-    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=rows)
-    p.add_argument("--words", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    if server:
-        p.add_argument("--latency", type=float, default=0.1, help="seconds the server takes per request")
-        p.add_argument("--concurrency", type=int, default=16)
-    return p
-
-
 def question(words: list[str], position: int | str, delimiter: str) -> str:
     which = "last letters" if position == "last" else f"letters at position {position}"
     return (f'Take the {which} of the words in "{" ".join(words)}" and concatenate them '
@@ -282,11 +268,3 @@ def tracing_session_class():
             return result
 
     return TracingSession
-
-
-def emit(record: dict) -> None:
-    """Print the benchmark's one JSON line."""
-    from decomp.runtime.runs.jsonl import json_line
-
-    sys.stdout.write(json_line(record))
-    sys.stdout.flush()

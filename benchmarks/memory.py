@@ -20,16 +20,17 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # `python benchmarks/NAME.py`: see harness.bootstrap
+    import harness
+    harness.bootstrap()
 
-from benchmarks.letter_cat_oracle import WORDS, arguments, emit, mock_server, warm_up  # noqa: E402
+from benchmarks.harness import arguments, emit  # noqa: E402
+from benchmarks.letter_cat_oracle import WORDS, mock_server, warm_up  # noqa: E402
 
 PROGRAM = '''handler ask = prompt(text="Q: What is the letter at position 2 of \\"Abcd\\"?\\nA: \\"b\\"\\n")
 main ask

@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # `python benchmarks/NAME.py`: see harness.bootstrap
+    import harness
+    harness.bootstrap()
+
+from benchmarks.harness import emit  # noqa: E402
 
 VOCABULARY = 30_000
 _ONSETS = ["b", "br", "c", "ch", "d", "dr", "f", "g", "gr", "h", "k", "l", "m", "n", "p", "pl", "r", "s", "st",
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> dict:
         "target_median_ms": 5.0,
         "target_overhead": 0.20,
     }
-    print(json.dumps(record))
+    emit(record)
     return record
 
 

@@ -1,6 +1,12 @@
 """Shared fixtures: the papers' data the tests read (tests/fixtures/, cut from the originals:
-tests/fixtures/README.md), a private step cache per test, a registry of plain functions."""
-from decomp.handlers.plugins import builtin_registry
+tests/fixtures/README.md), a private step cache per test, a registry of plain functions, and
+what several test files share: the mock OpenAI server, the two OpenAI transports and a clean
+environment for the model tests, a headless Chromium for the page tests, `untimed`.
+
+They live here, not in a folder's conftest.py, because the tests folders are not packages: a
+second conftest.py would take over the module name `conftest` that test files import helpers
+from (`from conftest import registry_with`) and break those imports for the files collected
+after it."""
 import inspect
 import string
 from pathlib import Path
@@ -9,7 +15,9 @@ from typing import Any, Callable
 import pytest
 
 from decomp import Handler, Options
+from decomp.handlers.plugins import builtin_registry
 from decomp.handlers.registry import Registry, handler_kind, python_handler
+from decomp.runtime.testing.mock_server import MockOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
 # Small cuts of the papers' data, with their licences: every test that needs real data reads these.
@@ -104,3 +112,73 @@ program down(n) with max_depth = 5000 {
 }
 main down
 '''
+
+
+def untimed(value):
+    """`value` without what differs from run to run however right it is: wall times."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k not in ("seconds", "mean_ms", "wall_s")}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+# ---- the mock OpenAI server and the model tests (tests/runtime/models/, tests/runtime/testing/)
+@pytest.fixture(scope="module")
+def server():
+    """One in-process mock OpenAI server (runtime/testing/mock_server.py, default replies) per
+    test module. test_resume.py and test_shards.py define their own `server`, with a responder."""
+    with MockOpenAIServer() as s:
+        yield s
+
+
+@pytest.fixture(params=("aiohttp", "openai"))
+def transport(request) -> str:
+    """The two transports of `OpenAIModel`: each test that takes it runs once per transport."""
+    return request.param
+
+
+#: What the environment may hold that would change what an OpenAI client sends or where: the key,
+#: base URL, organisation and project, and proxies.
+OPENAI_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID",
+              "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
+              "NO_PROXY", "no_proxy")
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """`OPENAI_ENV` unset for the test (a test sets what it needs with monkeypatch). Not autouse
+    here: the model test files take it for all their tests with
+    `pytestmark = pytest.mark.usefixtures("clean_env")`."""
+    for name in OPENAI_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+# ---- headless Chromium (tests/runtime/views/: test_page.py, test_plan_views.py)
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def chromium_options(user_data_dir: Path):
+    """Headless Chromium as benchmarks/trace_html.py starts it, with the browser's log kept."""
+    from benchmarks.trace_html import chromium_options as benchmark_options
+
+    options = benchmark_options(user_data_dir)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return options
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A headless Chromium driven through selenium, one per test module (skipped without Debian's
+    chromium and chromium-driver)."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip("Debian packages chromium and chromium-driver are not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)),
+                              options=chromium_options(tmp_path_factory.mktemp("chromium-profile")))
+    try:
+        yield driver
+    finally:
+        driver.quit()

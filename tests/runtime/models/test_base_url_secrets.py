@@ -20,16 +20,8 @@ REPLY = json.dumps({"choices": [{"index": 0, "text": "fine", "message": {"role":
                                                                         "content": "fine"}}]}).encode()
 
 
-@pytest.fixture(params=("aiohttp", "openai"))
-def transport(request) -> str:
-    return request.param
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy",
-                 "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
+# `transport` and `clean_env`: tests/conftest.py
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 @pytest.fixture

@@ -34,25 +34,8 @@ from decomp.runtime.models.openai_backend import (
 from decomp.handlers.plugins import load as load_plugins
 
 KEY = "sk-test-CANARY-4f1d9c0e7b2a"
-TRANSPORTS = ("aiohttp", "openai")
-
-
-@pytest.fixture(params=TRANSPORTS)
-def transport(request) -> str:
-    """Each test that takes it runs once per transport."""
-    return request.param
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-
-
-@pytest.fixture(scope="module")
-def server():
-    with MockOpenAIServer() as s:
-        yield s
+# `transport`, `clean_env` and `server`: tests/conftest.py
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def make(base_url: str, name: str = "m", api: str = "completions", timeout: float = 30.0,

@@ -15,18 +15,8 @@ from decomp.runtime.models.base import ModelSettings, Request
 from decomp.runtime.models.openai_backend import OpenAIModel
 from decomp.runtime.testing.mock_server import MockOpenAIServer, last_line
 
-pytestmark = pytest.mark.network
-
-
-@pytest.fixture(params=("aiohttp", "openai"))
-def transport(request) -> str:
-    return request.param
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+# `transport` and `clean_env`: tests/conftest.py
+pytestmark = [pytest.mark.network, pytest.mark.usefixtures("clean_env")]
 
 
 def make(base_url: str, transport: str = "auto") -> OpenAIModel:

@@ -29,16 +29,8 @@ REPLY = {"id": "x", "object": "text_completion", "usage": {"prompt_tokens": 1, "
          "choices": [{"index": 0, "text": "fine", "message": {"role": "assistant", "content": "fine"}}]}
 
 
-@pytest.fixture(params=("aiohttp", "openai"))
-def transport(request) -> str:
-    return request.param
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "HTTP_PROXY",
-                 "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
+# `transport` and `clean_env`: tests/conftest.py
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def make(base_url: str, transport: str = "auto", api: str = "completions", timeout: float = 10.0) -> OpenAIModel:

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from conftest import registry_with
+from conftest import registry_with, untimed
 
 from decomp import FakeModel, RunOptions, RunSummary, Session, run_dataset
 from decomp.dsl.errors import DecompError
@@ -17,15 +17,6 @@ from decomp.runtime.runs.rundir import RunDir, RunDirError
 PROGRAM = ('handler ask = prompt(text="Q: What is 1+1?\\nA: 2\\n")\n'
            'program p(question) {\n    QS: [ask] #question\n}\nmain p\n')
 QUESTIONS = {"What is 2+2?": "4", "What is 3+3?": "6", "What is 4+4?": "8", "What is 5+5?": "10"}
-
-
-def untimed(value):
-    """`value` without what differs from run to run however right it is: wall times."""
-    if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if k not in ("seconds", "mean_ms", "wall_s")}
-    if isinstance(value, list):
-        return [untimed(v) for v in value]
-    return value
 
 
 def results(run_dir):

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import untimed
 
 from benchmarks.letter_cat_oracle import make_rows, respond
 from decomp.runtime.cli import main
@@ -44,15 +45,6 @@ TIMEOUT = 120       # seconds any one `decomp run` may take before the test give
 
 
 # ------------------------------------------------------------------------------ shared checks
-def untimed(value):
-    """`value` without what differs from run to run however right it is: wall times."""
-    if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if k not in ("seconds", "mean_ms", "wall_s")}
-    if isinstance(value, list):
-        return [untimed(v) for v in value]
-    return value
-
-
 def complete_records(run_dir: Path) -> dict[int, dict]:
     """The complete lines of results.jsonl by row index (a half-written last line left out),
     after checking that no row has two lines."""

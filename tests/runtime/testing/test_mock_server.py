@@ -50,11 +50,7 @@ def complete(base_url: str, **payload) -> dict:
     return json.loads(body)
 
 
-@pytest.fixture(scope="module")
-def server():
-    with MockOpenAIServer() as s:
-        yield s
-
+# `server` (one default mock server per module): tests/conftest.py
 
 # --- replies -------------------------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.views.page import decode_text, page_data, render_html, script_json
 
 REPO = Path(__file__).resolve().parents[3]
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 FEW_SHOT_LINE = 'QC: Take the last letters of the words in "Grace Brewster Hopper" and concatenate them using a space.'
 BREAKOUT = "BROKEN </script><!--<script> question"
 BAD_LINE = " [nosuch] </script><b>boom</b> & more"
@@ -246,29 +245,7 @@ def test_cli_refuses_to_overwrite_without_force(model_run, tmp_path):
     assert result.exit_code == 0 and page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
-# ---------------------------------------------------------------- the page in Chromium
-def chromium_options(user_data_dir: Path):
-    """Headless Chromium as benchmarks/trace_html.py starts it, with the browser's log kept."""
-    options = _benchmark("trace_html").chromium_options(user_data_dir)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return options
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("Debian packages chromium and chromium-driver are not installed")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)),
-                              options=chromium_options(tmp_path_factory.mktemp("chromium-profile")))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
+# ---------------------------------------------------------------- the page in Chromium (`browser`: conftest.py)
 def _artifacts() -> Path:
     folder = Path(os.environ.get("DECOMP_TEST_ARTIFACTS") or REPO / "test-artifacts")
     folder.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,6 @@ from decomp.runtime.views.tree import show_rows, show_tree
 
 REPO = Path(__file__).resolve().parents[3]
 TASKS = REPO / "tests" / "fixtures" / "textcraft" / "tasks_dev.jsonl"
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 RED = re.compile(r"\x1b\[(?:\d+;)*31(?:;\d+)*m")
 AMBER = re.compile(r"\x1b\[(?:\d+;)*38;5;208m\s*✗ failed")  # dark_orange
 DIM = re.compile(r"\x1b\[(?:\d+;)*2(?:;\d+)*m")
@@ -300,24 +299,7 @@ def test_a_real_adapt_run_in_the_page(adapt_run):
     assert decode_text(_find(solved, strings, "iteration")["a"], strings).startswith(("Got ", "Crafted "))
 
 
-# ---------------------------------------------------------------- in Chromium
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("Debian packages chromium and chromium-driver are not installed")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    from tests.runtime.views.test_page import chromium_options
-
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)),
-                              options=chromium_options(tmp_path_factory.mktemp("chromium-profile")))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
+# ---------------------------------------------------------------- in Chromium (`browser`: conftest.py)
 def _wait(condition, timeout: float = 30.0):
     deadline = time.monotonic() + timeout
     while True:
