@@ -28,7 +28,6 @@ import re
 import string
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np

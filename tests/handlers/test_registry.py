@@ -6,7 +6,7 @@ import pytest
 
 from decomp import Handler, Options, Session
 from decomp.handlers.plugins import builtin_registry, load as load_plugins, refresh
-from decomp.handlers.registry import Registry, handler_kind, python_handler
+from decomp.handlers.registry import handler_kind, python_handler
 
 
 class ShoutOptions(Options):

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-import decomp.handlers.kinds  # noqa: F401  (registers the built-in kinds)
 from decomp.dsl.errors import DecompError
 from decomp.dsl.parser import parse_step_line
 from decomp.runtime.testing.fake import FakeModel

@@ -9,7 +9,6 @@ import textwrap
 import pytest
 
 from decomp import Failed
-from decomp.handlers.registry import Registry
 from decomp.runtime.engine.session import Session
 
 

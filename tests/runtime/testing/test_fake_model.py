@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-import decomp.handlers.kinds  # noqa: F401
 from decomp.runtime.models.base import Completion, ModelError, Request
 from decomp.runtime.testing.fake import FakeModel, last_question
 from decomp.runtime.engine.session import Session
