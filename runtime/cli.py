@@ -31,9 +31,10 @@ from decomp.runtime.runs.api import (
     with_fields,
 )
 from decomp.runtime.runs.datasets import Row, read_rows
+from decomp.runtime.runs import dryrun
+from decomp.runtime.testing.fake import ReplayModel
 from decomp.runtime.runs.rundir import RunDir, RunDirError
 from decomp.runtime.runs.shards import Shard, merge_runs
-from decomp.runtime.testing.fake import ReplayModel
 from decomp.runtime.views.describe import describe
 
 
@@ -337,35 +338,13 @@ def _dry_run(session, loaded, data, question, fields) -> None:
         rows = [Row(0, None, {"question": question, **fields}, None)]
     else:
         raise click.UsageError("give --question TEXT or --input DATA")
-    calls, failed = [], 0
-    replay = session.model_override
-    for row in rows:
-        if isinstance(replay, ReplayModel):
-            replay.new_row()
-        if row.error is not None:
-            used, error = 0, row.error
-        else:
-            result = session.run(loaded, {"id": row.id, **row.fields} if data is not None else row.fields)
-            used, error = result.usage.calls, result.error
-        calls.append(used)
-        if error is not None:
-            failed += 1
-            where = f"row {row.id} (index {row.index})" if data is not None else "the question"
-            click.echo(f"warning: {where} would fail: {error}", err=True)
-    click.echo(json.dumps(dry_run_estimate(calls, failed)))
-    if failed:
-        click.echo(f"error: {failed} of {len(rows)} row(s) would fail in this dry run", err=True)
+    done = dryrun.dry_run(session, loaded, rows, dataset=data is not None)
+    for where, error in done.failures:
+        click.echo(f"warning: {where} would fail: {error}", err=True)
+    click.echo(json.dumps(done.estimate()))
+    if done.failures:
+        click.echo(f"error: {len(done.failures)} of {len(done.calls)} row(s) would fail in this dry run", err=True)
         sys.exit(EXIT_ROWS_FAILED if data is not None else EXIT_ERROR)
-
-
-def dry_run_estimate(calls: list[int], failed: int = 0) -> dict:
-    """Summary of model calls per row from a dry run (`failed`: rows that would fail, when any)."""
-    n = len(calls)
-    estimate = {"rows": n, "calls_per_row": round(sum(calls) / n, 3) if n else 0.0,
-                "max_calls_per_row": max(calls, default=0), "estimated_calls": sum(calls)}
-    if failed:
-        estimate["failed"] = failed
-    return estimate
 
 
 def _shard(text: str | None) -> Shard | None:

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from decomp.runtime.models.base import Request
 from decomp.runtime.testing.fake import ReplayModel
-from decomp.runtime.cli import dry_run_estimate, main
+from decomp.runtime.cli import main
+from decomp.runtime.runs.dryrun import dry_run_estimate
 
 PROMPTS = Path(__file__).resolve().parents[2] / "programs" / "decomp" / "prompts"
 LETTER_Q = 'Take the last letters of the words in "Ada Lovelace" and concatenate them using a space.'
