@@ -28,7 +28,7 @@ class DecompError(Exception):
     def format(self) -> str:
         """The full diagnostic: location, message, the line, a caret, what was expected."""
         lines = [str(self)]
-        text = self.line_text if self.line_text is not None else _read_line(self.span)
+        text = self.line_text if self.line_text is not None else read_line(self.span)
         if text is not None and self.span is not None:
             lines.append("    " + text.rstrip("\n"))
             lines.append("    " + _caret_pad(text, self.span.column) + "^" * _caret_width(self.span, text))
@@ -212,7 +212,7 @@ def _caret_pad(text: str, column: int) -> str:
     return "".join(ch if ch == "\t" else " " for ch in text[: max(0, column - 1)])
 
 
-def _read_line(span: Span | None) -> str | None:
+def read_line(span: Span | None) -> str | None:
     if span is None or span.line < 1:
         return None
     try:  # universal newlines: `\r` and `\r\n` end lines here as in the parser

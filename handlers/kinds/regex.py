@@ -17,7 +17,7 @@ import regex as rx
 from pydantic import Field
 
 from decomp.dsl.nodes import Span
-from decomp.dsl.errors import CheckError, HandlerError, _read_line
+from decomp.dsl.errors import CheckError, HandlerError, read_line
 from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
@@ -101,7 +101,7 @@ class RegexHandler(Handler):
         span = self.error_span("pattern")
         if span is None or pos is None or span.line != span.end_line:
             return span
-        line = _read_line(span) or ""
+        line = read_line(span) or ""
         start = line.find(self.options.pattern, span.column - 1, span.end_column - 1)
         if start < 0:
             return span

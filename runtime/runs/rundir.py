@@ -248,11 +248,11 @@ class RunDir:
             raise RunDirError(f"{path} is a file, not a run directory")
         if path.is_dir():
             _require_writable(path, "write a run there", _READ_ONLY_NEW)
-        lock = _writer_lock(path) if (path / MANIFEST).is_file() else None  # a run there: lock before clearing
+        lock = writer_lock(path) if (path / MANIFEST).is_file() else None  # a run there: lock before clearing
         try:
             run = cls._create(path, manifest, program_sources, force, lock)
         except BaseException:
-            _release(lock)
+            release(lock)
             raise
         return run
 
@@ -265,13 +265,13 @@ class RunDir:
             if not force:
                 raise RunDirError(f"{path} already holds a run: pass --resume to finish it, --force to start "
                                   "over (its files are deleted), or another --run-dir")
-            _clear(path)
+            clear(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise RunDirError(f"cannot make the run directory {path}: {_why(err)}") from None
         run = cls(path, manifest, _writing=True)
-        run._lock = lock or _writer_lock(path)
+        run._lock = lock or writer_lock(path)
         run._start_session(resumed=False)  # run.json first: a kill from here on leaves a resumable run
         for name, source in (program_sources or {}).items():
             target = path / PROGRAM / name
@@ -286,14 +286,14 @@ class RunDir:
         lock = None
         if (Path(path) / MANIFEST).is_file():
             _require_writable(Path(path), "resume the run in it")
-            lock = _writer_lock(Path(path))
+            lock = writer_lock(Path(path))
         try:
             run = cls.open(path, repair=True, keep=False)
             run._lock, run._writing = lock, True
             run._check_same(manifest)
             run._check_traces()
         except BaseException:
-            _release(lock)
+            release(lock)
             raise
         run._start_session(resumed=True)
         return run
@@ -487,7 +487,7 @@ class RunDir:
         session.update(rows=rows, seconds=round(seconds, 3), ended=_now())
         self._write_manifest()
         summary = self.summary()
-        _write_json(self.path / SUMMARY, summary)
+        write_json(self.path / SUMMARY, summary)
         self.close()
         return summary
 
@@ -498,11 +498,11 @@ class RunDir:
         if self._traces is not None:
             self._traces.close()
             self._traces = None
-        _release(self._lock)
+        release(self._lock)
         self._lock = None
 
     def _write_manifest(self) -> None:
-        _write_json(self.path / MANIFEST, self.manifest)
+        write_json(self.path / MANIFEST, self.manifest)
 
 
 def summarize(records: Iterable[dict], manifest: dict) -> dict:
@@ -657,14 +657,14 @@ def _manifest_problem(manifest: dict) -> str:
     return ""
 
 
-def _write_json(path: Path, value: Any) -> None:
+def write_json(path: Path, value: Any) -> None:
     """Write atomically: a killed process leaves the old file or the new one, never half."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(storable_json(value, indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
-def _writer_lock(path: Path) -> Any:
+def writer_lock(path: Path) -> Any:
     """Take the run's writer lock (an exclusive `flock` on `path/run.lock`), or raise
     `RunDirError` when another process holds it. Returns the open lock file (None where the
     platform has no `flock`); the lock goes with the process, so a killed run leaves none.
@@ -693,7 +693,7 @@ def reading_lock(path: Path) -> Any:
     for reading (none there: no run ever wrote this folder as it is now). A `RunDirError` when
     a run is writing it."""
     if writable_problem(path) is None:
-        return _writer_lock(path)
+        return writer_lock(path)
     if not _CAN_LOCK:  # pragma: no cover - not POSIX: no lock
         return None
     try:
@@ -784,12 +784,12 @@ def _connect_read_only(file: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True)
 
 
-def _release(lock: Any) -> None:
+def release(lock: Any) -> None:
     if lock is not None:
         lock.close()  # closing the file releases the flock
 
 
-def _clear(path: Path) -> None:
+def clear(path: Path) -> None:
     for child in path.iterdir():
         if child.name == LOCK:  # held by this process: kept
             continue

@@ -29,8 +29,8 @@ from typing import Iterable, Sequence
 
 from decomp.dsl.errors import DecompError
 from decomp.runtime.runs.datasets import read_rows
-from decomp.runtime.runs.rundir import (LOCK, MANIFEST, PROGRAM, SUMMARY, RunDir, RunDirError, _clear, _release,
-                                        _write_json, _writer_lock, reading_lock, sha256_file)
+from decomp.runtime.runs.rundir import (LOCK, MANIFEST, PROGRAM, SUMMARY, RunDir, RunDirError, clear, release,
+                                        write_json, writer_lock, reading_lock, sha256_file)
 
 #: Options that must agree between the shards of one run (beyond program, main, input and metric):
 #: what decides a row's answer. Run-wide budgets, concurrency and rate limits are per process.
@@ -97,7 +97,7 @@ def merge_runs(paths: Sequence[str | Path], out: str | Path, force: bool = False
         return _write_merged(runs, shards, Path(out), force)
     finally:
         for lock in locks:
-            _release(lock)
+            release(lock)
 
 
 def _check_shards(runs: list[RunDir]) -> list[Shard]:
@@ -151,7 +151,7 @@ def _write_merged(runs: list[RunDir], shards: list[Shard], out: Path, force: boo
             shutil.rmtree(staging)
         merged = _merge_into(runs, shards, staging)
         if out.is_dir():
-            _clear(out)
+            clear(out)
             for child in staging.iterdir():
                 if child.name != LOCK:
                     os.replace(child, out / child.name)
@@ -161,7 +161,7 @@ def _write_merged(runs: list[RunDir], shards: list[Shard], out: Path, force: boo
     except OSError as err:
         raise RunDirError(f"cannot write the merged run to {out}: {err.strerror or err}") from None
     finally:
-        _release(lock)
+        release(lock)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
         for run in runs:
@@ -183,7 +183,7 @@ def _claim_out(out: Path, force: bool):
                           "(nothing there is deleted, not even with --force)")
     if not force:
         raise RunDirError(f"{out} already holds a run: pass --force to replace it, or another --out")
-    return _writer_lock(out)
+    return writer_lock(out)
 
 
 def _merge_into(runs: list[RunDir], shards: list[Shard], staging: Path) -> RunDir:
@@ -201,7 +201,7 @@ def _merge_into(runs: list[RunDir], shards: list[Shard], staging: Path) -> RunDi
             if tree is None:
                 raise RunDirError(f"{run.path}: row {index} has a results line but no trace (a damaged run)")
             merged.add(record, tree)
-        _write_json(staging / SUMMARY, merged.summary())
+        write_json(staging / SUMMARY, merged.summary())
     finally:
         merged.close()
     return merged

@@ -31,7 +31,7 @@ def install(point: str, n: int) -> None:
     from decomp.runtime.runs.rundir import MANIFEST, RESULTS, RunDir
 
     if point == "create":
-        write_json = rundir._write_json
+        write_json = rundir.write_json
 
         def dying_write_json(path, value):
             if Path(path).name == MANIFEST and not Path(path).exists():
@@ -40,7 +40,7 @@ def install(point: str, n: int) -> None:
                 _die()
             write_json(path, value)
 
-        rundir._write_json = dying_write_json
+        rundir.write_json = dying_write_json
     elif point in ("trace-only", "half-line"):
         add = RunDir.add
         seen = [0]

@@ -151,14 +151,14 @@ def test_shards_cover_every_row_once():
 
 
 def test_a_shard_being_written_is_not_merged(shards, tmp_path):
-    from decomp.runtime.runs.rundir import _release, _writer_lock
+    from decomp.runtime.runs.rundir import release, writer_lock
 
-    lock = _writer_lock(shards[2])
+    lock = writer_lock(shards[2])
     try:
         with pytest.raises(RunDirError, match="being written"):
             merge_runs(shards, tmp_path / "m")
     finally:
-        _release(lock)
+        release(lock)
     assert not (tmp_path / "m").exists()
 
 
