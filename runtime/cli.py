@@ -30,11 +30,11 @@ from decomp.runtime.runs.api import (
     user_folders,
     with_fields,
 )
-from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs import dryrun
-from decomp.runtime.testing.fake import ReplayModel
+from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.rundir import RunDir, RunDirError
 from decomp.runtime.runs.shards import Shard, merge_runs
+from decomp.runtime.testing.fake import ReplayModel
 from decomp.runtime.views.describe import describe
 
 
