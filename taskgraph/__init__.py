@@ -1,5 +1,5 @@
 """TaskLAMA task graphs: metrics (step matching, ROUGE, graph overlap), the
-MSComplexTasks reader and simple baselines. See docs/tasklama.md (the manual page)."""
+MSComplexTasks reader and simple baselines. See taskgraph/README.md."""
 from decomp.taskgraph.data import ReadReport, linear, linear_closed, random_order, read_jsonl, read_mscomplextasks
 from decomp.taskgraph.metrics import (
                       Scores,
