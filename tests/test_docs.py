@@ -144,3 +144,15 @@ def test_mkdocs_build_strict(tmp_path: Path):
     api = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert "Session" in api and "run_dataset" in api and "FakeModel" in api
     shutil.rmtree(site)
+
+
+def test_ci_runs_exactly_the_readme_lines():
+    """`.ci/run` runs the README's own lines for the tests (the browser install, then the test
+    command), character for character."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line.split(" || exit 1")[0] if line.startswith("apt-get") else line
+                for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+                if line.startswith(("apt-get", "python3 -m venv"))]
+    assert len(commands) == 2
+    for command in commands:
+        assert command in readme.splitlines(), command

@@ -23,7 +23,7 @@ from decomp.handlers.kinds.environment import ActsOnEnvironment, EnvironmentHand
 from decomp.handlers.kinds.python import user_traceback
 from decomp.handlers.imports import import_module, local_module_file
 from decomp.handlers.plugins import add_plugin_module, load as load_plugins
-from decomp.handlers.registry import Registry, default_registry
+from decomp.handlers.registry import Registry, RegistryConflict, default_registry
 from decomp.handlers.trust import PathRefused, inside, program_roots, refusal
 
 
@@ -92,6 +92,8 @@ def _import_plugin(spec: str, folder: str | Path | None) -> ModuleType:
         return import_module(spec, home)
     except DecompError:
         raise
+    except RegistryConflict as err:  # refused by us, not the plugin's bug: no traceback
+        raise DecompError(f"plugin {spec!r} refused: {err}") from err
     except Exception as err:  # the plugin's own error, whatever it is
         raise DecompError(f"cannot load the plugin {spec!r}: {type(err).__name__}: {err}\n"
                           + user_traceback(err).rstrip()) from err

@@ -237,3 +237,18 @@ def test_broken_and_clashing_plugins_are_named_and_the_cli_still_works(installed
     check = _decomp(installed, "check", "--json", str(Path(__file__).parents[2] / "programs/decomp/letter_cat.decomp"))
     assert check.returncode == 0, check.stderr
     json.loads(check.stdout)
+
+
+def test_a_plugin_file_taking_a_builtin_name_is_refused_in_one_line(tmp_path):
+    (tmp_path / "usurp.py").write_text('from decomp import Handler, handler_kind\n'
+                                       '@handler_kind("prompt")\nclass P(Handler):\n    pass\n')
+    from click.testing import CliRunner
+    from decomp.runtime.cli import main
+
+    result = CliRunner().invoke(main, ["check", "--plugin", str(tmp_path / "usurp.py"),
+                                       str(Path(__file__).parents[2] / "programs/decomp/letter_cat.decomp")])
+    assert result.exit_code == 1
+    assert "plugin" in result.output and "refused: the handler kind 'prompt' is already registered by " \
+        "'decomp.handlers.kinds'" in result.output
+    assert "Traceback" not in result.output
+    assert plugins.load().kinds["prompt"].__module__ == "decomp.handlers.kinds.prompt"
