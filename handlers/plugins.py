@@ -246,32 +246,35 @@ def _call(registry: Registry, found: PluginSet, plugin: Plugin, impl, table: str
 
 
 def _register(registry: Registry, table: str, owner: str, *args: Any, **kwargs: Any) -> Any:
-    if table == "kinds":
-        cls, name = _one(args, kwargs, "cls")
-        if not (inspect.isclass(cls) and issubclass(cls, Handler)):
-            raise TypeError(f"register_kinds registers Handler subclasses, not {cls!r}")
-        kind = name or cls.kind
-        if not kind:
-            raise TypeError(f"{cls.__name__} has no `kind` name (set `kind = \"...\"` or pass name=)")
-        return registry.add_kind(cls, kind, owner=owner)
-    if table == "functions":
-        fn, name = _one(args, kwargs, "fn")
-        if not callable(fn):
-            raise TypeError(f"register_functions registers callables, not {fn!r}")
-        return registry.add_function(fn, name, owner=owner)
-    name, factory = args if len(args) == 2 else (kwargs.get("name", args[0] if args else None), kwargs.get("factory"))
-    if not callable(factory):
-        raise TypeError(f"register({name!r}, factory) needs a callable factory")
-    adder = registry.add_model_backend if table == "model_backends" else registry.add_environment
-    return adder(name, factory, owner=owner)
+    """One `register(...)` call of a plugin's hook, its arguments bound by the table's signature."""
+    return _REGISTERS[table](registry, owner, *args, **kwargs)
 
 
-def _one(args: tuple, kwargs: dict, what: str) -> tuple[Any, str | None]:
-    if len(args) > 2 or not (args or what in kwargs):
-        raise TypeError(f"expected register({what}, name=None)")
-    obj = args[0] if args else kwargs[what]
-    name = args[1] if len(args) > 1 else kwargs.get("name")
-    return obj, name
+def _register_kind(registry: Registry, owner: str, cls: Any, name: str | None = None) -> Any:
+    if not (inspect.isclass(cls) and issubclass(cls, Handler)):
+        raise TypeError(f"register_kinds registers Handler subclasses, not {cls!r}")
+    if not (name or cls.kind):
+        raise TypeError(f"{cls.__name__} has no `kind` name (set `kind = \"...\"` or pass name=)")
+    return registry.add_kind(cls, name or cls.kind, owner=owner)
+
+
+def _register_function(registry: Registry, owner: str, fn: Any, name: str | None = None) -> Any:
+    if not callable(fn):
+        raise TypeError(f"register_functions registers callables, not {fn!r}")
+    return registry.add_function(fn, name, owner=owner)
+
+
+def _factory(adder: str) -> Callable[..., Any]:
+    def register(registry: Registry, owner: str, name: str, factory: Any) -> Any:
+        if not callable(factory):
+            raise TypeError(f"register({name!r}, factory) needs a callable factory")
+        return getattr(registry, adder)(name, factory, owner=owner)
+
+    return register
+
+
+_REGISTERS = {"kinds": _register_kind, "functions": _register_function,
+              "model_backends": _factory("add_model_backend"), "environments": _factory("add_environment")}
 
 
 def _legacy(registry: Registry, found: PluginSet, group: str, name: str, obj: Any) -> None:

@@ -45,8 +45,6 @@ from decomp.runtime.views.describe import describe
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ROWS_FAILED = 0, 1, 2, 3
 
 
-_fail = fail
-
 
 def resolve_program(name: str) -> Path:
     """A path as given, or the name of a bundled program such as `decomp/letter_cat_symbolic`."""
@@ -127,13 +125,13 @@ def check(file: str, as_json: bool, plugins: tuple[str, ...]) -> None:
 
 
 def _refuse(err: Exception, path: Path) -> None:
-    """`_fail`, with a guess at what the file is when a .decomp file does not parse at all."""
+    """`fail`, with a guess at what the file is when a .decomp file does not parse at all."""
     looks = looks_like(path) if isinstance(err, (DecompSyntaxError, Diagnostics)) and path.suffix == ".decomp" else None
     if looks is not None:
         click.echo(err.format(), err=True)
         click.echo(f"{path}: note: {looks}, not a .decomp program", err=True)
         sys.exit(EXIT_ERROR)
-    _fail(err)
+    fail(err)
 
 
 def _print_warnings(program: Path) -> None:
@@ -148,7 +146,7 @@ def _load_plugins(plugins: tuple[str, ...], program: Path) -> None:
         try:
             load_plugin(plugin, program.parent)
         except DecompError as err:
-            _fail(err)
+            fail(err)
 
 
 def _session_options(command):
@@ -249,7 +247,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     try:
         loaded = use_main(session.load(program), main_name, program)
     except (DecompError, OSError) as err:
-        _fail(err)
+        fail(err)
     with allowing(roots=user_folders(extra)):  # a folder given with --field is the user's: readable
         if dry_run:
             _dry_run(session, loaded, data, question, extra)
@@ -285,7 +283,7 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
                            on_note=lambda note: click.echo(f"note: {note}", err=True))
         failed = [record for record in done.records() if record.get("error")] if verbose else []
     except (DecompError, OSError, ValueError) as err:
-        _fail(err)
+        fail(err)
     for record in failed:
         click.echo(f"row {record.get('id')} (index {record.get('index')}) failed: {record['error']}", err=True)
     if done.failed:
@@ -333,7 +331,7 @@ def _dry_run(session, loaded, data, question, fields) -> None:
         try:
             rows = with_fields(read_rows(data), fields)
         except (OSError, ValueError) as err:
-            _fail(err)
+            fail(err)
     elif question is not None:
         rows = [Row(0, None, {"question": question, **fields}, None)]
     else:
@@ -405,7 +403,7 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
     try:
         summary, warnings = evaluation.evaluate_files(gold, pred, metric)
     except (OSError, ValueError, RunDirError) as err:
-        _fail(err)
+        fail(err)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(json.dumps(summary))
@@ -430,7 +428,7 @@ def merge(runs: tuple[Path, ...], out: Path, force: bool) -> None:
         merged = merge_runs(runs, out, force=force)
         summary = RunDir.open(merged.path).summary()
     except (DecompError, OSError) as err:
-        _fail(err)
+        fail(err)
     missing, unfinished = merged.manifest["merged"]["missing"], merged.manifest["merged"]["unfinished"]
     if missing:
         click.echo(f"note: no rows of shard {', '.join(missing)}: `decomp run ... --resume --run-dir {out}` "
@@ -454,7 +452,7 @@ def _open_run_dir(path: Path) -> RunDir:
     try:
         return RunDir.open(path)
     except (RunDirError, OSError) as err:
-        _fail(err)
+        fail(err)
 
 
 @trace_group.command("show")
@@ -475,7 +473,7 @@ def trace_show(run_dir: Path, row_id: str | None) -> None:
             record = run.find(row_id)
             trace_view.show_tree(record, run.trace(record["index"]), console)
     except (RunDirError, OSError) as err:
-        _fail(err)
+        fail(err)
 
 
 @trace_group.command("html")
@@ -490,12 +488,12 @@ def trace_html(run_dir: Path, output: Path, force: bool) -> None:
 
     run = _open_run_dir(run_dir)
     if output.exists() and not force:
-        _fail(RunDirError(f"{output} exists: pass --force to overwrite it"))
+        fail(RunDirError(f"{output} exists: pass --force to overwrite it"))
     try:
         page = render_html(run)
         output.write_text(page, encoding="utf-8")
     except (RunDirError, OSError) as err:
-        _fail(err)
+        fail(err)
     click.echo(str(output))
 
 
@@ -514,7 +512,7 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
     try:
         differences = diffing.diff_runs(a, b)
     except (RunDirError, OSError) as err:
-        _fail(err)
+        fail(err)
     if as_json:
         for difference in differences:
             click.echo(storable_json(difference, default=str))
