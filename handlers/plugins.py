@@ -275,6 +275,8 @@ def _factory(adder: str) -> Callable[..., Any]:
 
 _REGISTERS = {"kinds": _register_kind, "functions": _register_function,
               "model_backends": _factory("add_model_backend"), "environments": _factory("add_environment")}
+for _fn in _REGISTERS.values():  # a bad call's TypeError reads `register() missing ...`
+    _fn.__qualname__ = _fn.__name__ = "register"
 
 
 def _legacy(registry: Registry, found: PluginSet, group: str, name: str, obj: Any) -> None:
