@@ -28,7 +28,10 @@ def test_retrieval_benchmark(tmp_path):
                 "handler_median_ms", "handler_p95_ms"):
         assert r[key] > 0, key
     assert r["raw_p95_ms"] >= r["raw_median_ms"] and r["handler_p95_ms"] >= r["handler_median_ms"]
-    assert r["handler_overhead"] == pytest.approx(r["handler_median_ms"] / r["raw_median_ms"] - 1, abs=0.01)
+    # The medians are printed to 0.001 ms, so the overhead computed back from them is only known to a range.
+    h, raw, half = r["handler_median_ms"], r["raw_median_ms"], 0.0005
+    low, high = (h - half) / (raw + half) - 1, (h + half) / (raw - half) - 1
+    assert low - half <= r["handler_overhead"] <= high + half, (r["handler_overhead"], low, high)
 
 
 def test_generated_text_is_deterministic():
