@@ -101,6 +101,12 @@ class Handler:
     #: The time limit of one call's synchronous work when the handler's options set none (a kind
     #: whose work is always quick may set a tighter one); None: the run's (see `time_limit`).
     default_timeout: ClassVar[float | None] = None
+    #: Whether `run` runs contained: on an event loop in a thread of its own, its own time
+    #: bounded by `time_limit()` (`decomp.runtime.engine.containment`). None: decided by where
+    #: the kind comes from (this package's kinds run on the run's loop, any other kind is
+    #: contained). A kind whose author vouches it never blocks, and that shares asyncio objects
+    #: (locks, events, sessions) between its calls, may say False to run on the run's loop.
+    contained: ClassVar[bool | None] = None
 
     def __init__(self, name: str, options: Options, decl: HandlerDecl | None, ctx: LoadContext):
         self.name = name

@@ -16,7 +16,7 @@ from decomp.dsl.values import storable_json
 from decomp.handlers import plugins
 from decomp.handlers.plugins import fail
 from decomp.handlers.trust import allowing
-from decomp.runtime.engine.budgets import DEFAULT_ROW_HANDLER_CALLS
+from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import load_plugin
@@ -176,6 +176,10 @@ def _session_options(command):
                      help="Budget: handler calls of every kind for the whole run."),
         click.option("--max-memory", "max_memory_mb", type=click.FloatRange(min=1), metavar="MB",
                      help="Budget: past this resident memory (MiB) of the process, a row's next call ends it."),
+        click.option("--max-answer-size", "max_answer_mb", type=click.FloatRange(min=0, min_open=True),
+                     default=DEFAULT_ANSWER_MB, show_default=True, metavar="MB",
+                     help="Limit: a handler answer holding more text than this (MiB of characters) ends its row "
+                          "before it is kept, cached or traced."),
         click.option("--handler-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
                      help="Seconds any handler call may take unless its timeout= option says [default: 10]."),
         click.option("--plugin", "plugins", multiple=True, metavar="MODULE",

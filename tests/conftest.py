@@ -56,6 +56,7 @@ def registry_with(functions: dict[str, Callable[[str], Any]], calls: list | None
     @handler_kind("fn", registry=reg)
     class Fn(Handler):
         Options = FnOptions
+        contained = False  # its functions share asyncio events between calls: it runs on the run's loop
 
         async def run(self, call):
             if calls is not None:

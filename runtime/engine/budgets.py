@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from decomp.dsl.errors import BudgetExceeded
+from decomp.dsl.values import Failed
 
 
 @dataclass
@@ -81,6 +82,10 @@ class Usage:
 DEFAULT_ROW_HANDLER_CALLS = 10_000
 #: How often (in handler calls, run-wide) the process's memory is checked against its budget.
 MEMORY_EVERY = 64
+#: The most text (MiB of characters) one handler answer may hold unless told (`--max-answer-size`).
+DEFAULT_ANSWER_MB = 16.0
+#: Answers holding this much text (characters) since the last memory check have it checked at once.
+MEMORY_CHECK_CHARS = 2**20
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,11 @@ class Budget:
     row_handler_calls, run_handler_calls: handler calls of every kind (symbolic ones too), per
         row (`DEFAULT_ROW_HANDLER_CALLS` unless told; None: unlimited) and per run.
     memory_mb: the process's resident memory, in MiB, beyond which a row's next handler call
-        ends the row (checked every `MEMORY_EVERY` calls; None: unchecked)."""
+        ends the row (checked every `MEMORY_EVERY` calls, and whenever answers holding
+        `MEMORY_CHECK_CHARS` of text came back since the last check; None: unchecked).
+    answer_mb: the most text, in MiB of characters, one handler answer may hold (every string
+        in it, keys too; numbers and the like count 8): a larger one ends the row before it is
+        kept, cached or traced (`DEFAULT_ANSWER_MB` unless told; None: unlimited)."""
 
     row_calls: int | None = None
     row_tokens: int | None = None
@@ -101,9 +110,10 @@ class Budget:
     row_handler_calls: int | None = DEFAULT_ROW_HANDLER_CALLS
     run_handler_calls: int | None = None
     memory_mb: float | None = None
+    answer_mb: float | None = DEFAULT_ANSWER_MB
 
     def __post_init__(self) -> None:
-        for name in ("row_handler_calls", "run_handler_calls", "memory_mb"):
+        for name in ("row_handler_calls", "run_handler_calls", "memory_mb", "answer_mb"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"budget {name} must be > 0 (or None: unlimited), got {value}")
@@ -197,6 +207,25 @@ class RowContext:
         if budget.memory_mb is not None and run.started % MEMORY_EVERY == 1:
             check_memory(budget.memory_mb)
 
+    def after_answer(self, answer: Any, handler: str) -> None:
+        """Refuse an answer of handler `handler` over the answer size limit, and check the
+        process's memory at once when enough answer text came back since the last check."""
+        budget = self.budget
+        if budget.answer_mb is None and budget.memory_mb is None:
+            return
+        size = answer_size(answer)
+        if size == CYCLIC:
+            raise BudgetExceeded(f"limit exceeded: the answer of [{handler}] holds itself (a list or dict within "
+                                 "itself), which no text can write out")
+        if budget.answer_mb is not None and size > budget.answer_mb * 2**20:
+            raise BudgetExceeded(f"limit exceeded: the answer of [{handler}] holds {size / 2**20:,.1f} MiB of text, "
+                                 f"over the limit of {budget.answer_mb:g} MiB (raise it with --max-answer-size MB)")
+        if budget.memory_mb is not None:
+            _UNCHECKED[0] += size
+            if _UNCHECKED[0] >= MEMORY_CHECK_CHARS:
+                _UNCHECKED[0] = 0
+                check_memory(budget.memory_mb)
+
     def _service_call(self, kind: str) -> None:
         used = self.usage.service_calls.get(kind, 0)
         if self.budget.service_calls:
@@ -223,6 +252,56 @@ def _check(what: str, used: int, limit: int | None, flag: str | None = None) -> 
     if limit is not None and used >= limit:
         how = f" (raise it with {flag} N)" if flag else ""
         raise BudgetExceeded(f"budget exhausted: {what} reached {limit}{how}")
+
+
+_UNCHECKED = [0]  # characters of answers since the process's memory was last checked
+#: What `answer_size` counts for a value that is not text (a number, a boolean, None, ...).
+_SCALAR = 8
+
+
+def answer_size(value: Any) -> int:
+    """The characters of text `value` holds: its strings (dict keys too) by length, anything else
+    `_SCALAR` each; a list or dict met twice (shared) counts twice, as its JSON would, computed
+    once (time linear in the distinct values, no recursion). `CYCLIC` for a value within itself."""
+    if isinstance(value, str):
+        return len(value)
+    sizes: dict[int, int] = {}
+    opened: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    keep: list[Any] = []  # the containers sized, so that no id() is reused meanwhile
+    while stack:
+        item, expanded = stack.pop()
+        key = id(item)
+        if not expanded and key in sizes:
+            continue
+        children = _children(item)
+        if children is None:
+            sizes[key] = _SCALAR
+        elif not expanded:
+            if key in opened:
+                return CYCLIC
+            opened.add(key)
+            keep.append(item)
+            stack.append((item, True))
+            stack.extend((child, False) for child in children if not isinstance(child, str))
+        else:
+            opened.discard(key)
+            sizes[key] = sum(len(c) if isinstance(c, str) else sizes[id(c)] for c in children)
+    return sizes[id(value)]
+
+
+#: What `answer_size` says of a list or dict that holds itself.
+CYCLIC = sys.maxsize
+
+
+def _children(value: Any) -> list[Any] | None:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, dict):
+        return [part for pair in value.items() for part in pair]
+    if isinstance(value, Failed):
+        return [value.value]
+    return None
 
 
 def check_memory(limit_mb: float) -> None:

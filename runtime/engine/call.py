@@ -18,6 +18,7 @@ from decomp.handlers.kinds.environment import EnvironmentHandler
 from decomp.handlers.registry import Registry
 from decomp.handlers.service import Service
 from decomp.runtime.engine.budgets import current_row
+from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Request
 
@@ -133,7 +134,7 @@ class EngineCall(Call):
     async def delegate(self, handler: "Handler", stack: tuple[str, ...] | None = None) -> Any:
         call = EngineCall(self.query, self.values, self.inputs, self.stack if stack is None else stack, self.span,
                           self.session, handler, self.trace)
-        return await handler.run(call)
+        return await run_kind(handler, call)
 
     def environment(self, handler: str, *, fresh: bool = False) -> "Environment":
         declared = self.handler.ctx.module.handlers.get(handler) if self.handler.ctx.module else None

@@ -16,6 +16,7 @@ from decomp.dsl.operators import OperatorError, combine, item_for_query, items_o
 from decomp.dsl.values import Failed, item_text, json_text, named_text, outcome, substitute
 from decomp.dsl.walks import ends_program, iter_steps
 from decomp.runtime.engine.budgets import current_row
+from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.cache import cache_key, decode_answer, encode_answer
 from decomp.runtime.engine.call import EngineCall, Scope, named
 from decomp.runtime.engine.plans import run_plan
@@ -41,7 +42,7 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
         node = trace.child("call", handler=name, query=query, location=_where(span))
         call = EngineCall(query, values, scope.inputs, stack, span, scope.session, handler, node)
         if scope.session.cache is None or not handler.cacheable or handler.effectful:
-            answer = await handler.run(call)
+            answer = await run_kind(handler, call)
         else:
             answer = await _cached_run(handler, call, node)
     except Exception as err:  # named after this handler; a bug ends the row with its cause kept
@@ -73,7 +74,7 @@ async def _cached_run(handler, call: EngineCall, node: TraceNode) -> Any:
         node.cache_hit = True
         current_row().charge(0, 0, 1)
         return decode_answer(stored)
-    answer = await handler.run(call)
+    answer = await run_kind(handler, call)
     cache.put(key, encode_answer(answer))
     return answer
 

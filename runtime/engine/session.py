@@ -23,6 +23,7 @@ from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
 from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, Usage, current_row
 from decomp.runtime.engine.cache import StepCache, cache_key
+from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.call import EngineCall, named
 from decomp.runtime.engine.interpreter import RUNNER
 from decomp.runtime.engine.loader import LoadedModule, load
@@ -280,7 +281,7 @@ class Session:
         call = EngineCall(query, tuple(values), dict(inputs or {}), (), None, self, handler, trace)
         try:
             with timeout_scope(self.handler_timeout):
-                return await handler.run(call)
+                return await run_kind(handler, call)
         except Exception as err:
             failure = named(err, handler, None)
             if failure is err:
@@ -346,7 +347,7 @@ class Session:
             stack = (name,) if handler.nests else ()
             query = question if isinstance(question, str) else json_text(question)  # 12, not "12.0"; lists as JSON
             call = EngineCall(query, (), dict(fields), stack, None, self, handler, trace)
-            return await handler.run(call)
+            return await run_kind(handler, call)
         except Exception as err:  # named like any other handler's, a bug included
             failure = named(err, handler, None)
             if failure is err:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from decomp.dsl.errors import DecompError
 from decomp.dsl.redact import redact_url
 from decomp.handlers.trust import allowing
-from decomp.runtime.engine.budgets import DEFAULT_ROW_HANDLER_CALLS, Budget
+from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS, Budget
 from decomp.runtime.engine.cache import StepCache, default_cache_dir
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.scheduler import Scheduler
@@ -104,6 +104,7 @@ class RunOptions:
     max_row_handler_calls, max_handler_calls: budgets of handler calls of every kind, symbolic
                    ones too, per row (10,000) and for the run
     max_memory_mb: the process's resident memory (MiB) past which a row's next call ends the row
+    max_answer_mb: the most text (MiB of characters) one handler answer may hold (16; None: no limit)
     """
 
     model: str | None = None
@@ -124,6 +125,7 @@ class RunOptions:
     max_row_handler_calls: int | None = DEFAULT_ROW_HANDLER_CALLS
     max_handler_calls: int | None = None
     max_memory_mb: float | None = None
+    max_answer_mb: float | None = DEFAULT_ANSWER_MB
 
     def __post_init__(self) -> None:
         if self.cache_dir is not None and not isinstance(self.cache_dir, Path):
@@ -138,7 +140,7 @@ class RunOptions:
             cache = StepCache((self.cache_dir or default_cache_dir()) / "steps.sqlite", self.cache_mode)
         budget = Budget(self.max_row_calls, self.max_row_tokens, self.max_calls, self.max_tokens,
                         row_handler_calls=self.max_row_handler_calls, run_handler_calls=self.max_handler_calls,
-                        memory_mb=self.max_memory_mb)
+                        memory_mb=self.max_memory_mb, answer_mb=self.max_answer_mb)
         return Session(model=model or self.model, settings=ModelSettings(base_url=self.base_url, transport=self.transport),
                        scheduler=Scheduler(self.concurrency, rpm=self.rpm, tpm=self.tpm), cache=cache,
                        budget=budget, max_depth=self.max_depth, max_steps=self.max_steps,
@@ -156,7 +158,8 @@ class RunOptions:
                    max_tokens=budget.run_tokens, max_row_calls=budget.row_calls, max_row_tokens=budget.row_tokens,
                    max_depth=session.max_depth, max_steps=session.max_steps,
                    handler_timeout=session.handler_timeout, max_row_handler_calls=budget.row_handler_calls,
-                   max_handler_calls=budget.run_handler_calls, max_memory_mb=budget.memory_mb)
+                   max_handler_calls=budget.run_handler_calls, max_memory_mb=budget.memory_mb,
+                   max_answer_mb=budget.answer_mb)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as run.json records them: paths as text, and `base_url` without the

@@ -98,6 +98,7 @@ def search_registry(services: dict[str, FakeSearch], closed: list | None = None)
     class SearchHandler(Handler):
         Options = SearchOptions
         cacheable = False
+        contained = False  # on the run's loop: its service counts turns of that loop
 
         async def run(self, call):
             service = services[self.options.service]
