@@ -15,12 +15,21 @@ text itself.
 `url_secrets(url)` lists the secret pieces of a URL (user, password, query values; each as
 written and percent-decoded) for code that scrubs secrets out of free text, such as an HTTP
 library's error message that quotes the URL it called.
+
+`SecretMask` masks known secrets in free text that may quote them, such as a model's reply: each
+secret of `MIN_MASKED` characters or more is replaced by `[redacted: LABEL]`, the label saying
+what it was (`OPENAI_API_KEY`), never what it held:
+
+    mask = SecretMask({"sk-live-0123456789": "OPENAI_API_KEY"})
+    mask("my key is sk-live-0123456789.")  ->  "my key is [redacted: OPENAI_API_KEY]."
 """
 from __future__ import annotations
 
+import re
+from typing import Iterable, Mapping
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "redact_url", "url_secrets"]
+__all__ = ["MASK", "MIN_MASKED", "SecretMask", "redact_url", "url_secrets"]
 
 MASK = "***"
 #: Query values shorter than this are not treated as secrets by `url_secrets` (scrubbing "1" or
@@ -86,3 +95,45 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
     for _, value in parse_qsl(parts.query, keep_blank_values=False):
         pieces.append(value)
     return tuple(dict.fromkeys(p for p in pieces if len(p) >= MIN_SECRET))
+
+
+#: Secrets shorter than this are never masked in free text by `SecretMask`: a short one ("unused",
+#: "x", a 4-digit query value) is an ordinary word, and masking it would garble every text that
+#: has it; a real credential is longer.
+MIN_MASKED = 8
+
+
+class SecretMask:
+    """Known secrets, each with a label, masked in free text as `[redacted: LABEL]` (see the
+    module's docstring). Secrets shorter than `MIN_MASKED` are ignored; overlapping ones are
+    masked longest first, in one pass (a marker is never masked again). Neither its repr nor its
+    str shows a secret."""
+
+    __slots__ = ("_labels", "_pattern")
+
+    def __init__(self, secrets: Mapping[str, str] | None = None):
+        self._labels: dict[str, str] = {}
+        self._pattern: re.Pattern[str] | None = None
+        self.add(secrets or {})
+
+    def add(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
+        """Learn more secrets (`{secret: label}`); a secret known already keeps its first label."""
+        pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
+        fresh = {s: label for s, label in pairs if isinstance(s, str) and len(s) >= MIN_MASKED
+                 and s not in self._labels}
+        if fresh:
+            self._labels.update(fresh)
+            longest_first = sorted(self._labels, key=len, reverse=True)
+            self._pattern = re.compile("|".join(map(re.escape, longest_first)))
+
+    def __call__(self, text: str) -> str:
+        """`text` with every known secret in it replaced by `[redacted: LABEL]`."""
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(lambda found: f"[redacted: {self._labels[found.group()]}]", text)
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def __repr__(self) -> str:
+        return f"SecretMask({len(self._labels)} secrets)"

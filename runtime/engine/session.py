@@ -28,6 +28,7 @@ from decomp.runtime.engine.call import EngineCall, named
 from decomp.runtime.engine.interpreter import RUNNER
 from decomp.runtime.engine.loader import LoadedModule, load
 from decomp.runtime.engine.scheduler import Scheduler
+from decomp.runtime.engine.run_secrets import RunSecrets
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Completion, Model, ModelSettings, Request, Score
 
@@ -96,6 +97,10 @@ class Session:
         self.handler_timeout = handler_timeout
         self.usage = Usage()
         self._override = model
+        #: The secrets of the models and services used so far, masked in every model reply.
+        self.secrets = RunSecrets()
+        if isinstance(model, Model):
+            self.secrets.learn(model)
         self.default_model = default_model
         self._models: dict[str, Model] = {}
         self._services: dict[int, Service] = {}
@@ -145,6 +150,7 @@ class Session:
         if spec not in self._models:
             real, settings = self._declared.get(spec, (spec, self.settings))
             self._models[spec] = self._build_model(real, settings)
+            self.secrets.learn(self._models[spec])
         return self._models[spec]
 
     def _build_model(self, spec: str, settings: ModelSettings) -> Model:
@@ -157,11 +163,13 @@ class Session:
 
     # ---- model calls: cache, budget, scheduler, usage
     async def complete(self, model: Model, request: Request, handler: str = "") -> Completion:
-        """One request through the cache and the scheduler; each sample is cached by its index."""
+        """One request through the cache and the scheduler; each sample is cached by its index.
+        The run's secrets are masked in the texts before anything stores them (`RunSecrets`)."""
         row = current_row()
+        self.secrets.learn(model)
         if self.cache is None:
             row.before_call(model.kind)
-            done = await self.scheduler.complete(model, request, self._turn(row))
+            done = self.secrets.masked(await self.scheduler.complete(model, request, self._turn(row)))
             row.charge(done.prompt_tokens, done.completion_tokens, 0)
             return done
         # a request of temperature > 0 made again in the row (a retry) gets new samples, not the
@@ -172,15 +180,16 @@ class Session:
         missing = [i for i, value in enumerate(found) if value is None]
         if not missing:
             row.charge(0, 0, request.n)
-            return Completion(tuple(f["text"] for f in found), cache_hits=request.n)
+            return Completion(self.secrets.mask_all(f["text"] for f in found), cache_hits=request.n)
         row.before_call(model.kind)
-        fresh = await self.scheduler.complete(model, dataclasses.replace(request, n=len(missing)), self._turn(row))
+        fresh = self.secrets.masked(
+            await self.scheduler.complete(model, dataclasses.replace(request, n=len(missing)), self._turn(row)))
         for i, text in zip(missing, fresh.texts):
             found[i] = {"text": text}
             self.cache.put(keys[i], found[i])
         row.charge(fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
-        return Completion(tuple(f["text"] for f in found), fresh.prompt_tokens, fresh.completion_tokens,
-                          request.n - len(missing))
+        texts = self.secrets.mask_all(f["text"] for f in found)  # the hits among them too
+        return Completion(texts, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
 
     async def score(self, model: Model, prompt: str, continuation: str, handler: str = "") -> Score:
         """Log-likelihood of `continuation` after `prompt`, cached like completions."""
@@ -203,6 +212,7 @@ class Session:
         the answer), the budgets of its kind, the scheduler's slots, rate limits and retries.
         Returns the answer and whether the cache gave it."""
         self._services.setdefault(id(service), service)
+        self.secrets.learn(service)
         row = current_row()
         key = None
         if cache is not None and self.cache is not None:

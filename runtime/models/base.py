@@ -95,6 +95,13 @@ class Model(Service):
         a weights file) adds that here, so an edit of it misses the cache."""
         return self.name
 
+    def named_secrets(self) -> dict[str, str]:
+        """Each of `secrets()` with what it is, `{secret: label}`: the engine masks a secret that
+        a reply of the model repeats as `[redacted: LABEL]` (runtime/engine/run_secrets.py). By
+        default each is `a secret of NAME`; a backend that knows better says `OPENAI_API_KEY`.
+        Never put the values in a repr."""
+        return {secret: f"a secret of {self.name}" for secret in self.secrets()}
+
     async def complete(self, request: Request) -> Completion:  # pragma: no cover - interface
         raise NotImplementedError
 

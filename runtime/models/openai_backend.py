@@ -96,6 +96,12 @@ class OpenAIModel(Model):
         key = self._key.reveal()
         return ((key,) if key != PLACEHOLDER_KEY else ()) + url_secrets(self.base_url)
 
+    def named_secrets(self) -> dict[str, str]:
+        """`secrets()` with what each is: `OPENAI_API_KEY`, `base URL credentials`."""
+        named = {secret: "base URL credentials" for secret in url_secrets(self.base_url)}
+        key = self._key.reveal()
+        return {key: "OPENAI_API_KEY", **named} if key != PLACEHOLDER_KEY else named
+
     def __repr__(self) -> str:
         return (f"OpenAIModel(name={self.name!r}, endpoint={self.endpoint!r}, api={self.api!r}, "
                 f"transport={self.transport!r})")

@@ -1,10 +1,10 @@
 """`redact_url` and `url_secrets` (dsl/redact.py): credentials written into a URL (user-info, query
 values) never reach what a run records or prints (issue 14, item 3)."""
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from decomp.dsl.redact import redact_url, url_secrets
+from decomp.dsl.redact import MIN_MASKED, SecretMask, redact_url, url_secrets
 
 
 @pytest.mark.parametrize("url, shown", [
@@ -43,3 +43,39 @@ def test_a_secret_in_user_info_or_query_never_survives(user_secret, query_secret
     assert user_secret not in shown and query_secret not in shown
     assert shown.startswith("https://***@example.com/v1")
     assert {user_secret, query_secret} <= set(url_secrets(url))
+
+
+# ---- SecretMask: known secrets masked in free text (a model's reply), issue 29 B5
+def test_a_secret_is_masked_with_what_it_was():
+    mask = SecretMask({"sk-live-0123456789": "OPENAI_API_KEY"})
+    assert mask("my key is sk-live-0123456789.") == "my key is [redacted: OPENAI_API_KEY]."
+    assert mask("twice: sk-live-0123456789 sk-live-0123456789") == ("twice: [redacted: OPENAI_API_KEY] "
+                                                                    "[redacted: OPENAI_API_KEY]")
+    assert mask("nothing here") == "nothing here" and mask("") == ""
+
+
+def test_overlapping_secrets_are_masked_longest_first_in_one_pass():
+    mask = SecretMask({"pa55word-long": "password", "alice:pa55word-long": "user-info"})
+    assert mask("alice:pa55word-long / pa55word-long") == "[redacted: user-info] / [redacted: password]"
+    # a label is never masked again, even when it holds a secret's text
+    assert SecretMask({"redacted": "redacted"})("redacted") == "[redacted: redacted]"
+
+
+def test_secrets_shorter_than_the_minimum_are_left_alone():
+    mask = SecretMask({"unused": "OPENAI_API_KEY", "x": "a", "2024": "q", "abcdefg": "seven"})
+    assert MIN_MASKED == 8 and len(mask) == 0
+    assert mask("unused x 2024 abcdefg") == "unused x 2024 abcdefg"
+    mask.add({"abcdefgh": "eight"})
+    assert mask("abcdefg abcdefgh") == "abcdefg [redacted: eight]"
+
+
+def test_the_mask_never_shows_a_secret():
+    mask = SecretMask({"sk-live-0123456789": "OPENAI_API_KEY"})
+    assert "sk-live" not in repr(mask) and "sk-live" not in str(mask)
+
+
+@given(SECRET, st.text(max_size=40), st.text(max_size=40))
+def test_a_known_secret_never_survives_in_any_text(secret, before, after):
+    assume(secret not in "[redacted: K]")  # the marker's own word
+    masked = SecretMask({secret: "K"})(before + secret + after)
+    assert secret not in masked and "[redacted: K]" in masked
