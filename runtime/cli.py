@@ -178,6 +178,9 @@ def _session_options(command):
                      help="Budget: past this resident memory (MiB) of the process, a row's next call ends it."),
         click.option("--handler-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
                      help="Seconds any handler call may take unless its timeout= option says [default: 10]."),
+        click.option("--handler-memory", "handler_memory_mb", type=click.FloatRange(min=1), metavar="MB",
+                     help="MiB any python handler call may add to its worker process unless its memory= option "
+                          "says [default: 1024]."),
         click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
                      help="Import this module first (a module name, or a path to a .py file), so the handler "
                           "kinds and functions it registers can be used (repeatable)."),
