@@ -93,7 +93,7 @@ def mib(size_mb: float) -> str:
 
 async def call_in_worker(entry: str, payload: Any, *, limit: float, memory_mb: float | None, what: str,
                          option: str | None = "timeout", memory_option: str | None = "memory",
-                         max_bytes: int = MAX_ANSWER_BYTES) -> Any:
+                         max_bytes: int | None = None) -> Any:
     """What `entry(payload)` returns (JSON data), run in a worker process for at most `limit`
     seconds and `memory_mb` MiB more memory (None: no limit).
 
@@ -101,9 +101,10 @@ async def call_in_worker(entry: str, payload: Any, *, limit: float, memory_mb: f
     what:    the work, for messages ("function helpers:f"); option, memory_option: the
              handler's options that set the limits (None: only the run's settings do).
     Raises `TimeLimitError`, `MemoryLimitError`, or a `HandlerError` saying that the worker died,
-    that the reply was over `max_bytes`, or that no worker could be started."""
+    that the reply was over `max_bytes` (None: `MAX_ANSWER_BYTES`), or that no worker could be
+    started."""
     return await pool().call(entry, payload, limit=limit, memory_mb=memory_mb, what=what, option=option,
-                             memory_option=memory_option, max_bytes=max_bytes)
+                             memory_option=memory_option, max_bytes=MAX_ANSWER_BYTES if max_bytes is None else max_bytes)
 
 
 # ---- the parent's side

@@ -195,7 +195,7 @@ class PythonHandler(Handler):
             raise HandlerError(f"{what} {reply['not_json']}", call.span)
         if "raised" in reply:
             kind, message = reply["raised"]
-            raise HandlerError(f"{what} raised {kind}: {message}", call.span,
+            raise HandlerError(f"{what} raised {kind}: {message}" if message else f"{what} raised {kind}", call.span,
                                details=reply["details"]) from _rebuilt(kind, message) if reply["builtin"] else None
         raise HandlerError(f"{what}: its worker process could not import it: {reply['unloadable']}", call.span,
                            details=reply["details"])
@@ -405,7 +405,7 @@ def _resolved(path: Any) -> Path | None:
 
 
 # ---- the user's traceback
-_OWN_FOLDERS = tuple(Path(__file__).resolve().parent.parent / d for d in ("handlers", "runtime", "dsl"))
+_OWN_FOLDERS = tuple(Path(__file__).resolve().parents[2] / d for d in ("handlers", "runtime", "dsl"))
 
 
 def user_traceback(err: BaseException) -> str:
