@@ -11,6 +11,13 @@ The cache key of a call holds the sha256 of the function's module file and of th
 modules it imports (`function_sources`), read from disk on every call; a module whose file
 changed since it was imported is re-imported first (`fresh_function`), so a cached run never
 answers what a fresh process would not.
+
+A call runs in a worker process (`decomp.handlers.workers`), where its deadline stops it and a
+memory limit holds it: the parent decides what may be called and how it is found
+(`worker_target`), the worker imports that very file and calls it (`answer_in_worker`), re-imported
+there too when the sources the parent hashed (`function_sources`) changed. A function a worker
+cannot import (a lambda, a closure, one of `__main__`) runs in a thread (`decomp.handlers.offload`),
+not containable: past its limit it is abandoned, and no memory limit applies.
 """
 from __future__ import annotations
 
@@ -57,17 +64,23 @@ class PythonHandler(Handler):
                 trusted modules (`--trust MODULE`, `DECOMP_TRUST`) may be called: see
                 `decomp.handlers.trust`; anything else is a check error, imported never.
       timeout   seconds one call may take (> 0); not written: the run's `--handler-timeout`
-                (default 10 s). See `decomp.handlers.offload`.
+                (default 10 s). Past it the call's worker process is killed.
+      memory    MiB one call may add to its worker process (> 0; held by RLIMIT_DATA, Linux
+                only); not written: the run's `--handler-memory` (default 1,024 MiB).
 
     Arguments are chosen by the function's signature: parameters named `query` (the sub-query
     text), `values` (list of the referenced values) and `inputs` (dict of named inputs) get
     those, by keyword; a `**kwargs` parameter gets all three. A function that names none of
     them but has exactly one required positional parameter (`def f(text)`, `len`) gets the
-    query. A sync function runs in a worker thread (its arguments copied and its answer
-    converted there too), so a slow one holds up its own row only; calls of one fan-out may run
-    at once in several threads. An async function is awaited on the event loop. Either way a
-    call that runs past its time limit is a `HandlerError`; a sync one cannot be stopped and
-    runs on in its thread (a handler with 4 such calls still running takes no more calls).
+    query. A function a worker process can import (`worker_target`) runs there, sync or async
+    (awaited in a loop of the worker's own), one call per worker at a time, its answer converted
+    to JSON there: a call past its time limit is killed (`TimeLimitError`), one past its memory
+    limit fails (`MemoryLimitError`), whatever it raises (`SystemExit`, `KeyboardInterrupt`,
+    `CancelledError`, ... too) is its `HandlerError`, and a worker that dies is one too, naming
+    its exit code or signal. Any other function (a lambda, a closure) runs as before: a sync one
+    in a worker thread (its arguments copied and its answer converted there too), an async one
+    awaited on the event loop, and past its limit it is abandoned, not stopped (a handler with 4
+    such calls still running takes no more calls).
     The function is looked up in `call.registry` (the run's registry), else in the
     default registry (at construction and check time: the load context's `registry`, if any).
     The answer must be JSON-serialisable (tuples become lists; NaN and infinities are refused).
