@@ -68,6 +68,8 @@ POOL_SIZE = max(1, min(4, os.cpu_count() or 1))
 KILL_GRACE = 0.2
 #: The largest reply (JSON bytes) a worker sends: a bigger answer is refused by its size.
 MAX_ANSWER_BYTES = 64 * 2**20
+#: Seconds a worker may take to start (spawn: a fresh interpreter importing decomp).
+START_TIMEOUT = 120.0
 #: What may be added to `max_bytes` for the reply's envelope.
 _ENVELOPE = 64 * 2**10
 _LINUX = sys.platform.startswith("linux")
@@ -103,8 +105,9 @@ async def call_in_worker(entry: str, payload: Any, *, limit: float, memory_mb: f
     Raises `TimeLimitError`, `MemoryLimitError`, or a `HandlerError` saying that the worker died,
     that the reply was over `max_bytes` (None: `MAX_ANSWER_BYTES`), or that no worker could be
     started."""
+    most = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
     return await pool().call(entry, payload, limit=limit, memory_mb=memory_mb, what=what, option=option,
-                             memory_option=memory_option, max_bytes=MAX_ANSWER_BYTES if max_bytes is None else max_bytes)
+                             memory_option=memory_option, max_bytes=most)
 
 
 # ---- the parent's side
@@ -154,6 +157,13 @@ class _Worker:
             process.start()
         theirs.close()
         self.process, self.conn = process, mine
+        # ready once it imported decomp (`spawn` imports it after the start): not on a call's clock
+        with contextlib.suppress(EOFError, OSError):
+            if mine in wait_ready([mine, process.sentinel], START_TIMEOUT) and mine.recv_bytes(16) == b"ready":
+                return
+        if self.alive():
+            raise RuntimeError(f"the worker process was not ready within {START_TIMEOUT:g} s")
+        raise RuntimeError(f"the worker process {_ending(self._exit_code())} as it started")
 
     def exchange(self, request: bytes, limit: float, max_bytes: int) -> tuple[str, Any]:
         """Send the pickled `request` and wait for the reply: ("reply", bytes), ("timeout",
@@ -182,9 +192,10 @@ class _Worker:
                 return "died", self._exit_code()
 
     def _exit_code(self) -> int | None:
-        wait_ready([self.process.sentinel], 2)
-        with _PROCESS_LOCK:
-            return self.process.exitcode
+        if wait_ready([self.process.sentinel], 2):
+            with _PROCESS_LOCK:
+                self.process.join(1)  # reaps it (spawn): the exit code is known only then
+        return self.process.exitcode
 
     def alive(self) -> bool:
         with _PROCESS_LOCK:
@@ -260,7 +271,10 @@ class WorkerPool:
                 worker.kill()  # given up: its work stops too
                 raise
             if kind == "reply":
-                reply = json.loads(data)
+                try:
+                    reply = json.loads(data)
+                except ValueError:  # something else wrote to its pipe: never trusted again
+                    raise HandlerError(f"{what}: its worker process sent a reply that is not JSON") from None
                 healthy = "result" in reply or "too_big" in reply
                 return _result(reply, what, memory_mb, memory_option, max_bytes)
             raise _failure(kind, data, what, limit, option, max_bytes)
@@ -446,6 +460,9 @@ _CAP: int | None = None
 def serve(conn) -> None:
     """A worker's loop: read a request, run its entry, send the reply, until the pipe closes."""
     _settle_in()
+    for module in PRELOAD:
+        importlib.import_module(module)
+    conn.send_bytes(b"ready")
     while True:
         try:
             request = conn.recv_bytes()

@@ -103,6 +103,11 @@ def second(query):
 def version(query):
     return "v1"
 
+def exits_later(query):
+    import threading
+    threading.Timer(0.2, os._exit, (9,)).start()
+    return os.getpid()
+
 def mark(query):
     with open(query, "w") as file:
         file.write(str(os.getpid()))
@@ -266,6 +271,19 @@ def test_a_worker_that_dies_is_that_calls_error(program, function, ending):
     session, module = program(function)
     assert answer(session, module).error.endswith(f"function helpers_workers:{function}: {ending}")
     assert isinstance(answer(*program("pid")).answer, int)
+
+
+def test_a_worker_that_died_while_idle_is_replaced_before_the_next_call(program, monkeypatch):
+    monkeypatch.setattr(workers, "_POOL", workers.WorkerPool(size=1))
+    try:
+        session, module = program("exits_later")
+        first = answer(session, module).answer  # answered, then its worker ends itself
+        time.sleep(1)
+        pid_session, pid_module = program("pid")
+        second = answer(pid_session, pid_module).answer
+    finally:
+        workers._POOL.shutdown()
+    assert isinstance(first, int) and isinstance(second, int) and second != first
 
 
 def test_an_answer_over_the_size_limit_is_refused_by_its_size(program, monkeypatch):
