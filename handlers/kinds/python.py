@@ -48,7 +48,7 @@ from decomp.handlers.base import Options as BaseOptions
 from decomp.handlers.offload import TimeLimitError, run_memory
 from decomp.handlers.imports import first_on_path, import_module, local_module_file, module_file
 from decomp.handlers.registry import Registry, default_registry
-from decomp.handlers.workers import call_in_worker, capped
+from decomp.handlers.workers import call_in_worker, capped, use_workers
 
 #: What a function may ask for by naming a parameter.
 ARGUMENTS = ("query", "values", "inputs")
@@ -173,7 +173,7 @@ class PythonHandler(Handler):
         except TypeError as err:
             raise HandlerError(str(err), call.span) from err
         what = f"function {self.options.function}"
-        target = worker_target(fn)
+        target = worker_target(fn) if use_workers() else None
         if target is not None:
             return await self._contained(target, plan, sources, call, what)
         try:

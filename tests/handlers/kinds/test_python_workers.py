@@ -367,3 +367,10 @@ def test_functions_a_worker_cannot_import_run_in_a_thread():
 
 def _module_level(query):
     return query
+
+
+def test_a_session_may_run_python_in_this_process_for_test_doubles(program):
+    session, module = program("pid", python_workers=False)
+    assert answer(session, module).answer == os.getpid()
+    session, module = program("pid")
+    assert answer(session, module).answer != os.getpid()
