@@ -26,7 +26,9 @@ whole run) come as a `RuntimeError` naming them, with the original as its `__cau
 
 The limit of a call is the handler's `timeout=` option when written, else the run's setting
 (`timeout_scope`: the session's `handler_timeout`, the CLI's `--handler-timeout`), else
-`DEFAULT_TIMEOUT`.
+`DEFAULT_TIMEOUT`. User Python functions run in worker processes instead, where a deadline stops
+them for real (`decomp.handlers.workers`); their memory limit is the run's `memory_scope` (the
+session's `handler_memory_mb`, the CLI's `--handler-memory`), else `DEFAULT_MEMORY_MB`.
 """
 from __future__ import annotations
 
@@ -49,6 +51,8 @@ DEFAULT_TIMEOUT = 10.0
 MAX_OVERRUNS = 4
 #: Calls running at once in worker threads, per event loop.
 MAX_WORKERS = 32
+#: MiB one call of a user's Python function may add to its worker process when nothing else says.
+DEFAULT_MEMORY_MB = 1024.0
 
 class TimeLimitError(HandlerError):
     """A call ran over its time limit, or was refused because earlier ones still run past theirs."""
@@ -74,6 +78,29 @@ def timeout_scope(seconds: float | None) -> Iterator[None]:
         yield
     finally:
         _RUN_TIMEOUT.reset(token)
+
+
+_RUN_MEMORY: contextvars.ContextVar[float | None] = contextvars.ContextVar("decomp_handler_memory", default=None)
+
+
+def run_memory() -> float:
+    """The run's memory limit (MiB) for one call of a user's Python function (`memory_scope`),
+    else `DEFAULT_MEMORY_MB`."""
+    mb = _RUN_MEMORY.get()
+    return DEFAULT_MEMORY_MB if mb is None else mb
+
+
+@contextmanager
+def memory_scope(mb: float | None) -> Iterator[None]:
+    """Within the block (and the tasks started in it), python handlers that set no `memory=` of
+    their own get `mb` MiB per call (None: `DEFAULT_MEMORY_MB`)."""
+    if mb is not None and not mb > 0:
+        raise ValueError(f"the handler memory limit must be > 0 MB, got {mb}")
+    token = _RUN_MEMORY.set(mb)
+    try:
+        yield
+    finally:
+        _RUN_MEMORY.reset(token)
 
 
 def overrun_message(what: str, limit: float, option: str | None) -> str:

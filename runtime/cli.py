@@ -182,6 +182,9 @@ def _session_options(command):
                           "before it is kept, cached or traced."),
         click.option("--handler-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
                      help="Seconds any handler call may take unless its timeout= option says [default: 10]."),
+        click.option("--handler-memory", "handler_memory_mb", type=click.FloatRange(min=1), metavar="MB",
+                     help="MiB any python handler call may add to its worker process unless its memory= option "
+                          "says [default: 1024]."),
         click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
                      help="Import this module first (a module name, or a path to a .py file), so the handler "
                           "kinds and functions it registers can be used (repeatable)."),

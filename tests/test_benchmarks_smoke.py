@@ -140,3 +140,10 @@ def test_dspy_oracle_answers_a_chat_adapter_request():
             "`[[ ## completed ## ]]`.")
     assert respond("", {"messages": [{"role": "user", "content": user}]}) == \
         "[[ ## answer ## ]]\ny,a\n\n[[ ## completed ## ]]"
+
+
+@pytest.mark.slow
+def test_python_calls(elsewhere):
+    r = _run("python_calls", "--calls", "20", "--warmup", "2", cwd=elsewhere)
+    assert r["calls"] == 20
+    assert r["process_us_per_call"] > 0 and r["thread_us_per_call"] > 0 and r["ratio"] > 0

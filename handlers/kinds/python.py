@@ -11,10 +11,19 @@ The cache key of a call holds the sha256 of the function's module file and of th
 modules it imports (`function_sources`), read from disk on every call; a module whose file
 changed since it was imported is re-imported first (`fresh_function`), so a cached run never
 answers what a fresh process would not.
+
+A call runs in a worker process (`decomp.handlers.workers`), where its deadline stops it and a
+memory limit holds it: the parent decides what may be called and how it is found
+(`worker_target`), the worker imports that very file and calls it (`answer_in_worker`), re-imported
+there too when the sources the parent hashed (`function_sources`) changed. A function a worker
+cannot import (a lambda, a closure, one of `__main__`) runs in a thread (`decomp.handlers.offload`),
+not containable: past its limit it is abandoned, and no memory limit applies.
 """
 from __future__ import annotations
 
 import ast
+import asyncio
+import builtins
 import contextlib
 import copy
 import hashlib
@@ -36,9 +45,10 @@ from decomp.dsl.text import shorten
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
-from decomp.handlers.offload import TimeLimitError
+from decomp.handlers.offload import TimeLimitError, run_memory
 from decomp.handlers.imports import first_on_path, import_module, local_module_file, module_file
 from decomp.handlers.registry import Registry, default_registry
+from decomp.handlers.workers import call_in_worker, capped, use_workers
 
 #: What a function may ask for by naming a parameter.
 ARGUMENTS = ("query", "values", "inputs")
@@ -54,17 +64,23 @@ class PythonHandler(Handler):
                 trusted modules (`--trust MODULE`, `DECOMP_TRUST`) may be called: see
                 `decomp.handlers.trust`; anything else is a check error, imported never.
       timeout   seconds one call may take (> 0); not written: the run's `--handler-timeout`
-                (default 10 s). See `decomp.handlers.offload`.
+                (default 10 s). Past it the call's worker process is killed.
+      memory    MiB one call may add to its worker process (> 0; held by RLIMIT_DATA, Linux
+                only); not written: the run's `--handler-memory` (default 1,024 MiB).
 
     Arguments are chosen by the function's signature: parameters named `query` (the sub-query
     text), `values` (list of the referenced values) and `inputs` (dict of named inputs) get
     those, by keyword; a `**kwargs` parameter gets all three. A function that names none of
     them but has exactly one required positional parameter (`def f(text)`, `len`) gets the
-    query. A sync function runs in a worker thread (its arguments copied and its answer
-    converted there too), so a slow one holds up its own row only; calls of one fan-out may run
-    at once in several threads. An async function is awaited on the event loop. Either way a
-    call that runs past its time limit is a `HandlerError`; a sync one cannot be stopped and
-    runs on in its thread (a handler with 4 such calls still running takes no more calls).
+    query. A function a worker process can import (`worker_target`) runs there, sync or async
+    (awaited in a loop of the worker's own), one call per worker at a time, its answer converted
+    to JSON there: a call past its time limit is killed (`TimeLimitError`), one past its memory
+    limit fails (`MemoryLimitError`), whatever it raises (`SystemExit`, `KeyboardInterrupt`,
+    `CancelledError`, ... too) is its `HandlerError`, and a worker that dies is one too, naming
+    its exit code or signal. Any other function (a lambda, a closure) runs as before: a sync one
+    in a worker thread (its arguments copied and its answer converted there too), an async one
+    awaited on the event loop, and past its limit it is abandoned, not stopped (a handler with 4
+    such calls still running takes no more calls).
     The function is looked up in `call.registry` (the run's registry), else in the
     default registry (at construction and check time: the load context's `registry`, if any).
     The answer must be JSON-serialisable (tuples become lists; NaN and infinities are refused).
@@ -77,6 +93,7 @@ class PythonHandler(Handler):
     class Options(BaseOptions):
         function: str
         timeout: float | None = None
+        memory: float | None = None
 
     def __init__(self, name, options, decl, ctx):
         super().__init__(name, options, decl, ctx)
@@ -101,7 +118,13 @@ class PythonHandler(Handler):
 
     # ---- static checks
     def check(self) -> list[CheckError]:
-        return self.timeout_problems() + self._function_problems()
+        return self.timeout_problems() + self._memory_problems() + self._function_problems()
+
+    def _memory_problems(self) -> list[CheckError]:
+        mb = self.options.memory
+        if mb is None or mb > 0:
+            return []
+        return [CheckError(f"memory must be > 0 MB, got {mb}", self.error_span("memory"))]
 
     def _function_problems(self) -> list[CheckError]:
         if self._fn is None:
@@ -128,6 +151,7 @@ class PythonHandler(Handler):
         module's source and of the project modules that module imports (an edit anywhere in
         them misses the cache), and the named inputs when the function reads them."""
         parts = super().cache_parts(call)
+        parts["options"].pop("memory", None)  # a limit, like timeout=: it never decides an answer
         fn, sources = self._current(call)
         code = getattr(fn, "__code__", None)
         parts["function"] = [_name(fn), code_fingerprint(code) if code else None,
@@ -137,13 +161,21 @@ class PythonHandler(Handler):
         return parts
 
     # ---- running
+    def memory_limit(self) -> float:
+        """MiB one call may add to its worker process: the handler's `memory=` option when
+        written, else the run's setting (`--handler-memory`, default 1,024 MiB)."""
+        return self.options.memory if self.options.memory is not None else run_memory()
+
     async def run(self, call: Call) -> Any:
-        fn, _ = self._current(call)
+        fn, sources = self._current(call)
         try:
             plan = _plan(fn)
         except TypeError as err:
             raise HandlerError(str(err), call.span) from err
         what = f"function {self.options.function}"
+        target = worker_target(fn) if use_workers() else None
+        if target is not None:
+            return await self._contained(target, plan, sources, call, what)
         try:
             if inspect.iscoroutinefunction(fn):
                 args, kwargs = _arguments(plan, call)
@@ -160,6 +192,26 @@ class PythonHandler(Handler):
             raise HandlerError(f"function {self.options.function} raised "
                                f"{type(err).__name__}: {err}", call.span, details=user_traceback(err)) from err
         return result
+
+    async def _contained(self, target: dict[str, Any], plan: tuple[str, ...], sources: list["Source"],
+                         call: Call, what: str) -> Any:
+        """The call in a worker process (`decomp.handlers.workers`), under the time and memory limits."""
+        payload = {"target": target, "folder": None if self._folder is None else str(self._folder),
+                   "sources": [(s.module, str(s.path), s.sha256) for s in sources], "plan": plan,
+                   "query": call.query, "values": list(call.values) if "values" in plan else None,
+                   "inputs": dict(call.inputs) if "inputs" in plan else None}
+        reply = await call_in_worker(WORKER_ENTRY, payload, limit=self.time_limit(), memory_mb=self.memory_limit(),
+                                     what=what, option=self._timeout_option)
+        if "answer" in reply:
+            return Failed(reply["answer"]) if reply.get("failed") else reply["answer"]
+        if "not_json" in reply:
+            raise HandlerError(f"{what} {reply['not_json']}", call.span)
+        if "raised" in reply:
+            kind, message = reply["raised"]
+            raise HandlerError(f"{what} raised {kind}: {message}" if message else f"{what} raised {kind}", call.span,
+                               details=reply["details"]) from _rebuilt(kind, message) if reply["builtin"] else None
+        raise HandlerError(f"{what}: its worker process could not import it: {reply['unloadable']}", call.span,
+                           details=reply["details"])
 
     def _resolve(self, call: Call) -> Callable[..., Any]:
         registry = call.registry
@@ -366,7 +418,7 @@ def _resolved(path: Any) -> Path | None:
 
 
 # ---- the user's traceback
-_OWN_FOLDERS = tuple(Path(__file__).resolve().parent.parent / d for d in ("handlers", "runtime", "dsl"))
+_OWN_FOLDERS = tuple(Path(__file__).resolve().parents[2] / d for d in ("handlers", "runtime", "dsl"))
 
 
 def user_traceback(err: BaseException) -> str:
@@ -442,6 +494,102 @@ def _call(fn: Callable[..., Any], plan: tuple[str, ...], call: Call) -> Any:
     args, kwargs = _arguments(plan, call)
     result = fn(*args, **kwargs)
     return result if inspect.isawaitable(result) else _json_answer(result)
+
+
+# ---- in a worker process (`decomp.handlers.workers`)
+#: What a worker runs for a call (`answer_in_worker`).
+WORKER_ENTRY = "decomp.handlers.kinds.python:answer_in_worker"
+
+
+def worker_target(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """Where a worker process finds `fn`: its module's name, its file, the folder its top-level
+    module was imported from and its qualified name; None when a worker could not import it
+    (a lambda, a closure, a function of `__main__` or of a notebook, a builtin, a callable
+    object, a function its module no longer names): such a one runs in a thread."""
+    if not inspect.isfunction(fn):
+        return None
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "<")
+    if not module or module == "__main__" or "<" in qualname:
+        return None
+    loaded = sys.modules.get(module)
+    file = module_file(loaded) if loaded is not None else None
+    if file is None or file.suffix != ".py" or _attribute(loaded, qualname) is not fn:
+        return None
+    root = _root_of(module, file)
+    return {"module": module, "file": str(file), "root": None if root is None else str(root), "qualname": qualname}
+
+
+def answer_in_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """In a worker: import the function `payload["target"]` names (the file the parent allowed,
+    re-imported when its sources changed), call it under the memory cap and return
+    {"answer": JSON, "failed"?}, {"raised": "Type: message", "details": traceback},
+    {"not_json": why} or {"unloadable": why, "details": traceback}. Every exception the function
+    raises is its answer here (SystemExit, KeyboardInterrupt, CancelledError, ... too), except
+    the MemoryError of the cap, which the worker reports itself."""
+    try:
+        fn = _worker_function(payload)
+    except BaseException as err:  # the module's own import error, whatever it is
+        return {"unloadable": f"{type(err).__name__}: {err}", "details": user_traceback(err)}
+    given = {"query": payload["query"], "values": payload["values"], "inputs": payload["inputs"]}
+    plan = tuple(payload["plan"])
+    args, kwargs = ([given["query"]], {}) if plan == ("*query",) else ([], {name: given[name] for name in plan})
+    with capped():
+        try:
+            answer = _json_answer(_awaited(fn(*args, **kwargs)))
+        except MemoryError:
+            raise
+        except _NotJSON as err:
+            return {"not_json": err.message}
+        except BaseException as err:  # the call's error, never the worker's end
+            return {"raised": [type(err).__name__, str(err)], "builtin": type(err).__module__ == "builtins",
+                    "details": user_traceback(err)}
+    if isinstance(answer, Failed):
+        return {"answer": answer.value, "failed": True}
+    return {"answer": answer}
+
+
+def _worker_function(payload: dict[str, Any]) -> Callable[..., Any]:
+    target = payload["target"]
+    module, file, root = target["module"], Path(target["file"]), target["root"]
+    loaded = sys.modules.get(module)
+    if loaded is None or module_file(loaded) != file:
+        loaded = importlib.import_module(module) if _installed(file) or root is None else import_module(module, root)
+    if module_file(loaded) != file:  # not the file the parent allowed: never called
+        raise ImportError(f"the module {module!r} was found at {module_file(loaded)}, not at {file}")
+    fn = _attribute(loaded, target["qualname"])
+    if not callable(fn):
+        raise ImportError(f"the module {module!r} has no function {target['qualname']!r}")
+    sources = [Source(name, Path(path), digest) for name, path, digest in payload["sources"]]
+    folder = payload["folder"]
+    return fresh_function(fn, sources, None if folder is None else Path(folder))
+
+
+def _rebuilt(kind: str, message: str) -> BaseException | None:
+    """A built-in exception a worker's function raised, made again here (its message only): the
+    cause of the call's error. None when it cannot be made from a message."""
+    cls = getattr(builtins, kind, None)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        with contextlib.suppress(Exception):
+            return cls(message)
+    return None
+
+
+def _attribute(module: Any, qualname: str) -> Any:
+    target = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    return target
+
+
+def _awaited(result: Any) -> Any:
+    """`result`, or what it stands for when it is awaitable (awaited in a loop of its own)."""
+    if not inspect.isawaitable(result):
+        return result
+
+    async def wait() -> Any:
+        return await result
+
+    return asyncio.run(wait())
 
 
 class _NotJSON(HandlerError):

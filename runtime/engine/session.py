@@ -9,15 +9,17 @@ budgets and usage.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.dsl.values import json_text, outcome
 from decomp.handlers.base import Handler
-from decomp.handlers.offload import timeout_scope
+from decomp.handlers.offload import memory_scope, timeout_scope
+from decomp.handlers.workers import workers_scope
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
@@ -74,15 +76,24 @@ class Session:
     handler_timeout: seconds one handler call's synchronous work (a Python function, the
             calculator, a regex, a template) may take, for handlers with no `timeout=` of their
             own (None: 10 s); such work runs off the event loop (`decomp.handlers.offload`)
+    handler_memory_mb: MiB one call of a user's Python function may add to its worker process,
+            for python handlers with no `memory=` of their own (None: 1,024 MiB; see
+            `decomp.handlers.workers`)
+    python_workers: True (the default): python handlers' functions run in worker processes,
+            stopped at their limits; False: in threads of this process, not contained (for
+            test doubles that patch a helper's module, and for a debugger)
     """
 
     def __init__(self, *, registry: Registry | None = None, model: Model | str | None = None,
                  settings: ModelSettings | None = None, scheduler: Scheduler | None = None,
                  cache: StepCache | None = None, budget: Budget | None = None,
                  max_depth: int = 64, max_steps: int | None = None, default_model: str | None = DEFAULT_MODEL,
-                 handler_timeout: float | None = None):
+                 handler_timeout: float | None = None, handler_memory_mb: float | None = None,
+                 python_workers: bool = True):
         if handler_timeout is not None and not handler_timeout > 0:
             raise ValueError(f"handler_timeout must be > 0 seconds, got {handler_timeout}")
+        if handler_memory_mb is not None and not handler_memory_mb > 0:
+            raise ValueError(f"handler_memory_mb must be > 0 MiB, got {handler_memory_mb}")
         self.registry = load_plugins(registry or default_registry)
         #: What runs nested work for every call of this session (the interpreter).
         self.runner = RUNNER
@@ -95,6 +106,11 @@ class Session:
         #: Seconds one handler call's synchronous work may take when the handler sets no
         #: `timeout=` (None: `decomp.handlers.offload.DEFAULT_TIMEOUT`, 10 s).
         self.handler_timeout = handler_timeout
+        #: MiB one python handler call may add to its worker process when the handler sets no
+        #: `memory=` (None: `decomp.handlers.offload.DEFAULT_MEMORY_MB`, 1,024 MiB).
+        self.handler_memory_mb = handler_memory_mb
+        #: Whether python handlers' functions run in worker processes (else in threads here).
+        self.python_workers = python_workers
         self.usage = Usage()
         self._override = model
         #: The secrets of the models and services used so far, masked in every model reply.
@@ -253,6 +269,13 @@ class Session:
             self.cache.put(key, value)
 
     # ---- running
+    @contextlib.contextmanager
+    def _limits(self) -> Iterator[None]:
+        """The run's bounds on handler work, for the tasks started within."""
+        with timeout_scope(self.handler_timeout), memory_scope(self.handler_memory_mb), \
+                workers_scope(self.python_workers):
+            yield
+
     async def arun(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None,
                    index: int = 0) -> RunResult:
         """Run the module's main (or `target`) on one row; errors are caught into the result."""
@@ -260,7 +283,7 @@ class Session:
         token = CURRENT_ROW.set(row)
         trace = TraceNode("row", label=str(fields.get("id", "")))
         try:
-            with timeout_scope(self.handler_timeout):
+            with self._limits():
                 answer = await self._entry(module, target, fields, trace)
         except DecompError as err:
             trace.error, trace.details = str(err), getattr(err, "details", None)
@@ -290,7 +313,7 @@ class Session:
         trace = TraceNode("call", handler=handler.name, query=query)
         call = EngineCall(query, tuple(values), dict(inputs or {}), (), None, self, handler, trace)
         try:
-            with timeout_scope(self.handler_timeout):
+            with self._limits():
                 return await run_kind(handler, call)
         except Exception as err:
             failure = named(err, handler, None)

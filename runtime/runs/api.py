@@ -101,6 +101,8 @@ class RunOptions:
     max_row_calls, max_row_tokens: budgets per row
     max_depth:     the deepest nesting of programs; max_steps: most steps any decomposer takes
     handler_timeout: seconds any one handler call may take unless its `timeout=` says (None: 10 s)
+    handler_memory_mb: MiB any one python handler call may add to its worker process unless its
+                   `memory=` says (None: 1,024 MiB)
     max_row_handler_calls, max_handler_calls: budgets of handler calls of every kind, symbolic
                    ones too, per row (10,000) and for the run
     max_memory_mb: the process's resident memory (MiB) past which a row's next call ends the row
@@ -122,6 +124,7 @@ class RunOptions:
     max_depth: int = 64
     max_steps: int | None = None
     handler_timeout: float | None = None
+    handler_memory_mb: float | None = None
     max_row_handler_calls: int | None = DEFAULT_ROW_HANDLER_CALLS
     max_handler_calls: int | None = None
     max_memory_mb: float | None = None
@@ -144,7 +147,7 @@ class RunOptions:
         return Session(model=model or self.model, settings=ModelSettings(base_url=self.base_url, transport=self.transport),
                        scheduler=Scheduler(self.concurrency, rpm=self.rpm, tpm=self.tpm), cache=cache,
                        budget=budget, max_depth=self.max_depth, max_steps=self.max_steps,
-                       handler_timeout=self.handler_timeout)
+                       handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb)
 
     @classmethod
     def of(cls, session: Session) -> "RunOptions":
@@ -157,7 +160,8 @@ class RunOptions:
                    cache_dir=cache.path.parent if cache is not None else None, max_calls=budget.run_calls,
                    max_tokens=budget.run_tokens, max_row_calls=budget.row_calls, max_row_tokens=budget.row_tokens,
                    max_depth=session.max_depth, max_steps=session.max_steps,
-                   handler_timeout=session.handler_timeout, max_row_handler_calls=budget.row_handler_calls,
+                   handler_timeout=session.handler_timeout, handler_memory_mb=session.handler_memory_mb,
+                   max_row_handler_calls=budget.row_handler_calls,
                    max_handler_calls=budget.run_handler_calls, max_memory_mb=budget.memory_mb,
                    max_answer_mb=budget.answer_mb)
 

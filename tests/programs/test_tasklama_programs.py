@@ -122,7 +122,7 @@ def _steps_model(prompts_seen=None):
 
 
 def _run(path, main_name, row, model, **inputs):
-    session = Session(model=model)
+    session = Session(model=model, python_workers=False)  # the helpers' _similarity is patched in this process
     module = session.load(path)
     module.main = main_name
     result = session.run(module, {**row, **inputs})

@@ -1,0 +1,591 @@
+"""Worker processes for user Python: a call past its deadline is killed, not abandoned, and one
+that allocates past its memory limit fails alone.
+
+    reply = await call_in_worker("decomp.handlers.kinds.python:answer_in_worker", payload,
+                                 limit=10.0, memory_mb=1024.0, what="function helpers:f")
+
+The design, in the order a call meets it:
+
+* **A small pool** per parent process: at most `POOL_SIZE` worker processes (min(4, cores)),
+  the first started by the first call, each reused across calls, sessions and event loops. They
+  come from multiprocessing's `forkserver` context on Linux (`fork` would copy a parent that
+  runs threads) and `spawn` elsewhere; the fork server preloads the python kind, so a fresh
+  worker starts in milliseconds. A call takes a free worker, or waits for one (first come, first
+  served); the wait, and a worker's start, do not count against the call's limit.
+* **The request** (`entry`, `payload`, the memory limit, the largest reply) is pickled to the
+  worker. The worker runs `entry(payload)`: a function of decomp's own (`decomp.` modules only),
+  which imports the user's function and calls it. Each worker has a daemon thread of its own in
+  the parent that sends the request and waits for the reply, so the event loop goes on.
+* **Deadline**: a reply not there `KILL_GRACE` seconds after `limit` never comes: the parent
+  kills the worker (SIGKILL; a Python thread could not be stopped, a process can, whatever holds
+  its interpreter lock) and the call is a `TimeLimitError` (`overrun_message`). A call given up
+  (its row cancelled) kills its worker too. A killed or dead worker is replaced: its slot goes to
+  the next call, which starts a fresh one.
+* **Memory**: inside `capped()` (where the entry runs the user's code and converts its answer)
+  the worker's RLIMIT_DATA (its private writable memory: heap and anonymous mappings, which
+  Linux counts since 4.7) is what the process already uses plus the call's limit, so an
+  allocation past it fails at once with MemoryError, even inside C code (`"x" * 10**10`). The
+  call is then a `MemoryLimitError` and the worker is replaced. Only Linux enforces it; elsewhere
+  the limit is not applied (the deadline still is).
+* **The reply** is JSON, never unpickled in the parent: `{"result": ...}` (what the entry
+  returned), `{"memory": true}`, `{"too_big": SIZE}` (the worker measured the reply and it was
+  over `max_bytes`: refused by size, the answer never sent) or `{"crash": ...}` (the entry
+  itself failed). The parent reads at most `max_bytes` (and a little) whatever the worker says.
+* **A worker that dies** (os._exit, a signal, a segfault) is its call's error, naming the exit
+  code or the signal.
+
+Workers ignore SIGINT (Ctrl-C stops the parent, which kills them), die with the fork server when
+the parent dies (Linux: PR_SET_PDEATHSIG; elsewhere they end at the EOF of their pipe once idle)
+and are killed when the parent exits (`shutdown`). They are not daemonic processes, so user code
+may start processes of its own.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import contextvars
+import importlib
+import json
+import multiprocessing
+import os
+import pickle
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from multiprocessing.connection import wait as wait_ready
+from typing import Any, Callable, Iterator
+
+from decomp.dsl.errors import HandlerError
+from decomp.handlers.offload import TimeLimitError, overrun_message
+
+#: Worker processes per parent process.
+POOL_SIZE = max(1, min(4, os.cpu_count() or 1))
+#: Seconds past a call's limit its reply may still arrive before the worker is killed.
+KILL_GRACE = 0.2
+#: The largest reply (JSON bytes) a worker sends: a bigger answer is refused by its size.
+MAX_ANSWER_BYTES = 64 * 2**20
+#: Seconds a worker may take to start (spawn: a fresh interpreter importing decomp).
+START_TIMEOUT = 120.0
+#: What may be added to `max_bytes` for the reply's envelope.
+_ENVELOPE = 64 * 2**10
+_LINUX = sys.platform.startswith("linux")
+#: The modules a fresh worker starts with (the fork server imports them once).
+PRELOAD = ("decomp.handlers.kinds.python",)
+
+
+_IN_WORKERS: contextvars.ContextVar[bool] = contextvars.ContextVar("decomp_python_workers", default=True)
+
+
+def use_workers() -> bool:
+    """Whether user Python runs in worker processes here (`workers_scope`; default True)."""
+    return _IN_WORKERS.get()
+
+
+@contextlib.contextmanager
+def workers_scope(on: bool = True) -> Iterator[None]:
+    """Within the block (and the tasks started in it), user Python runs in worker processes
+    (`on`), or, with `on=False`, in threads of this process as before, not contained: for test
+    doubles that patch a helper's module in this process, and for a debugger."""
+    token = _IN_WORKERS.set(bool(on))
+    try:
+        yield
+    finally:
+        _IN_WORKERS.reset(token)
+
+
+class MemoryLimitError(HandlerError):
+    """A call used more memory than its limit."""
+
+
+def memory_message(what: str, limit_mb: float, option: str | None = "memory") -> str:
+    """The error of a call that went over its memory limit: what, the limit, how to raise it."""
+    how = (f"raise it with the handler's {option}=MB option or the run's --handler-memory MB"
+           if option else "raise it with the run's --handler-memory MB")
+    return f"{what} used more than its memory limit of {mib(limit_mb)} MiB ({how})"
+
+
+def mib(size_mb: float) -> str:
+    """1024.0 -> "1,024"; 0.5 -> "0.5"."""
+    return f"{size_mb:,.0f}" if size_mb == int(size_mb) else f"{size_mb:,.1f}"
+
+
+async def call_in_worker(entry: str, payload: Any, *, limit: float, memory_mb: float | None, what: str,
+                         option: str | None = "timeout", memory_option: str | None = "memory",
+                         max_bytes: int | None = None) -> Any:
+    """What `entry(payload)` returns (JSON data), run in a worker process for at most `limit`
+    seconds and `memory_mb` MiB more memory (None: no limit).
+
+    entry:   "decomp.MODULE:FUNCTION", called in the worker with `payload` (pickled there).
+    what:    the work, for messages ("function helpers:f"); option, memory_option: the
+             handler's options that set the limits (None: only the run's settings do).
+    Raises `TimeLimitError`, `MemoryLimitError`, or a `HandlerError` saying that the worker died,
+    that the reply was over `max_bytes` (None: `MAX_ANSWER_BYTES`), or that no worker could be
+    started."""
+    most = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
+    return await pool().call(entry, payload, limit=limit, memory_mb=memory_mb, what=what, option=option,
+                             memory_option=memory_option, max_bytes=most)
+
+
+# ---- the parent's side
+#: Held while a process is started or polled: multiprocessing reads a finished child's exit
+#: status from its sentinel, and two threads reading it at once would spoil it.
+_PROCESS_LOCK = threading.Lock()
+
+
+class _Worker:
+    """One worker process, and the daemon thread in the parent that talks to it."""
+
+    def __init__(self) -> None:
+        self.process: Any = None
+        self.conn: Any = None
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._work, name="decomp-python-worker", daemon=True).start()
+
+    async def do(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in this worker's thread (its result or its error)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._jobs.put((fn, args, loop, future))
+        return await future
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                break
+            fn, args, loop, future = job
+            result, error = None, None
+            try:
+                result = fn(*args)
+            except BaseException as err:  # handed to the caller
+                error = err
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            job = fn = args = loop = future = result = error = None
+        self._end()
+
+    def start(self) -> None:
+        """Start the process (in this worker's thread)."""
+        context = _context()
+        mine, theirs = context.Pipe()
+        process = context.Process(target=serve, args=(theirs,), name="decomp-python-worker")
+        with _PROCESS_LOCK, _without_main():
+            process.start()
+        theirs.close()
+        self.process, self.conn = process, mine
+        # ready once it imported decomp (`spawn` imports it after the start): not on a call's clock
+        with contextlib.suppress(EOFError, OSError):
+            if mine in wait_ready([mine, process.sentinel], START_TIMEOUT) and mine.recv_bytes(16) == b"ready":
+                return
+        if self.alive():
+            raise RuntimeError(f"the worker process was not ready within {START_TIMEOUT:g} s")
+        raise RuntimeError(f"the worker process {_ending(self._exit_code())} as it started")
+
+    def exchange(self, request: bytes, limit: float, max_bytes: int) -> tuple[str, Any]:
+        """Send the pickled `request` and wait for the reply: ("reply", bytes), ("timeout",
+        None) once the worker was killed at the limit, ("too_big", None) or ("died", exit code)."""
+        conn, process = self.conn, self.process
+        try:
+            conn.send_bytes(request)
+        except OSError:
+            return "died", self._exit_code()
+        deadline = _now() + limit + KILL_GRACE
+        while True:
+            left = deadline - _now()
+            if left <= 0:
+                self.kill()
+                return "timeout", None
+            ready = wait_ready([conn, process.sentinel], left)
+            if conn in ready:
+                try:
+                    return "reply", conn.recv_bytes(max_bytes + _ENVELOPE)
+                except EOFError:
+                    return "died", self._exit_code()
+                except OSError:  # longer than it may be: the rest of it is never read
+                    self.kill()
+                    return "too_big", None
+            if process.sentinel in ready:
+                return "died", self._exit_code()
+
+    def _exit_code(self) -> int | None:
+        if wait_ready([self.process.sentinel], 2):
+            with _PROCESS_LOCK:
+                self.process.join(1)  # reaps it (spawn): the exit code is known only then
+        return self.process.exitcode
+
+    def alive(self) -> bool:
+        with _PROCESS_LOCK:
+            return self.process is not None and self.process.is_alive()
+
+    def kill(self) -> None:
+        """SIGKILL the process (from any thread)."""
+        if self.process is not None:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                self.process.kill()
+
+    def retire(self) -> None:
+        """Kill the process, and end its thread once the thread's current job is done."""
+        self.kill()
+        self._jobs.put(None)
+
+    def _end(self) -> None:
+        if self.process is None:
+            return
+        self.kill()
+        wait_ready([self.process.sentinel], 2)
+        with _PROCESS_LOCK, contextlib.suppress(OSError, ValueError, AttributeError):
+            self.process.join(0)
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():  # given up
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+class WorkerPool:
+    """At most `size` worker processes, and the calls waiting for one (any event loop's).
+
+    `lock` guards `_idle`, `_live` (the workers started), `_count` (slots taken: workers started
+    or starting) and `_waiters` (each a loop and a future that gets a worker, or None: a free
+    slot to start one in)."""
+
+    def __init__(self, size: int = POOL_SIZE) -> None:
+        self.size = size
+        self.lock = threading.Lock()
+        self._idle: list[_Worker] = []
+        self._live: set[_Worker] = set()
+        self._count = 0
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = deque()
+        self.pid = os.getpid()
+
+    async def call(self, entry: str, payload: Any, *, limit: float, memory_mb: float | None, what: str,
+                   option: str | None, memory_option: str | None, max_bytes: int) -> Any:
+        """See `call_in_worker`."""
+        memory = None if memory_mb is None else int(memory_mb * 2**20)
+        try:
+            request = pickle.dumps((entry, payload, memory, max_bytes, _surroundings()),
+                                   protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as err:
+            raise HandlerError(f"{what}: its arguments cannot be sent to a worker process: "
+                               f"{type(err).__name__}: {err}") from None
+        worker = await self._acquire(what)
+        healthy = False
+        try:
+            try:
+                kind, data = await worker.do(worker.exchange, request, limit, max_bytes)
+            except asyncio.CancelledError:
+                worker.kill()  # given up: its work stops too
+                raise
+            if kind == "reply":
+                try:
+                    reply = json.loads(data)
+                except ValueError:  # something else wrote to its pipe: never trusted again
+                    raise HandlerError(f"{what}: its worker process sent a reply that is not JSON") from None
+                healthy = "result" in reply or "too_big" in reply
+                return _result(reply, what, memory_mb, memory_option, max_bytes)
+            raise _failure(kind, data, what, limit, option, max_bytes)
+        finally:
+            self._give(worker if healthy else None, retired=None if healthy else worker)
+
+    async def _acquire(self, what: str) -> _Worker:
+        loop = asyncio.get_running_loop()
+        future = None
+        with self.lock:
+            worker = self._idle.pop() if self._idle else None
+            if worker is None and self._count < self.size:
+                self._count += 1  # this call's slot: it starts a worker in it
+            elif worker is None:
+                future = loop.create_future()
+                self._waiters.append((loop, future))
+        if future is not None:
+            worker = await self._wait(loop, future)
+        if worker is not None and worker.alive():
+            return worker
+        if worker is not None:  # it died while idle (a thread of its last call ended it): replace it
+            self._forget(worker)
+        return await self._start(what)
+
+    async def _wait(self, loop, future) -> _Worker | None:
+        try:
+            return await future
+        except asyncio.CancelledError:
+            with self.lock:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove((loop, future))
+            if future.done() and not future.cancelled():  # handed over, but the caller is gone
+                self._give(future.result())
+            raise
+
+    async def _start(self, what: str) -> _Worker:
+        """A fresh worker in a slot this call holds."""
+        worker = _Worker()
+        try:
+            await worker.do(worker.start)
+        except BaseException as err:
+            worker.retire()  # its thread's next job: killed if it did start after all
+            self._give(None)
+            if isinstance(err, Exception):
+                raise HandlerError(f"{what}: no worker process could be started: {type(err).__name__}: {err}") from err
+            raise
+        with self.lock:
+            self._live.add(worker)
+        return worker
+
+    def _forget(self, worker: _Worker) -> None:
+        worker.retire()
+        with self.lock:
+            self._live.discard(worker)
+
+    def _give(self, worker: _Worker | None, retired: _Worker | None = None) -> None:
+        """A worker back (None: a free slot), to the first waiting call, else to the idle ones."""
+        if retired is not None:
+            self._forget(retired)
+        with self.lock:
+            if worker is not None and worker not in self._live:  # shut down meanwhile
+                worker = None
+            while self._waiters:
+                loop, future = self._waiters.popleft()
+                try:
+                    loop.call_soon_threadsafe(self._hand, future, worker)
+                    return
+                except RuntimeError:  # that loop is closed
+                    continue
+            if worker is not None:
+                self._idle.append(worker)
+            else:
+                self._count -= 1
+
+    def _hand(self, future: asyncio.Future, worker: _Worker | None) -> None:
+        if future.done():  # the waiting call is gone: the next one gets it
+            self._give(worker)
+        else:
+            future.set_result(worker)
+
+    def shutdown(self) -> None:
+        """Kill every worker; a call running in one ends as died (and gives its slot back)."""
+        with self.lock:
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+            workers = list(self._live)
+            self._live.clear()
+        for worker in workers:
+            worker.retire()
+
+
+def _result(reply: dict[str, Any], what: str, memory_mb: float | None, option: str | None, max_bytes: int) -> Any:
+    """What the entry returned, or the error its reply stands for."""
+    if "result" in reply:
+        return reply["result"]
+    if "memory" in reply:
+        if memory_mb is None:
+            raise MemoryLimitError(f"{what} ran out of memory")
+        raise MemoryLimitError(memory_message(what, memory_mb, option))
+    if "too_big" in reply:
+        raise HandlerError(f"{what} answered with {mib(reply['too_big'] / 2**20)} MiB of JSON, over the "
+                           f"limit of {mib(max_bytes / 2**20)} MiB for an answer")
+    raise HandlerError(f"{what}: its worker process failed: {reply.get('crash')}", details=reply.get("details"))
+
+
+def _failure(kind: str, data: Any, what: str, limit: float, option: str | None, max_bytes: int) -> HandlerError:
+    if kind == "timeout":
+        return TimeLimitError(overrun_message(what, limit, option))
+    if kind == "too_big":
+        return HandlerError(f"{what} answered with more than {mib(max_bytes / 2**20)} MiB of JSON, "
+                            "over the limit for an answer")
+    return HandlerError(f"{what}: its worker process {_ending(data)} before answering")
+
+
+_POOL: WorkerPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def pool() -> WorkerPool:
+    """This process's pool (a new one in a forked child: the parent's workers are not its own)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL.pid != os.getpid():
+            _POOL = WorkerPool()
+        return _POOL
+
+
+def shutdown() -> None:
+    """Kill this process's workers (at exit; the next call starts fresh ones)."""
+    if _POOL is not None and _POOL.pid == os.getpid():
+        _POOL.shutdown()
+
+
+atexit.register(shutdown)  # before multiprocessing's own exit hook, which would wait for them
+
+
+def _context():
+    context = multiprocessing.get_context("forkserver" if _LINUX else "spawn")
+    if _LINUX:
+        context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
+@contextlib.contextmanager
+def _without_main() -> Iterator[None]:
+    """While a worker starts: multiprocessing would have it run the parent's `__main__` script
+    again (as `__mp_main__`), which a script that runs decomp at its top level, without the
+    `if __name__ == "__main__":` guard, must not have; a worker needs only decomp's modules and
+    the user's, which it imports by name. So the start's preparation data leaves the main module
+    out (multiprocessing has no option for it)."""
+    from multiprocessing import spawn
+
+    prepare = spawn.get_preparation_data
+
+    def without_main(name):
+        data = prepare(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    spawn.get_preparation_data = without_main
+    try:
+        yield
+    finally:
+        spawn.get_preparation_data = prepare
+
+
+def _ending(code: int | None) -> str:
+    if code is None:
+        return "ended"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by signal {signal.Signals(-code).name}"
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+# ---- the worker's side
+#: Bytes the call running now may add to the worker's memory (None: no limit).
+_CAP: int | None = None
+
+
+def serve(conn) -> None:
+    """A worker's loop: read a request, run its entry, send the reply, until the pipe closes."""
+    _settle_in()
+    for module in PRELOAD:
+        importlib.import_module(module)
+    conn.send_bytes(b"ready")
+    while True:
+        try:
+            request = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        try:
+            entry, payload, memory, max_bytes, surroundings = pickle.loads(request)
+            _take(surroundings)
+        except Exception as err:
+            reply = json.dumps({"crash": f"the request could not be read: {type(err).__name__}: {err}"}).encode()
+        else:
+            reply = _reply(entry, payload, memory, max_bytes)
+        try:
+            conn.send_bytes(reply)
+        except OSError:
+            return
+
+
+def _surroundings() -> tuple[dict[str, str], str, list[str]]:
+    """What a function sees of the parent: its environment variables, working folder and import
+    path, now (a worker started earlier takes them before each call)."""
+    with contextlib.suppress(OSError):
+        return dict(os.environ), os.getcwd(), list(sys.path)
+    return dict(os.environ), "", list(sys.path)
+
+
+def _take(surroundings: tuple[dict[str, str], str, list[str]]) -> None:
+    environ, cwd, path = surroundings
+    if environ != os.environ:
+        os.environ.clear()
+        os.environ.update(environ)
+    with contextlib.suppress(OSError):
+        if cwd and cwd != os.getcwd():
+            os.chdir(cwd)
+    if path != sys.path:
+        sys.path[:] = path
+
+
+def _reply(entry: str, payload: Any, memory: int | None, max_bytes: int) -> bytes:
+    global _CAP
+    _CAP = memory
+    try:
+        reply: dict[str, Any] = {"result": _entry(entry)(payload)}
+        data = json.dumps(reply).encode()
+    except MemoryError:
+        data = b'{"memory": true}'
+    except BaseException as err:  # the entry's own failure, whatever it is: never the worker's end
+        data = json.dumps({"crash": f"{type(err).__name__}: {err}", "details": traceback.format_exc()}).encode()
+    finally:
+        _CAP = None
+    if len(data) > max_bytes:
+        data = json.dumps({"too_big": len(data)}).encode()
+    return data
+
+
+def _entry(path: str) -> Callable[[Any], Any]:
+    module, _, attr = path.partition(":")
+    if not module.startswith("decomp."):
+        raise ValueError(f"a worker runs decomp's own entries only, not {path!r}")
+    return getattr(importlib.import_module(module), attr)
+
+
+@contextlib.contextmanager
+def capped() -> Iterator[None]:
+    """Within the block, the worker may take at most the call's memory limit more private
+    writable memory (Linux: RLIMIT_DATA; elsewhere, or with no limit, nothing changes). An
+    allocation past it raises MemoryError: let it pass out of the entry."""
+    limit = _CAP
+    used = _data_size() if limit is not None and _LINUX else None
+    if used is None:
+        yield
+        return
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = used + limit if hard == resource.RLIM_INFINITY else min(used + limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+def _data_size() -> int | None:
+    """The process's private writable memory now, in bytes (VmData), or None."""
+    try:
+        with open("/proc/self/status", "rb") as file:
+            for line in file:
+                if line.startswith(b"VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _settle_in() -> None:
+    """Ctrl-C is the parent's to handle; on Linux, the worker dies with the fork server (which
+    dies with the parent)."""
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _LINUX:
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
