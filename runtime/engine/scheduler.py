@@ -1,6 +1,8 @@
 """One scheduler for every outbound call (models, search engines, any `Service`): a concurrency
-limit per endpoint, optional requests- and tokens-per-minute limits, and retries with exponential
-backoff and jitter.
+limit per endpoint, optional requests- and tokens-per-minute limits, retries with exponential
+backoff and jitter, and each service's call deadline (`Service.call_deadline`: all the attempts
+of one call together, the backoff between them included, counted from when the first request
+leaves; each attempt's own deadline is the service's to hold).
 
 A slot is held while a request is at the server. Backends that can see their requests leave
 and their replies arrive (the OpenAI backend, through its HTTP client's event hooks) take the

@@ -9,7 +9,8 @@
 
 Both send the same body and headers that matter (the same JSON, `Authorization: Bearer KEY`,
 `OpenAI-Organization`/`OpenAI-Project` from the environment), use the same per-phase timeouts
-(connect, pool and read, each `timeout` seconds), honour HTTP(S)_PROXY/NO_PROXY and the
+(connect, pool and read, each `timeout` seconds; `OpenAIModel` bounds each request in all with
+its `attempt_deadline`), honour HTTP(S)_PROXY/NO_PROXY and the
 SSL_CERT_FILE/SSL_CERT_DIR trust stores, never retry, and take the scheduler slot just before
 the request leaves and give it back as the reply's headers arrive (see `Slot`).
 
