@@ -8,7 +8,9 @@ models), and the engine gives every call the scheduler's slots, rate limits and 
 budgets, the step cache, a trace node and redaction of the service's secrets.
 
 A service raises `TransientServiceError` for failures worth retrying and `ServiceError` (or a
-subclass, such as `ModelError`) for final ones.
+subclass, such as `ModelError`) for final ones. A service whose requests may hang bounds each
+attempt itself (a total deadline, not only a per-read timeout) and may set `call_deadline`,
+which the scheduler holds over all the attempts of one call together.
 """
 from __future__ import annotations
 
@@ -31,6 +33,14 @@ class Service:
     error: ClassVar[type[ServiceError]] = ServiceError
     #: True when the service takes and gives back its scheduler slot itself (see `Slot`).
     defers_slot: bool = False
+    #: Seconds one call may take in all, its retries and the waits between them included,
+    #: counted from when its first request leaves (its slot taken); None: no limit. The
+    #: scheduler holds it, and the call then fails with the last attempt's error.
+    call_deadline: float | None = None
+
+    def deadline_hint(self, deadline: str) -> str:
+        """How to raise this service's `deadline` ("call" or "attempt"), said in its errors."""
+        return f"raise the {deadline} deadline of {self.name}"
 
     def secrets(self) -> tuple[str, ...]:
         """Texts (API keys, passwords) the engine removes from every message it records."""

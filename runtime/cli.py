@@ -20,6 +20,7 @@ from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import load_plugin
+from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE
 from decomp.runtime.runs import evaluation
 from decomp.runtime.runs.api import (
     PROGRAMS_DIR,
@@ -157,6 +158,14 @@ def _session_options(command):
         click.option("--transport", type=click.Choice(["auto", "aiohttp", "openai"]), default="auto",
                      show_default=True, help="How openai: models send requests: aiohttp (auto) or the official "
                                              "openai client. A model declaration's transport= wins."),
+        click.option("--attempt-deadline", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_ATTEMPT_DEADLINE,
+                     show_default=True, metavar="SECONDS",
+                     help="Seconds one request of an openai: model may take in all, however slowly its reply "
+                          "comes (then retried). A model declaration's attempt_deadline= wins."),
+        click.option("--call-deadline", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_CALL_DEADLINE,
+                     show_default=True, metavar="SECONDS",
+                     help="Seconds one openai: model call may take in all, its retries and backoff included. "
+                          "A model declaration's call_deadline= wins."),
         click.option("--concurrency", default=8, show_default=True, help="Model calls in flight at once, per endpoint."),
         click.option("--rpm", type=float, help="At most this many requests per minute, per endpoint."),
         click.option("--tpm", type=float, help="At most this many tokens per minute, per endpoint."),

@@ -64,6 +64,7 @@ from pydantic import Field
 from decomp.dsl.errors import CheckError, HandlerError
 from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler, Options
+from decomp.handlers.search.elastic import DEFAULT_CALL_DEADLINE
 from decomp.handlers.trust import ROOTS_ENV, extra_roots, inside
 
 FIELDS = ("id", "title", "text", "score")
@@ -80,6 +81,7 @@ class RetrieveOptions(Options):
     index_name: str | None = None
     server: Literal["elasticsearch", "opensearch"] = "elasticsearch"
     timeout: float = Field(10.0, gt=0)
+    deadline: float = Field(DEFAULT_CALL_DEADLINE, gt=0)
     fields: list[str] = list(FIELDS)
     default: Any = None
 
@@ -112,8 +114,10 @@ class RetrieveHandler(Handler):
                   environment names: never to a url written in the file; neither is ever
                   written in a name, trace, cache key or message:
                   keep them out of the .decomp file, which run directories copy); the index;
-                  "elasticsearch" or "opensearch" (plain JSON media types); seconds per
-                  request (default 10)
+                  "elasticsearch" or "opensearch" (plain JSON media types); seconds one
+                  request may take in all, connect to the reply's last byte (default 10)
+      deadline    for elasticsearch: seconds one search may take in all, its retries and the
+                  waits between them included (default 60)
       fields      the keys each paragraph keeps (default id, title, text, score)
       default     the answer when nothing matches (`default=[]`); only a default that is
                   written counts: without one, an empty retrieval is a `HandlerError`
@@ -277,7 +281,8 @@ class RetrieveHandler(Handler):
             # to a host that the .decomp file wrote (it could be anyone's)
             key = None if _ENV.fullmatch(opts.url or "") else ""
             service = self._services[url] = ElasticService(url, opts.index_name, server=opts.server,
-                                                           timeout=opts.timeout, api_key=key)
+                                                           timeout=opts.timeout, api_key=key,
+                                                           call_deadline=opts.deadline)
         version = await self._elastic_version(call, service)
         cache = {"backend": "elasticsearch", "index": version, "query": query, "k": k} if version else None
         found = await call.request(service, service.search, query, k, what=query, cache=cache)

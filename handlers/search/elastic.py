@@ -19,7 +19,15 @@ it. An index made by other means has no version, and its results are not cached.
 
 Credentials: user-info in the URL (`http://user:password@host:9200`) becomes the client's basic
 auth and `$ELASTIC_API_KEY`, when set, its API key. Neither is ever part of a service name, an
-endpoint, a trace, a cache key or a message (`ElasticService.secrets`).
+endpoint, a trace, a cache key or a message (`ElasticService.secrets`); nor is a value of the
+URL's query string (`?api_key=...`): wherever the URL is shown, its user-info is left out and
+each query value is `***` (`shown_url`).
+
+Deadlines: `timeout` is the total of one request, connect to the reply's last byte (the client's
+`request_timeout`, which its aiohttp node applies to the whole request, held here too with
+`asyncio.timeout`), so a server that trickles its reply fails the attempt in time;
+`call_deadline` bounds one search's attempts together, retries and backoff included (the
+scheduler holds it; the retrieve kind's `deadline=` option, `DEFAULT_CALL_DEADLINE`).
 """
 from __future__ import annotations
 
@@ -32,6 +40,7 @@ from typing import Any, Callable, Iterable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from decomp.dsl.errors import ServiceError, TransientServiceError
+from decomp.dsl.redact import redact_url, url_secrets
 from decomp.handlers.search.corpus import Record
 from decomp.handlers.search.tantivy_index import SearchIndexError
 from decomp.handlers.service import Service
@@ -39,6 +48,8 @@ from decomp.handlers.service import Service
 SERVERS = ("elasticsearch", "opensearch")
 API_KEY_ENV = "ELASTIC_API_KEY"
 MAPPING_PROPERTIES = {"id": {"type": "keyword"}, "title": {"type": "text"}, "text": {"type": "text"}}
+#: Seconds one search (or version read) may take in all, its retries included, unless told.
+DEFAULT_CALL_DEADLINE = 60.0
 
 
 # ---- URLs and credentials
@@ -52,12 +63,19 @@ def split_url(url: str) -> tuple[str, tuple[str, str] | None]:
     return urlunsplit(parts._replace(netloc=host)).rstrip("/"), (unquote(user), unquote(password))
 
 
+def shown_url(url: str) -> str:
+    """`url` as it may be shown (names, endpoints, messages, summaries): without its user-info
+    and with each query value masked (`redact_url`)."""
+    return redact_url(split_url(url)[0])
+
+
 def _secrets(url: str, api_key: str | None) -> tuple[str, ...]:
     parts = urlsplit(url)
     found = [api_key or ""]
     if "@" in parts.netloc:
         userinfo = parts.netloc.rpartition("@")[0]
         found += [userinfo, unquote(userinfo.partition(":")[2])]
+    found += [secret for secret in url_secrets(split_url(url)[0]) if secret not in found]  # query values
     return tuple(s for s in found if s)
 
 
@@ -130,8 +148,9 @@ def _unreachable_reason(err: BaseException) -> tuple[str, bool] | None:
     return None
 
 
-def service_error(err: Exception, name: str, endpoint: str, server: str) -> ServiceError:
-    """The client's exception as a final `ServiceError` or a `TransientServiceError` (retried)."""
+def service_error(err: Exception, name: str, endpoint: str, server: str, timeout: str = "") -> ServiceError:
+    """The client's exception as a final `ServiceError` or a `TransientServiceError` (retried);
+    `timeout` says how long a request may take and how to raise it, for a timeout's message."""
     from elastic_transport import ConnectionError as TransportConnectionError
     from elastic_transport import ConnectionTimeout, TransportError
     from elasticsearch import ApiError, UnsupportedProductError
@@ -153,7 +172,7 @@ def service_error(err: Exception, name: str, endpoint: str, server: str) -> Serv
         extra = hint if status in (400, 406, 415) and server == "elasticsearch" else ""
         return ServiceError(f"{name}: {endpoint} rejected the request ({status}: {detail}){extra}")
     if isinstance(err, ConnectionTimeout):
-        return TransientServiceError(f"{name}: {endpoint} timed out")
+        return TransientServiceError(f"{name}: {endpoint} timed out" + (f" {timeout}" if timeout else ""))
     if isinstance(err, TransportConnectionError):
         found = _unreachable_reason(err)
         if found is not None:
@@ -207,14 +226,15 @@ class ElasticService(Service):
     kind = "search"
 
     def __init__(self, url: str, index_name: str, *, server: str = "elasticsearch", timeout: float = 10.0,
-                 api_key: str | None = None):
+                 api_key: str | None = None, call_deadline: float | None = DEFAULT_CALL_DEADLINE):
         self._url = url
         self.index_name = index_name
         self.server = server
         self.timeout = timeout
+        self.call_deadline = call_deadline
         # None: $ELASTIC_API_KEY when set; "": no API key
         self._api_key = (api_key or None) if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
-        self.endpoint = split_url(url)[0]
+        self.endpoint = shown_url(url)
         self.name = f"elasticsearch:{self.endpoint}/{index_name}"
         self._client: Any = None
         self._loop: Any = None
@@ -235,16 +255,35 @@ class ElasticService(Service):
             self._loop = loop
         return self._client
 
+    def deadline_hint(self, deadline: str) -> str:
+        option = "deadline" if deadline == "call" else "timeout"
+        return f"raise it with the retrieve handler's {option}=SECONDS option"
+
     def _error(self, err: Exception) -> ServiceError:
-        return service_error(err, self.name, self.endpoint, self.server)
+        return service_error(err, self.name, self.endpoint, self.server, self._within())
+
+    def _within(self) -> str:
+        return f"after {self.timeout:g}s, with no complete reply ({self.deadline_hint('attempt')})"
+
+    async def _request(self, api: Callable[..., Any], **kwargs: Any) -> Any:
+        """One request of the client, within `timeout` in all; its errors as `ServiceError`s."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await api(**kwargs)
+        except TimeoutError:
+            raise TransientServiceError(f"{self.name}: {self.endpoint} timed out {self._within()}") from None
+        except RecursionError:  # the client re-raises its JSON reader's
+            raise self._malformed("nested too deep to read") from None
+        except _catches() as err:
+            raise self._error(err) from None
+
+    def _malformed(self, what: str) -> TransientServiceError:
+        return TransientServiceError(f"{self.name}: {self.endpoint} sent a malformed reply ({what})")
 
     async def version(self) -> str | None:
         """The version `decomp index build` stamped on the index, or None (not built by it).
         A build in progress is a `ServiceError`."""
-        try:
-            reply = await self._client_now().indices.get_mapping(index=self.index_name)
-        except _catches() as err:
-            raise self._error(err) from None
+        reply = await self._request(self._client_now().indices.get_mapping, index=self.index_name)
         stamp = None
         for mapping in reply.body.values():
             meta = ((mapping or {}).get("mappings") or {}).get("_meta") or {}
@@ -259,11 +298,11 @@ class ElasticService(Service):
         return version
 
     async def search(self, query: str, k: int) -> list[dict[str, Any]]:
+        reply = await self._request(self._client_now().search, index=self.index_name, **_query(query, k))
         try:
-            reply = await self._client_now().search(index=self.index_name, **_query(query, k))
-        except _catches() as err:
-            raise self._error(err) from None
-        return hits(reply.body)
+            return hits(reply.body)
+        except (AttributeError, TypeError, ValueError, OverflowError):
+            raise self._malformed("its hits are not a search engine's") from None
 
     async def aclose(self) -> None:
         self.version_known, self.known_version = False, None
@@ -281,7 +320,7 @@ def build_elastic(records: Iterable[Record], url: str, index_name: str, *, add: 
     from elasticsearch import helpers
 
     api_key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
-    endpoint = split_url(url)[0]
+    endpoint = shown_url(url)
     name = f"elasticsearch:{endpoint}/{index_name}"
     client = make_client(url, server=server, timeout=timeout, api_key=api_key, asynchronous=False)
     secrets = _secrets(url, api_key)

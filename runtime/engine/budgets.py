@@ -233,8 +233,11 @@ class RowContext:
         self.usage.service_calls[kind] = used + 1
         self.run.service_calls[kind] = self.run.service_calls.get(kind, 0) + 1
 
-    def charge(self, prompt_tokens: int, completion_tokens: int, hits: int) -> None:
-        """Add the tokens of a call made (counted by `before_call`) and cache hits."""
+    def charge(self, prompt_tokens: int | None, completion_tokens: int | None, hits: int) -> None:
+        """Add the tokens of a call made (counted by `before_call`) and cache hits. A count that
+        is unknown (None) or cannot be one (negative, not an integer) adds nothing: what a server
+        reports never takes tokens back from a budget."""
+        prompt_tokens, completion_tokens = _chargeable(prompt_tokens), _chargeable(completion_tokens)
         row, run = self.usage, self.run
         row.prompt_tokens += prompt_tokens
         row.completion_tokens += completion_tokens
@@ -246,6 +249,11 @@ class RowContext:
     def timed(self, handler: str, seconds: float) -> None:
         self.usage.count(handler, 1, seconds)
         self.run.count(handler, 1, seconds)
+
+
+def _chargeable(tokens: Any) -> int:
+    """`tokens` when it is a count (an int >= 0, not a bool), else 0."""
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else 0
 
 
 def _check(what: str, used: int, limit: int | None, flag: str | None = None) -> None:

@@ -374,7 +374,8 @@ def _environment_problems(handlers: dict[str, Handler], names: set[str]) -> list
 
 
 #: What a `model NAME = "..." (option=value)` declaration may set, with the types allowed.
-MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,),
+MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "attempt_deadline": (int, float),
+                 "call_deadline": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,),
                  "transport": (str,)}
 
 
@@ -389,7 +390,13 @@ def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
         elif not isinstance(opt.value.value, allowed) or isinstance(opt.value.value, bool):
             errors.append(CheckError(f"option '{opt.name}' of a model needs a {allowed[0].__name__}",
                                      opt.value.span))
+        elif opt.name in _MODEL_SECONDS and not 0 < opt.value.value < float("inf"):
+            errors.append(CheckError(f"option '{opt.name}' of a model must be a number of seconds > 0, "
+                                     f"not {opt.value.value}", opt.value.span))
     return errors
+
+
+_MODEL_SECONDS = ("timeout", "attempt_deadline", "call_deadline")
 
 
 def _bare_names(value: nodes.Value) -> list[CheckError]:

@@ -1,6 +1,8 @@
 """One scheduler for every outbound call (models, search engines, any `Service`): a concurrency
-limit per endpoint, optional requests- and tokens-per-minute limits, and retries with exponential
-backoff and jitter.
+limit per endpoint, optional requests- and tokens-per-minute limits, retries with exponential
+backoff and jitter, and each service's call deadline (`Service.call_deadline`: all the attempts
+of one call together, the backoff between them included, counted from when the first request
+leaves; each attempt's own deadline is the service's to hold).
 
 A slot is held while a request is at the server. Backends that can see their requests leave
 and their replies arrive (the OpenAI backend, through its HTTP client's event hooks) take the
@@ -39,6 +41,43 @@ def gave_up(name: str, attempts: int, err: Exception) -> str:
     if last.startswith(f"{name}: "):
         last = last[len(name) + 2:]
     return f"{name}: gave up after {attempts} attempts; last error: {last}"
+
+
+def past_deadline(service: Service, attempts: int, clock: "CallClock") -> str:
+    """The message of a call that ran out of its call deadline: which deadline, how to raise
+    it, and the last attempt's error when one failed before."""
+    last = clock.last
+    said = (getattr(last, "message", None) or str(last)) if last is not None else ""
+    if said.startswith(f"{service.name}: "):
+        said = said[len(service.name) + 2:]
+    tried = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+    return (f"{service.name}: no answer within the call deadline of {clock.seconds:g}s ({tried}; "
+            f"{service.deadline_hint('call')})" + (f"; last error: {said}" if said else ""))
+
+
+class CallClock:
+    """The call deadline of one scheduled call (`Service.call_deadline`): it starts when the
+    first attempt's slot is taken (a call waiting its turn is not late) and moves the running
+    attempt's timeout scope to its end. `last` is the last attempt's transient error."""
+
+    __slots__ = ("seconds", "ends", "scope", "last")
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.ends: float | None = None
+        self.scope: asyncio.Timeout | None = None
+        self.last: Exception | None = None
+
+    def start(self) -> None:
+        if self.seconds is None or self.ends is not None:
+            return
+        self.ends = asyncio.get_running_loop().time() + self.seconds
+        if self.scope is not None:
+            self.scope.reschedule(self.ends)
+
+    def left(self) -> float | None:
+        """Seconds until the deadline; None when there is none or it has not started."""
+        return None if self.ends is None else self.ends - asyncio.get_running_loop().time()
 
 
 class PrioritySemaphore:
@@ -143,31 +182,58 @@ class Scheduler:
     async def call(self, service: Service, method: Callable[..., Awaitable[T]], args: tuple, priority: int = 0,
                    tokens: float = 0) -> T:
         """`method(*args)` under a slot of the service's endpoint, retried on transient errors;
-        the last failure is raised as the service's own error class.
+        the last failure is raised as the service's own error class. A service's
+        `call_deadline` bounds all the attempts together, the waits between them included,
+        from when the first request leaves: past it the call fails, and a retry whose backoff
+        would end past it is not made.
 
         The common case (a free slot, no rate limit, a service that does not defer its slot)
         takes and gives back the slot without awaiting anything but the call itself."""
-        endpoint = service.endpoint
+        clock = CallClock(service.call_deadline)
         for attempt in range(self.retries + 1):
             try:
-                if service.defers_slot:
-                    return await self._deferred(endpoint, method, args, priority, tokens)
-                if not self._take_now(endpoint):
-                    await self._take(endpoint, priority, tokens)
-                try:
-                    return await method(*args)
-                finally:
-                    self._give_back(endpoint)
+                if clock.seconds is None:
+                    return await self._attempt(service, method, args, priority, tokens, clock)
+                async with asyncio.timeout_at(clock.ends) as scope:
+                    clock.scope = scope
+                    return await self._attempt(service, method, args, priority, tokens, clock)
+            except TimeoutError:
+                if clock.scope is None or not clock.scope.expired():
+                    raise
+                raise service.error(past_deadline(service, attempt + 1, clock)) from None
             except TransientServiceError as err:
                 if attempt == self.retries:
                     raise service.error(gave_up(service.name, attempt + 1, err)) from err
+                clock.last = err
+                delay = self.delay(attempt, err.retry_after)
+                if clock.left() is not None and delay >= clock.left():
+                    raise service.error(past_deadline(service, attempt + 1, clock)) from err
                 self.retried += 1
-                await asyncio.sleep(self.delay(attempt, err.retry_after))
+                await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _deferred(self, endpoint: str, method, args: tuple, priority: int, tokens: float):
+    async def _attempt(self, service: Service, method, args: tuple, priority: int, tokens: float,
+                       clock: "CallClock"):
+        """One attempt under a slot; the call's clock starts as the first slot is taken."""
+        endpoint = service.endpoint
+        if service.defers_slot:
+            return await self._deferred(endpoint, method, args, priority, tokens, clock)
+        if not self._take_now(endpoint):
+            await self._take(endpoint, priority, tokens)
+        clock.start()
+        try:
+            return await method(*args)
+        finally:
+            self._give_back(endpoint)
+
+    async def _deferred(self, endpoint: str, method, args: tuple, priority: int, tokens: float,
+                        clock: "CallClock"):
         """One attempt of a service that takes its slot itself, through `CURRENT_SLOT`."""
-        slot = Slot(lambda: self._take(endpoint, priority, tokens), lambda: self._give_back(endpoint))
+        async def take() -> None:
+            await self._take(endpoint, priority, tokens)
+            clock.start()
+
+        slot = Slot(take, lambda: self._give_back(endpoint))
         token = CURRENT_SLOT.set(slot)
         try:
             return await method(*args)

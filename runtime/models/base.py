@@ -8,15 +8,26 @@ ones (unknown model, bad key, context too long); both are `Failure`s of the one 
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from decomp.dsl.errors import ModelError, TransientModelError
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
 
-__all__ = ["CURRENT_SLOT", "Completion", "Model", "ModelError", "ModelSettings", "Request", "Score", "Slot",
-           "TransientModelError", "sendable"]
+__all__ = ["CURRENT_SLOT", "Completion", "DEFAULT_ATTEMPT_DEADLINE", "DEFAULT_CALL_DEADLINE", "MAX_REPLY_TOKENS",
+           "Model", "ModelError", "ModelSettings", "Request", "Score", "Slot", "TransientModelError", "sendable",
+           "token_count"]
+
+#: Seconds one request may take in all, from when it leaves to the last byte of its reply
+#: (`ModelSettings.attempt_deadline`), however often the server sends a little.
+DEFAULT_ATTEMPT_DEADLINE = 300.0
+#: Seconds one model call may take in all, its retries and their backoff included
+#: (`ModelSettings.call_deadline`).
+DEFAULT_CALL_DEADLINE = 600.0
+#: The most tokens one reply may say it used; a count above it is a server's error, not usage.
+MAX_REPLY_TOKENS = 10**9
 
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -48,7 +59,9 @@ class ModelSettings:
     `model NAME = "scheme:name" (option=value, ...)` declaration."""
 
     base_url: str | None = None
-    timeout: float = 60.0
+    timeout: float = 60.0  # seconds to connect, and to wait for each read of the reply
+    attempt_deadline: float | None = DEFAULT_ATTEMPT_DEADLINE  # seconds per request in all (None: no limit)
+    call_deadline: float | None = DEFAULT_CALL_DEADLINE  # seconds per call, retries included (None: no limit)
     api: str = "auto"  # openai: "chat", "completions" or "auto"
     transport: str = "auto"  # openai: "aiohttp", "openai" (the official client) or "auto" (aiohttp)
     options: tuple[tuple[str, object], ...] = ()
@@ -59,14 +72,30 @@ class ModelSettings:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
+    """A reply's texts and the tokens it used: None when unknown (the server said nothing, or
+    nothing a count can be: see `token_count`)."""
+
     texts: tuple[str, ...]
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
     cache_hits: int = 0  # how many of `texts` came from the step cache (set by the session)
 
     @property
     def text(self) -> str:
         return self.texts[0] if self.texts else ""
+
+
+def token_count(value: Any) -> int | None:
+    """A token count a server reported, or None (unknown) for one that cannot be: missing, not
+    a number (text, a boolean, a list), not finite, negative, fractional or over
+    `MAX_REPLY_TOKENS`. A whole float (`12.0`) counts as its integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            return None
+        value = int(value)
+    return value if 0 <= value <= MAX_REPLY_TOKENS else None
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,19 @@ The request goes out through one of two transports (runtime/models/openai_transp
 official client's low-level post. Both keep one connection pool per model and event loop, send
 the same JSON, never retry (retry policy lives in the scheduler: each call is one attempt) and
 report failures the same way, which this module maps to `TransientModelError` (429, 5xx,
-timeouts, dropped connections, replies that are not JSON or have no choices) or `ModelError`
+timeouts, dropped connections, malformed replies: not JSON, nested too deep to read, without
+choices) or `ModelError`
 (bad key, unknown model, prompt too long, other 4xx, and an endpoint that cannot be reached at
 all: no such host name, connection refused, a TLS or certificate error, a base URL that cannot
 be requested), with the same words.
+
+Deadlines: `timeout` bounds the connect and each read of the reply; `attempt_deadline` bounds
+each request in all, from when it leaves (its scheduler slot taken) to its reply's last byte, so
+a server that trickles a byte now and then, or sends headers and hangs, fails that attempt in
+time (retried: a `TransientModelError` naming the deadline); `call_deadline` bounds one call's
+attempts together, retries and backoff included (the scheduler holds it, `Service.call_deadline`).
+Token counts in a reply's `usage` that cannot be counts (negative, not numbers, booleans, not
+finite, over `MAX_REPLY_TOKENS`) are None, unknown (`token_count`), never charged.
 
 The API key comes from OPENAI_API_KEY only and is never part of a name, repr or message.
 Credentials in the base URL: user-info (`http://user:password@host/v1`) is sent as HTTP Basic
@@ -18,8 +27,10 @@ string (`?api-key=...`) goes on every request, after the path (see openai_transp
 """
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
+import math
 import os
 import re
 import time
@@ -29,14 +40,17 @@ from urllib.parse import urlsplit
 from decomp.dsl.redact import redact_url, url_secrets
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import (
+    CURRENT_SLOT,
     Completion,
     Model,
     ModelError,
     ModelSettings,
     Request,
     Score,
+    Slot,
     TransientModelError,
     sendable,
+    token_count,
 )
 from decomp.runtime.models.openai_transport import (
     PLACEHOLDER_KEY,
@@ -85,6 +99,8 @@ class OpenAIModel(Model):
             raise ModelError(f"{self.name}: set OPENAI_API_KEY or pass --base-url")
         self._key = Secret(key)
         self.timeout = settings.timeout
+        self.attempt_deadline = _seconds(self.name, "attempt_deadline", settings.attempt_deadline)
+        self.call_deadline = _seconds(self.name, "call_deadline", settings.call_deadline)
         self.api = ("completions" if self.base_url else "chat") if settings.api == "auto" else settings.api
         self._transport = make_transport(settings.transport, self.base_url, self._key, self.timeout)
         self.transport = self._transport.name
@@ -119,7 +135,7 @@ class OpenAIModel(Model):
         choices = sorted(data["choices"], key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
         texts = tuple(self._text(choice) for choice in choices)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        return Completion(texts, _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
+        return Completion(texts, token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens")))
 
     async def score(self, prompt: str, continuation: str) -> Score:
         """Sum of the logprobs of the continuation's tokens, from an echoed completions call."""
@@ -138,34 +154,76 @@ class OpenAIModel(Model):
     async def aclose(self) -> None:
         await self._transport.aclose()
 
+    def deadline_hint(self, deadline: str) -> str:
+        return f"raise it with the model's {deadline}_deadline= option or --{deadline}-deadline SECONDS"
+
     # ---- transport
     async def _call(self, api: str, kwargs: dict) -> dict:
         """One attempt; the reply's JSON (checked to have choices) or a mapped ModelError."""
         path = "/chat/completions" if api == "chat" else "/completions"
         try:
-            body = await self._transport.post(path, kwargs)
+            body = await self._post(path, kwargs)
+        except _AttemptExpired:
+            raise TransientModelError(f"{self.name}: no complete reply from {self.endpoint} within the attempt "
+                                      f"deadline of {self.attempt_deadline:g}s ({self.deadline_hint('attempt')})"
+                                      ) from None
         except StatusFailure as exc:
             raise self._status_error(exc) from None
         except ConnectionFailure as exc:
             raise self._connection_error(exc) from None
         except MalformedReply:
-            raise TransientModelError(f"{self.name}: {self.endpoint} sent a malformed reply") from None
+            raise self._malformed("") from None
         except ClientFailure as exc:
             raise ModelError(f"{self.name}: {self._redact(str(exc))}") from None
         except InvalidEndpoint as exc:  # never worth retrying
             raise ModelError(f"{self.name}: cannot use the base URL {self.endpoint}: {exc}") from None
         return self._parse(body)
 
+    async def _post(self, path: str, kwargs: dict) -> str | bytes:
+        """The transport's post within the attempt deadline, which starts as the request leaves
+        (the scheduler's slot taken, see `Slot`; at once outside the scheduler). Raises
+        `_AttemptExpired` when it runs out."""
+        if self.attempt_deadline is None:
+            return await self._transport.post(path, kwargs)
+        loop, outer = asyncio.get_running_loop(), CURRENT_SLOT.get()
+        try:
+            async with asyncio.timeout(None) as scope:
+                def start() -> None:
+                    scope.reschedule(loop.time() + self.attempt_deadline)
+
+                if outer is None:
+                    start()
+                    return await self._transport.post(path, kwargs)
+
+                async def take() -> None:
+                    await outer.acquire()
+                    start()
+
+                token = CURRENT_SLOT.set(Slot(take, outer.release))
+                try:
+                    return await self._transport.post(path, kwargs)
+                finally:
+                    CURRENT_SLOT.reset(token)
+        except TimeoutError:
+            if scope.expired():
+                raise _AttemptExpired() from None
+            raise
+
     def _parse(self, body: str | bytes) -> dict:
         try:
             data = json.loads(body)
+        except RecursionError:  # a reply of the API is a few levels deep
+            raise self._malformed(" nested too deep to read") from None
         except ValueError:
             head = body[:80]
             snippet = self._redact(head.decode(errors="replace") if isinstance(head, bytes) else head)
-            raise TransientModelError(f"{self.name}: {self.endpoint} sent a reply that is not JSON: {snippet!r}") from None
+            raise self._malformed(f" that is not JSON: {snippet!r}") from None
         if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-            raise TransientModelError(f"{self.name}: {self.endpoint} sent a reply without choices")
+            raise self._malformed(" without choices")
         return data
+
+    def _malformed(self, what: str) -> TransientModelError:
+        return TransientModelError(f"{self.name}: {self.endpoint} sent a malformed reply{what}")
 
     def _text(self, choice: Any) -> str:
         text = None
@@ -173,7 +231,7 @@ class OpenAIModel(Model):
             message = choice.get("message")
             text = message.get("content") if self.api == "chat" and isinstance(message, dict) else choice.get("text")
         if not isinstance(text, str):
-            raise TransientModelError(f"{self.name}: {self.endpoint} sent a choice without text")
+            raise self._malformed(": a choice without text")
         return text
 
     def _sampling(self, request: Request) -> dict:
@@ -193,7 +251,11 @@ class OpenAIModel(Model):
                              "(no logprobs for the echoed prompt)")
         total, count = 0.0, 0
         for offset, value in zip(offsets, values):
+            if not isinstance(offset, (int, float)) or isinstance(offset, bool):
+                raise self._malformed(": a token offset that is not a number")
             if start <= offset < end and value is not None:
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+                    raise self._malformed(f": a token logprob that is not one ({str(value)[:40]!r})")
                 total += float(value)
                 count += 1
         return Score(total, count)
@@ -220,7 +282,11 @@ class OpenAIModel(Model):
         """No reply: a timeout, or no connection (see `connect_failure`)."""
         failure = connect_failure(exc.error, self._host)
         if failure is None and exc.timed_out:
-            return TransientModelError(f"{self.name}: no answer from {self.endpoint} within {self.timeout:g}s")
+            return TransientModelError(f"{self.name}: no answer from {self.endpoint} within {self.timeout:g}s "
+                                       "(the timeout of each read; raise it with the model's timeout= option)")
+        if exc.cut_short is not None:
+            return TransientModelError(f"{self.name}: {self.endpoint} closed the connection before its reply "
+                                       f"was complete ({exc.cut_short})")
         return self._unreachable(*(failure or (exc.reason, False)))
 
     def _unreachable(self, reason: str, final: bool) -> ModelError:
@@ -269,8 +335,17 @@ def _hostname(url: str) -> str | None:
         return None
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) else 0
+class _AttemptExpired(Exception):
+    """The attempt deadline ran out (`OpenAIModel._post`)."""
+
+
+def _seconds(name: str, option: str, value: Any) -> float | None:
+    """A deadline option: None (no limit) or a finite number of seconds > 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ModelError(f"{name}: {option} must be a number of seconds > 0, not {value!r}")
+    return float(value)
 
 
 def openai_model(name: str, settings: ModelSettings) -> OpenAIModel:

@@ -9,7 +9,8 @@
 
 Both send the same body and headers that matter (the same JSON, `Authorization: Bearer KEY`,
 `OpenAI-Organization`/`OpenAI-Project` from the environment), use the same per-phase timeouts
-(connect, pool and read, each `timeout` seconds), honour HTTP(S)_PROXY/NO_PROXY and the
+(connect, pool and read, each `timeout` seconds; `OpenAIModel` bounds each request in all with
+its `attempt_deadline`), honour HTTP(S)_PROXY/NO_PROXY and the
 SSL_CERT_FILE/SSL_CERT_DIR trust stores, never retry, and take the scheduler slot just before
 the request leaves and give it back as the reply's headers arrive (see `Slot`).
 
@@ -91,13 +92,15 @@ class StatusFailure(Exception):
 
 class ConnectionFailure(Exception):
     """No reply: `error` is what the HTTP stack raised (its cause chain says why), `timed_out`
-    whether a timeout ended the wait, `reason` the stack's own words for it."""
+    whether a timeout ended the wait, `reason` the stack's own words for it, `cut_short` (when
+    not None) what was missing of a reply whose connection closed before its end."""
 
     def __init__(self, error: BaseException, timed_out: bool):
         super().__init__(type(error).__name__)
         cause = error.__cause__ or error
         self.error, self.timed_out = error, timed_out
         self.reason = str(cause) or type(cause).__name__
+        self.cut_short = _cut_short(error)
 
 
 class MalformedReply(Exception):
@@ -174,7 +177,7 @@ def error_body(raw: bytes | str) -> object:
     text = (raw.decode(errors="replace") if isinstance(raw, bytes) else raw).strip()
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read: its text
         return text
     return data.get("error", data) if isinstance(data, dict) else data
 
@@ -472,6 +475,22 @@ def _client_error(exc: Exception) -> Exception:
     if type(exc) is aiohttp.ClientResponseError:  # its subclasses are proxy, redirect, ... errors
         return MalformedReply(exc.message)
     return ConnectionFailure(exc, False)
+
+
+def _cut_short(exc: BaseException) -> str | None:
+    """What was missing of a reply that ended early (aiohttp's payload errors: fewer bytes than
+    its Content-Length, a chunked body without its last chunk), in aiohttp's words; None when
+    `exc` is no such error."""
+    import aiohttp
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    chain = _chain(exc)
+    for err in chain:
+        if isinstance(err, HttpProcessingError) and err.message:
+            return " ".join(str(err.message).split()).rstrip(".")
+    if any(isinstance(err, aiohttp.ClientPayloadError) for err in chain):
+        return "the reply's body ended early"
+    return None
 
 
 def _timed_out(exc: BaseException) -> bool:

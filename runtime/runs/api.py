@@ -35,7 +35,7 @@ from decomp.runtime.engine.cache import StepCache, default_cache_dir
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.session import Session
-from decomp.runtime.models.base import Model, ModelSettings
+from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE, Model, ModelSettings
 from decomp.runtime.runs.batch import run_rows
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
@@ -94,6 +94,9 @@ class RunOptions:
     base_url:      an OpenAI-compatible endpoint (else $OPENAI_BASE_URL)
     transport:     how `openai:` models send requests: "auto" (aiohttp), "aiohttp" or "openai"
                    (the official client); a model declaration's own `transport=` wins
+    attempt_deadline, call_deadline: seconds one request of an `openai:` model may take in all
+                   (300), and one call, its retries and backoff included (600); None: no
+                   limit; a model declaration's own `attempt_deadline=` / `call_deadline=` wins
     concurrency:   model calls in flight at once, per endpoint; rpm, tpm: rate limits per endpoint
     cache_mode:    the step cache: "read-write", "refresh", "off" or "replay"
     cache_dir:     where the step cache lives (None: $DECOMP_CACHE_DIR, else ~/.cache/decomp)
@@ -112,6 +115,8 @@ class RunOptions:
     model: str | None = None
     base_url: str | None = None
     transport: str = "auto"
+    attempt_deadline: float | None = DEFAULT_ATTEMPT_DEADLINE
+    call_deadline: float | None = DEFAULT_CALL_DEADLINE
     concurrency: int = 8
     rpm: float | None = None
     tpm: float | None = None
@@ -144,7 +149,9 @@ class RunOptions:
         budget = Budget(self.max_row_calls, self.max_row_tokens, self.max_calls, self.max_tokens,
                         row_handler_calls=self.max_row_handler_calls, run_handler_calls=self.max_handler_calls,
                         memory_mb=self.max_memory_mb, answer_mb=self.max_answer_mb)
-        return Session(model=model or self.model, settings=ModelSettings(base_url=self.base_url, transport=self.transport),
+        settings = ModelSettings(base_url=self.base_url, transport=self.transport,
+                                 attempt_deadline=self.attempt_deadline, call_deadline=self.call_deadline)
+        return Session(model=model or self.model, settings=settings,
                        scheduler=Scheduler(self.concurrency, rpm=self.rpm, tpm=self.tpm), cache=cache,
                        budget=budget, max_depth=self.max_depth, max_steps=self.max_steps,
                        handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb)
@@ -154,7 +161,9 @@ class RunOptions:
         """The options `session` runs with (what a run directory records for it; its model is
         recorded as the spec the program's handlers resolve to)."""
         cache, budget, scheduler = session.cache, session.budget, session.scheduler
-        return cls(model=None, base_url=session.settings.base_url, transport=session.settings.transport,
+        settings = session.settings
+        return cls(model=None, base_url=settings.base_url, transport=settings.transport,
+                   attempt_deadline=settings.attempt_deadline, call_deadline=settings.call_deadline,
                    concurrency=scheduler.concurrency,
                    rpm=scheduler.rpm, tpm=scheduler.tpm, cache_mode=cache.mode if cache is not None else "off",
                    cache_dir=cache.path.parent if cache is not None else None, max_calls=budget.run_calls,

@@ -32,6 +32,8 @@ forced by asking for the model `fault-KIND` (e.g. `fault-401`):
 Real conditions: `require_key` -> 401 for any other key; `max_context` (tokens) -> 400
 "maximum context length"; `min_max_tokens` -> 400 when `max_tokens` is below it (vLLM
 rejects 0); `logprobs=False` -> logprobs are never returned (as by llama.cpp's server).
+`usage={"prompt_tokens": -5}` puts those members in every reply's usage, over the counted
+ones (a value of None leaves the member out), for tests of clients that must not trust them.
 """
 from __future__ import annotations
 
@@ -86,7 +88,8 @@ class MockOpenAIServer:
                  seed: int | None = None, responder: Responder | None = None,
                  timeout_sleep: float = 5.0, retry_after_ms: int = 50,
                  max_context: int | None = None, min_max_tokens: int = 0,
-                 require_key: str | None = None, logprobs: bool = True, port: int = 0):
+                 require_key: str | None = None, logprobs: bool = True, port: int = 0,
+                 usage: Mapping[str, Any] | None = None):
         unknown = set(faults or {}) - set(FAULT_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
@@ -100,6 +103,7 @@ class MockOpenAIServer:
         self.require_key = require_key
         self.logprobs = logprobs
         self.port = port
+        self.usage = dict(usage or {})
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -255,6 +259,9 @@ class MockOpenAIServer:
                  "created": int(time.time()), "model": req.get("model", ""), "choices": choices,
                  "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                            "total_tokens": prompt_tokens + completion_tokens}}
+        if self.usage:
+            merged = {**reply["usage"], **self.usage}
+            reply["usage"] = {name: value for name, value in merged.items() if value is not None}
         return 200, {"Content-Type": "application/json"}, json.dumps(reply).encode()
 
     def _too_long(self, prompts: list[str], limit: int) -> str | None:

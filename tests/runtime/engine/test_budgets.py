@@ -383,3 +383,18 @@ def test_cli_max_calls_for_the_run(tmp_path):
     assert len(lines) == 6
     assert sum("error" in line for line in lines) == 2
     assert sum(line["usage"]["calls"] for line in lines) == 4
+
+
+@pytest.mark.parametrize("bad", [None, -5, -10**30, True, 2.5, float("nan"), "7"])
+def test_a_count_that_is_unknown_or_no_count_is_never_charged(bad):
+    """What a server reports never takes tokens back from a budget: an unknown count (None) or
+    one that cannot be a count adds nothing, to the row or to the run."""
+    run = Usage()
+    row = RowContext(0, Budget(row_tokens=10, run_tokens=10), run)
+    row.charge(4, 3, 0)
+    row.charge(bad, bad, 1)
+    assert (row.usage.prompt_tokens, row.usage.completion_tokens, row.usage.cache_hits) == (4, 3, 1)
+    assert (run.prompt_tokens, run.completion_tokens, run.tokens) == (4, 3, 7)
+    row.charge(bad, 3, 0)
+    with pytest.raises(BudgetExceeded, match="tokens for this row reached 10"):
+        row.before_call()

@@ -1,5 +1,6 @@
 """decomp.runtime.engine.scheduler: per-endpoint concurrency, priority order, cancellation, retries with
-backoff (Retry-After honoured, slot released while backing off) and requests/tokens per minute.
+backoff (Retry-After honoured, slot released while backing off), requests/tokens per minute and a
+service's call deadline.
 
 Timing: the machine may be heavily loaded, so nothing here asserts an upper bound on wall-clock
 time; order and counts are asserted instead, rate limits and Retry-After run on a fake clock, and
@@ -663,3 +664,53 @@ def test_a_call_cancelled_while_waiting_on_a_rate_limit_gives_its_slot_back(held
 
     free, in_flight, calls = run(main())
     assert free and in_flight == 0 and calls == 1
+
+
+# ---- the call deadline (Service.call_deadline, issue 29) ----------------------------------------
+
+def test_a_call_deadline_ends_a_call_that_hangs_and_gives_its_slot_back():
+    model = ProbeModel(gates={"p": asyncio.Event()})  # never set: the call would hang
+    model.call_deadline = 0.3
+    scheduler = Scheduler(1)
+    with pytest.raises(ModelError) as caught:
+        run(scheduler.complete(model, Request("p")))
+    assert str(caught.value) == "probe: no answer within the call deadline of 0.3s (1 attempt; raise the call " \
+                                "deadline of probe)"
+    assert scheduler.in_flight["probe"] == 0 and model.active == 0
+
+
+def test_a_call_deadline_covers_the_retries_and_names_the_last_error():
+    model = ProbeModel(delay=0.05, fail=10**6, message="probe: HTTP 503 overloaded")
+    model.call_deadline = 0.5
+    scheduler = Scheduler(1, retries=10**6, backoff=0.01, max_backoff=0.02)
+    with pytest.raises(ModelError) as caught:
+        run(scheduler.complete(model, Request("p")))
+    assert str(caught.value).startswith("probe: no answer within the call deadline of 0.5s (")
+    assert str(caught.value).endswith("attempts; raise the call deadline of probe); last error: HTTP 503 overloaded")
+    assert 2 <= model.calls < 10**6 and scheduler.in_flight["probe"] == 0
+
+
+def test_a_backoff_that_would_end_past_the_call_deadline_is_not_waited_for(held):
+    model = ProbeModel(fail=5, retry_after=60.0)
+    model.call_deadline = 5.0
+    with pytest.raises(ModelError, match=r"call deadline of 5s \(1 attempt; .*last error: HTTP 503 overloaded"):
+        run(Scheduler(retries=6).complete(model, Request("p")))
+    assert model.calls == 1 and held.delays == []  # no backoff slept
+
+
+def test_waiting_for_a_slot_does_not_count_against_the_call_deadline():
+    gate = asyncio.Event()
+    first, second = ProbeModel(gates={"first": gate}), ProbeModel()
+    second.call_deadline = 0.2
+
+    async def go():
+        scheduler = Scheduler(1)
+        holding = asyncio.ensure_future(scheduler.complete(first, Request("first")))
+        await until(lambda: first.active == 1)
+        waiting = asyncio.ensure_future(scheduler.complete(second, Request("second")))
+        await asyncio.sleep(0.6)  # three times the deadline, waiting for the one slot
+        gate.set()
+        return await holding, await waiting
+
+    done = run(go())
+    assert [c.text for c in done] == ["answer to first", "answer to second"]
