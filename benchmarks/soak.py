@@ -13,8 +13,8 @@ program of four steps, each of which passes an ordinary question through:
   [t]  a prompt whose Jinja template doubles a value through `|string` as often as the
        question says (the probe's bomb), answered by a local OpenAI-compatible mock server;
   [s]  a prompt whose model is a server that misbehaves on its case (trickles its body one
-       byte at a time, sends its headers then hangs, closes mid-body), within the request
-       deadline `--request-deadline`.
+       byte at a time, sends its headers then hangs, closes mid-body), within the attempt and call
+       deadlines (`--attempt-deadline 3 --call-deadline 8`).
 
 Row i gets case `CASES[i % len(CASES)]`. A row is *right* when an ordinary one answers its own
 question and a hostile one ends with its case's words; a *crash* is a row error that is an
@@ -252,8 +252,8 @@ def main(argv: list[str] | None = None) -> dict:
 def _run(folder: Path, cases: list[str], args) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     command = [sys.executable, "-m", "decomp.runtime.cli", "run", "soak.decomp", "--input", "rows.jsonl",
-               "--plugin", "soaked.py", "--run-dir", "out", "--cache", "off", "--request-deadline", "5",
-               "--call-deadline", "12", "--concurrency", "16"]
+               "--plugin", "soaked.py", "--run-dir", "out", "--cache", "off", "--attempt-deadline", "3",
+               "--call-deadline", "8", "--concurrency", "16"]
     started = time.monotonic()
     try:
         proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=args.wall)

@@ -22,10 +22,10 @@ __all__ = ["CURRENT_SLOT", "Completion", "DEFAULT_ATTEMPT_DEADLINE", "DEFAULT_CA
 
 #: Seconds one request may take in all, from when it leaves to the last byte of its reply
 #: (`ModelSettings.attempt_deadline`), however often the server sends a little.
-DEFAULT_ATTEMPT_DEADLINE = 300.0
+DEFAULT_ATTEMPT_DEADLINE = 120.0
 #: Seconds one model call may take in all, its retries and their backoff included
 #: (`ModelSettings.call_deadline`).
-DEFAULT_CALL_DEADLINE = 600.0
+DEFAULT_CALL_DEADLINE = 300.0
 #: The most tokens one reply may say it used; a count above it is a server's error, not usage.
 MAX_REPLY_TOKENS = 10**9
 

@@ -54,7 +54,7 @@ def test_a_run_against_a_trickling_server_ends_within_the_call_deadline(tmp_path
 
 def test_the_flags_show_their_defaults_and_refuse_no_seconds():
     shown = " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())
-    assert "--attempt-deadline SECONDS Seconds one request" in shown and "[default: 300.0; x>0]" in shown
-    assert "--call-deadline SECONDS Seconds one openai: model call" in shown and "[default: 600.0; x>0]" in shown
+    assert "--attempt-deadline SECONDS Seconds one request" in shown and "[default: 120.0; x>0]" in shown
+    assert "--call-deadline SECONDS Seconds one openai: model call" in shown and "[default: 300.0; x>0]" in shown
     refused = CliRunner().invoke(main, ["run", "x.decomp", "-q", "x", "--call-deadline", "0"])
     assert refused.exit_code == 2 and "--call-deadline" in refused.output

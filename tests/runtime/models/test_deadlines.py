@@ -182,7 +182,7 @@ def test_a_healthy_server_is_unaffected(transport):
 def test_defaults():
     model = OpenAIModel("m", ModelSettings(base_url="http://127.0.0.1:9/v1"))
     assert (model.attempt_deadline, model.call_deadline) == (DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE)
-    assert (DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE) == (300.0, 600.0)
+    assert (DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE) == (120.0, 300.0)
 
 
 @pytest.mark.parametrize("option", ["attempt_deadline", "call_deadline"])
