@@ -4,14 +4,15 @@ row must end, the hostile ones with their own worded error, the others answered.
     python benchmarks/soak.py [--rows 120] [--limit 1.5] [--wall 600] [--keep DIR]
 
 The run is the real command (`decomp run FILE --input rows.jsonl`, in a subprocess) on a
-program of four steps, each of which passes an ordinary question through:
+program of four steps, each given the row's question, each of which answers an ordinary one
+with itself (the prompts through the server below, which answers a prompt's last line):
 
   [k]  a `--plugin` kind that, on its case, blocks its thread (`time.sleep`), awaits forever,
        raises SystemExit or KeyboardInterrupt;
   [f]  a Python function that sleeps, spins, exits, allocates far past its memory limit, or
        answers 40 MiB of text;
   [t]  a prompt whose Jinja template doubles a value through `|string` as often as the
-       question says (the probe's bomb), answered by a local OpenAI-compatible mock server;
+       question says (the probe's bomb);
   [s]  a prompt whose model is a server that misbehaves on its case (trickles its body one
        byte at a time, sends its headers then hangs, closes mid-body), within the attempt and call
        deadlines (`--attempt-deadline 3 --call-deadline 8`).
@@ -108,18 +109,18 @@ BOMB = '''{% set s = namespace(v="x") %}{% if query.startswith("bomb ") %}{% for
 {{ query }}'''
 
 PROGRAM = '''
-model flaky = "openai:flaky" (base_url="{flaky}")
+model default = "openai:flaky" (base_url="{flaky}")
 
 handler k = soaked(timeout={limit})
 handler f = python(function="helpers:act", timeout={limit}, memory=256)
 handler t = prompt(file="bomb.j2", template=true, timeout={limit})
-handler s = prompt(text="{{{{ query }}}}", template=true, model="flaky")
+handler s = prompt(text="{{{{ query }}}}", template=true)
 
 program p(question) {{
     QS: [k] #question
-    QS: [f] #1
-    QS: [t] #2
-    QS: [s] #3
+    QS: [f] #question
+    QS: [t] #question
+    QS: [s] #question
 }}
 main p
 '''
