@@ -21,7 +21,7 @@ from decomp.dsl.parser import read_text
 from decomp.dsl.values import parse_output
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
-from decomp.handlers.templates import JINJA
+from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 __all__ = ["JINJA", "PromptHandler", "PromptOptions"]
 
@@ -111,7 +111,7 @@ class PromptHandler(Handler):
         if self.is_template:
             variables = {**call.inputs, "query": call.query, "values": list(call.values), "inputs": dict(call.inputs)}
             try:
-                return self._template.render(**variables)
+                return self._template.render_within(self.time_limit(), **variables)
             except Exception as err:  # a template can fail in any way (1 // 0, bad filters, ...)
                 raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
         return self._render_fewshot(call)
@@ -124,9 +124,10 @@ class PromptHandler(Handler):
     async def run(self, call: Call) -> Any:
         opts = self.options
         self._prepare()
-        # a template renders off the event loop, under the handler's time limit; few-shot text is
-        # put together at once
-        prompt = await self.offload(self.render, call, what="the template") if self.is_template else self.render(call)
+        # a template renders off the event loop, under the handler's time limit (it stops itself
+        # there: see `render`); few-shot text is put together at once
+        prompt = await self.offload(self.render, call, what="the template", grace=RENDER_GRACE) if self.is_template \
+            else self.render(call)
         texts = await call.complete(prompt, model=opts.model, stop=tuple(opts.stop),
                                     max_tokens=opts.max_tokens, temperature=opts.temperature, n=opts.n)
         if opts.answer_regex:

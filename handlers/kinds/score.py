@@ -15,7 +15,7 @@ from jinja2 import TemplateError
 
 from decomp.dsl.errors import HandlerError
 from decomp.handlers.base import Call, Handler, Options
-from decomp.handlers.templates import JINJA
+from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 
 class ScoreOptions(Options):
@@ -34,8 +34,8 @@ class ScoreHandler(Handler):
     reads_inputs = True  # the prefix template sees them
 
     async def run(self, call: Call) -> Any:
-        prefix = await self.offload(self._prefix, call, what="the prefix template") if "{{" in self.options.prefix \
-            else self.options.prefix
+        prefix = await self.offload(self._prefix, call, what="the prefix template", grace=RENDER_GRACE) \
+            if "{{" in self.options.prefix else self.options.prefix
         logprob, tokens = await call.score(prefix, call.query, model=self.options.model)
         return logprob / max(1, tokens) if self.options.per_token else logprob
 
@@ -44,6 +44,6 @@ class ScoreHandler(Handler):
         if "{{" not in text:
             return text
         try:
-            return JINJA.from_string(text).render(**call.inputs, query=call.query)
+            return JINJA.from_string(text).render_within(self.time_limit(), **call.inputs, query=call.query)
         except TemplateError as err:  # TemplateLimitError too: a render that would build too much
             raise HandlerError(f"prefix template: {err}", call.span) from err
