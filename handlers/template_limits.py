@@ -6,7 +6,8 @@ over its keys and values. Shared structure counts each time it is reached: `[s.v
 twice the size of `s.v` although nothing was copied, because that is what turning it into text
 (`|string`, `|tojson`, `{{ }}`, `~`, `%`), comparing or hashing it costs in C, where nothing can
 stop it. So no value built inside a render may be over `MAX_TEXT`, checked where it is built
-(`sized`), and no value becomes text past that size (`check_text`).
+(`measured`, `sized`; past it only a value that is all real memory passes, such as a big input
+sorted or filtered: `physical_size`), and no value becomes text past that size (`check_text`).
 
 A render also has a deadline (`Render`): loops, calls, operators, filters and the size walk
 itself check it (`tick`), so a render stops itself at its time limit instead of running on in
@@ -85,6 +86,8 @@ class SizedDict(dict):
 
 
 _SIZED = (SizedList, SizedTuple, SizedDict)
+for _kind in _SIZED:  # Python's own messages name them as the plain kinds ("unhashable type: 'list'")
+    _kind.__name__ = _kind.__mro__[1].__name__
 _SCALARS = (int, float, bool, type(None))
 _CONTAINERS = (list, tuple, set, frozenset)
 _VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
@@ -189,11 +192,11 @@ def _flat_size(items: Any) -> int | None:
     return total
 
 
-def measured(value: Any, what: str, source: Any = None) -> int | None:
+def measured(value: Any, what: str) -> int | None:
     """The logical size of `value` (a text, or a container a render just built; None: it holds
-    a namespace, so its size can change), refused when over `MAX_TEXT` unless it is no bigger
-    than the `physical_size` of `source` (what it was made from: a filter that picks or
-    reorders a big input may keep its size, nothing may grow it by sharing)."""
+    a namespace, so its size can change). A value over `MAX_TEXT` is refused when any of that
+    comes from sharing (its `physical_size` is smaller): a big input, or a filter's result that
+    picks or reorders one, is real memory already, and may be read; nothing may grow by sharing."""
     if type(value) is str:
         if len(value) > MAX_TEXT:
             raise TemplateLimitError(f"{what} is over {MAX_TEXT:,} characters")
@@ -205,25 +208,39 @@ def measured(value: Any, what: str, source: Any = None) -> int | None:
     if size is None:
         size, changing = _walk(value, MAX_TEXT)
     if size > MAX_TEXT:
-        allowed = physical_size(source) if source is not None else 0
-        if allowed <= MAX_TEXT or _walk(value, allowed)[0] > allowed:
-            raise TemplateLimitError(f"{what} would be over {MAX_TEXT:,} characters as text")
+        real = physical_size(value)
+        if _walk(value, real)[0] > real:
+            raise TemplateLimitError(f"{what} would be over {MAX_TEXT:,} characters as text (an item it holds "
+                                     "more than once counts each time)")
     return None if changing else size
 
 
-def sized(value: Any, what: str, source: Any = None) -> Any:
+def sized(value: Any, what: str) -> Any:
     """`value` checked by `measured`; a list, tuple or dict comes back as its `Sized` kind,
     which knows its size."""
-    return remember(value, measured(value, what, source))
+    return remember(value, measured(value, what))
+
+
+#: A text up to this long counts as a copy each time it is held (a key, a word): sharing it
+#: costs a reference anyway.
+_SMALL = 64
 
 
 def physical_size(value: Any) -> int:
-    """The size of `value` counting every object once, however often it is reached: what is
-    really in memory (a JSON input's logical and physical sizes are the same)."""
+    """The size of `value` counting every container and every text over `_SMALL` characters
+    once, however often it is reached: what is really in memory (of a JSON input, the same as
+    its logical size)."""
     seen: set[int] = set()
     total, stack = 0, [value]
     while stack:
         item = stack.pop()
+        if isinstance(item, str):
+            if len(item) <= _SMALL:
+                total += len(item)
+                continue
+        elif _children(item) is None:
+            total += _leaf_size(item)
+            continue
         if id(item) in seen:
             continue
         seen.add(id(item))
@@ -231,7 +248,7 @@ def physical_size(value: Any) -> int:
             tick()
         items = _children(item)
         if items is None:
-            total += len(item) if isinstance(item, str) else _leaf_size(item)
+            total += len(item)
         else:
             total += len(items)
             stack.extend(items)

@@ -54,7 +54,7 @@ from decomp.handlers.offload import run_timeout
 from decomp.handlers.template_limits import (MAX_DIGITS, MAX_LOOP, MAX_TEXT, RENDER, Render, TemplateLimitError,
                                              binop, check_counts, check_format, check_join, check_percent,
                                              check_replace, check_string_call, check_text, check_total, counted,
-                                             is_int, logical_size, measured, remember, sized, tick)
+                                             is_int, measured, sized, tick)
 
 __all__ = ["JINJA", "MAX_DIGITS", "MAX_LOOP", "MAX_TEXT", "RENDER_GRACE", "BoundedSandbox", "BoundedTemplate",
            "TemplateLimitError"]
@@ -181,7 +181,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         elif isinstance(__obj, LoopContext) and args:  # a recursive loop's next level
             args = (__self.bounded_loop(args[0]), *args[1:])
         result = super().call(__context, __obj, *args, **kwargs)
-        return _checked_result(result, (receiver, args, kwargs), "a call's result")
+        return _checked_result(result, receiver, "a call's result")
 
     def wrap_str_format(self, value: Any):
         wrapper = super().wrap_str_format(value)
@@ -265,8 +265,9 @@ def _adds(name: str, values: tuple, kwargs: dict) -> bool:
 
 def _checked_result(result: Any, source: Any, what: str, keep: bool = False) -> Any:
     """A filter's or call's result: a text at most `MAX_TEXT` characters, a list, tuple or
-    dict at most `MAX_TEXT` in logical size (or `source`'s physical size: see `measured`), an
-    iterator counted as it goes. `keep`: a new list, tuple or dict comes back knowing its size."""
+    dict at most `MAX_TEXT` in logical size unless all of it is real (see `measured`), an
+    iterator counted as it goes (past `MAX_TEXT` only while it stays within `source`'s size).
+    `keep`: a new list, tuple or dict comes back knowing its size."""
     if isinstance(result, str):
         if len(result) > MAX_TEXT:
             raise TemplateLimitError(f"{what} is over {MAX_TEXT:,} characters")
@@ -276,8 +277,8 @@ def _checked_result(result: Any, source: Any, what: str, keep: bool = False) -> 
     if isinstance(result, Iterator):
         return counted(result, source, what)
     if keep:
-        return sized(result, what, source)
-    measured(result, what, source)
+        return sized(result, what)
+    measured(result, what)
     return result
 
 

@@ -140,3 +140,10 @@ def test_dspy_oracle_answers_a_chat_adapter_request():
             "`[[ ## completed ## ]]`.")
     assert respond("", {"messages": [{"role": "user", "content": user}]}) == \
         "[[ ## answer ## ]]\ny,a\n\n[[ ## completed ## ]]"
+
+
+@pytest.mark.slow
+def test_template_render(elsewhere):
+    r = _run("template_render", "--renders", "20", "--repeat", "1", "--paragraphs", "2", cwd=elsewhere)
+    assert set(r["us_per_render"]) == set(r["plain_us_per_render"]) == {"multi_hop", "fewshot"}
+    assert all(v > 0 for v in (*r["us_per_render"].values(), *r["plain_us_per_render"].values(), *r["ratio"].values()))

@@ -26,12 +26,12 @@ from typing import Any, Literal
 from jinja2 import TemplateError
 from pydantic import Field
 
-from decomp.dsl.errors import CheckError, DecompError, HandlerError
+from decomp.dsl.errors import CheckError, CheckWarning, DecompError, HandlerError
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Options
 from decomp.handlers.environment import Environment
 from decomp.handlers.kinds.environment import ActsOnEnvironment
-from decomp.handlers.kinds.prompt import source_problems, source_text, template_error
+from decomp.handlers.kinds.prompt import source_problems, source_text, template_error, template_warnings
 from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 COMPLETED, FAILED = "task completed", "task failed"
@@ -88,6 +88,9 @@ class ExecutorHandler(ActsOnEnvironment):
         except (DecompError, OSError, TemplateError) as err:
             return template_error(self, err)
         return []
+
+    def warnings(self) -> list[CheckWarning]:
+        return template_warnings(self, source_text(self), "file" if self.options.file else "text")
 
     def _prepare(self):
         if self._template is None:

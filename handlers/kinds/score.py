@@ -13,8 +13,9 @@ from typing import Any
 
 from jinja2 import TemplateError
 
-from decomp.dsl.errors import HandlerError
+from decomp.dsl.errors import CheckWarning, HandlerError
 from decomp.handlers.base import Call, Handler, Options
+from decomp.handlers.kinds.prompt import template_warnings
 from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 
@@ -32,6 +33,9 @@ class ScoreHandler(Handler):
     Options = ScoreOptions
     cacheable = False  # the engine caches the score itself, by model and text
     reads_inputs = True  # the prefix template sees them
+
+    def warnings(self) -> list[CheckWarning]:
+        return template_warnings(self, self.options.prefix, "prefix") if "{{" in self.options.prefix else []
 
     async def run(self, call: Call) -> Any:
         prefix = await self.offload(self._prefix, call, what="the prefix template", grace=RENDER_GRACE) \
