@@ -6,8 +6,8 @@ over its keys and values. Shared structure counts each time it is reached: `[s.v
 twice the size of `s.v` although nothing was copied, because that is what turning it into text
 (`|string`, `|tojson`, `{{ }}`, `~`, `%`), comparing or hashing it costs in C, where nothing can
 stop it. So no value built inside a render may be over `MAX_TEXT`, checked where it is built
-(`measured`, `sized`; past it only a value that is all real memory passes, such as a big input
-sorted or filtered: `physical_size`), and no value becomes text past that size (`check_text`).
+(`measured`, `sized`; a call may hand back a bigger input that is already there:
+`physical_size`), and no value becomes text past that size (`check_text`).
 
 A render also has a deadline (`Render`): loops, calls, operators, filters and the size walk
 itself check it (`tick`), so a render stops itself at its time limit instead of running on in
@@ -92,6 +92,7 @@ _SCALARS = (int, float, bool, type(None))
 _CONTAINERS = (list, tuple, set, frozenset)
 _VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
 _ACTIVE = -1  # in the memo: being measured (met again: the value holds itself)
+_NOTHING = object()  # no source: a value built from nothing that was there
 
 
 def logical_size(value: Any, cap: int = MAX_TEXT) -> int:
@@ -142,19 +143,27 @@ def _leaf_size(value: Any) -> int | None:
     return None if _children(value) is not None else 8
 
 
-def _walk(root: Any, cap: int) -> tuple[int, bool]:
+def _walk(root: Any, cap: int, copies: dict[int, Any] | None = None) -> tuple[int, bool]:
     """(logical size, whether it can change: holds a namespace), counted once per object (a
     memo by `id`, every object alive meanwhile) and saturating just past `cap`. A value that
-    holds itself is refused: its text would be Python's `[...]`, but its size has no meaning."""
+    holds itself is refused: its text would be Python's `[...]`, but its size has no meaning.
+    With `copies`: every list, tuple and dict met is copied there (by `id`) as its `Sized`
+    kind, holding the copies of what it holds (sharing kept), so that no later check counts it
+    again."""
     memo: dict[int, int] = {}
     changing = False
+    dyn: set[int] = set()  # the containers that hold a namespace
     # (value, None, None): to measure; (value, size of its leaves and items, its containers): to sum up
     stack: list[tuple[Any, int | None, list | None]] = [(root, None, None)]
     visits = 0
     while stack:
         value, own, inner = stack.pop()
         if inner is not None:
-            memo[id(value)] = min(cap + 1, own + sum(memo[id(item)] for item in inner))
+            memo[id(value)] = size = min(cap + 1, own + sum(memo[id(item)] for item in inner))
+            if isinstance(value, Namespace) or any(id(item) in dyn for item in inner):
+                dyn.add(id(value))
+            if copies is not None:
+                copies[id(value)] = _copy(value, copies, None if id(value) in dyn else size)
             continue
         if memo.get(id(value), _ACTIVE) != _ACTIVE:
             continue  # reached twice before it was measured: measured once
@@ -181,6 +190,18 @@ def _walk(root: Any, cap: int) -> tuple[int, bool]:
     return memo[id(root)], changing
 
 
+def _copy(value: Any, copies: dict[int, Any], size: int | None) -> Any:
+    """`value` as its `Sized` kind, holding the `copies` of what it holds (others: as they are)."""
+    if isinstance(value, dict):
+        fresh: Any = {copies.get(id(k), k): copies.get(id(v), v) for k, v in value.items()}
+    elif isinstance(value, (list, tuple)):
+        fresh = [copies.get(id(item), item) for item in value]
+        fresh = fresh if isinstance(value, list) else tuple(fresh)
+    else:
+        return value
+    return remember(fresh, size)
+
+
 def _flat_size(items: Any) -> int | None:
     """The size of a container of leaves only (None: it holds a container to walk)."""
     total = len(items)
@@ -192,11 +213,11 @@ def _flat_size(items: Any) -> int | None:
     return total
 
 
-def measured(value: Any, what: str) -> int | None:
+def measured(value: Any, what: str, source: Any = _NOTHING, copies: dict[int, Any] | None = None) -> int | None:
     """The logical size of `value` (a text, or a container a render just built; None: it holds
-    a namespace, so its size can change). A value over `MAX_TEXT` is refused when any of that
-    comes from sharing (its `physical_size` is smaller): a big input, or a filter's result that
-    picks or reorders one, is real memory already, and may be read; nothing may grow by sharing."""
+    a namespace, so its size can change), refused when over `MAX_TEXT`, unless it is no bigger
+    than the `physical_size` of `source`, what it was made from (a call such as `d.get("docs")`
+    may hand back a big input that is already there; nothing may grow by sharing)."""
     if type(value) is str:
         if len(value) > MAX_TEXT:
             raise TemplateLimitError(f"{what} is over {MAX_TEXT:,} characters")
@@ -206,19 +227,23 @@ def measured(value: Any, what: str) -> int | None:
         return _leaf_size(value)
     size, changing = _flat_size(items), False
     if size is None:
-        size, changing = _walk(value, MAX_TEXT)
+        size, changing = _walk(value, MAX_TEXT, copies)
     if size > MAX_TEXT:
-        real = physical_size(value)
-        if _walk(value, real)[0] > real:
-            raise TemplateLimitError(f"{what} would be over {MAX_TEXT:,} characters as text (an item it holds "
-                                     "more than once counts each time)")
+        allowed = 0 if source is _NOTHING else physical_size(source)
+        if allowed <= MAX_TEXT or _walk(value, allowed)[0] > allowed:
+            real = physical_size(value)
+            shared = " (an item it holds more than once counts each time)" if _walk(value, real)[0] > real else ""
+            raise TemplateLimitError(f"{what} would be over {MAX_TEXT:,} characters as text{shared}")
     return None if changing else size
 
 
-def sized(value: Any, what: str) -> Any:
+def sized(value: Any, what: str, source: Any = _NOTHING) -> Any:
     """`value` checked by `measured`; a list, tuple or dict comes back as its `Sized` kind,
-    which knows its size."""
-    return remember(value, measured(value, what))
+    which knows its size, and so does every list, tuple and dict inside it (copies, sharing
+    kept), so that no later check counts any of them again."""
+    copies: dict[int, Any] = {}
+    size = measured(value, what, source, copies)
+    return copies[id(value)] if id(value) in copies else remember(value, size)
 
 
 #: A text up to this long counts as a copy each time it is held (a key, a word): sharing it

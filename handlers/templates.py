@@ -9,9 +9,10 @@ Jinja's `ImmutableSandboxedEnvironment` keeps templates away from Python's inter
 subclass also keeps one render from eating the machine:
 
   * sizes: no value a render builds (a list, tuple or dict literal, `+` or `*`, a filter's or
-    a call's result, a namespace attribute) may have a *logical* size over `MAX_TEXT`, shared
-    structure counted each time it is reached (`[s.v, s.v]` is twice `s.v`), and nothing past
-    that size is turned into text (`{{ }}`, `~`, `%`, `format`, `|string`, `|tojson`, `|join`,
+    a call's result, a namespace attribute, a macro's argument) may have a *logical* size over
+    `MAX_TEXT`, shared structure counted each time it is reached (`[s.v, s.v]` is twice `s.v`;
+    a filter or call may return something bigger only when it is no bigger than what it was
+    given, such as a big input sorted), and nothing past that size is turned into text (`{{ }}`, `~`, `%`, `format`, `|string`, `|tojson`, `|join`,
     `|upper`, ...): see `decomp.handlers.template_limits`. Comparisons (`==`, `in`) and hashing
     are left to Python: they cost at most the logical size of what they compare;
   * output: a render (and any block, macro or `~` join inside it) of more than `MAX_TEXT`
@@ -46,7 +47,7 @@ from jinja2 import StrictUndefined, nodes, pass_environment
 from jinja2.compiler import CodeGenerator
 from jinja2.environment import Environment, Template
 from jinja2.filters import make_attrgetter
-from jinja2.runtime import Context, LoopContext
+from jinja2.runtime import Context, LoopContext, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
@@ -164,9 +165,10 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return sized(value, "a list, tuple or dict")
 
     def assigned(self, value: Any) -> Any:
-        """A namespace attribute's new value (`{% set ns.x = ... %}`): at most `MAX_TEXT`."""
-        check_text(value, "a namespace attribute")
-        return value
+        """A namespace attribute's new value (`{% set ns.x = ... %}`): at most `MAX_TEXT` in
+        logical size (a list, tuple or dict is kept as a copy that knows its size, so the next
+        check of what holds it need not count it again)."""
+        return sized(value, "a namespace attribute")
 
     # ---- operators and calls
     def call_binop(self, context, operator_name: str, left: Any, right: Any) -> Any:
@@ -180,8 +182,12 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             check_string_call(receiver, __obj.__name__, args, kwargs)
         elif isinstance(__obj, LoopContext) and args:  # a recursive loop's next level
             args = (__self.bounded_loop(args[0]), *args[1:])
+        if isinstance(__obj, Macro):  # what a recursion hands down is held by every level (as `assigned`)
+            args = tuple(sized(value, "a macro's argument") for value in args)
+            kwargs = {k: v if k.startswith("_") else sized(v, "a macro's argument") for k, v in kwargs.items()}
+        given = [*args, *(v for k, v in kwargs.items() if not k.startswith("_"))]  # not Jinja's own
         result = super().call(__context, __obj, *args, **kwargs)
-        return _checked_result(result, receiver, "a call's result")
+        return _checked_result(result, (receiver, given), "a call's result")
 
     def wrap_str_format(self, value: Any):
         wrapper = super().wrap_str_format(value)
@@ -200,7 +206,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 class _Guards(NodeTransformer):
     """Routes every loop's iterable through `bounded_loop`, every `~` through `bounded_concat`,
     every list, tuple and dict literal through `built` and every namespace attribute's new
-    value through `assigned`."""
+    value through `assigned`."""  # macro arguments are checked in `call`
 
     def visit_For(self, node: nodes.For) -> nodes.Node:
         self.generic_visit(node)
@@ -265,9 +271,9 @@ def _adds(name: str, values: tuple, kwargs: dict) -> bool:
 
 def _checked_result(result: Any, source: Any, what: str, keep: bool = False) -> Any:
     """A filter's or call's result: a text at most `MAX_TEXT` characters, a list, tuple or
-    dict at most `MAX_TEXT` in logical size unless all of it is real (see `measured`), an
-    iterator counted as it goes (past `MAX_TEXT` only while it stays within `source`'s size).
-    `keep`: a new list, tuple or dict comes back knowing its size."""
+    dict at most `MAX_TEXT` in logical size (or no bigger than `source`, what it was made from:
+    see `measured`), an iterator counted as it goes (likewise). `keep`: a new list, tuple or
+    dict comes back knowing its size."""
     if isinstance(result, str):
         if len(result) > MAX_TEXT:
             raise TemplateLimitError(f"{what} is over {MAX_TEXT:,} characters")
@@ -277,8 +283,8 @@ def _checked_result(result: Any, source: Any, what: str, keep: bool = False) -> 
     if isinstance(result, Iterator):
         return counted(result, source, what)
     if keep:
-        return sized(result, what)
-    measured(result, what)
+        return sized(result, what, source)
+    measured(result, what, source)
     return result
 
 

@@ -33,11 +33,13 @@ def test_a_built_value_remembers_its_size_unless_it_holds_a_namespace():
     assert logical_size(holding) > 500  # measured again: the namespace changed
 
 
-def test_over_the_limit_only_real_memory_passes():
+def test_over_the_limit_only_what_was_there_already_passes():
     real = [f"{i:08}" * 20 for i in range(8000)]  # 1.3M characters, none of them shared
-    assert measured(real, "a list") > MAX_TEXT
+    with pytest.raises(TemplateLimitError, match="would be over 1,000,000 characters"):
+        measured(list(real), "a list")  # built from nothing that was there
+    assert measured(real[::-1], "a list", source=real) > MAX_TEXT  # no bigger than what it came from
     with pytest.raises(TemplateLimitError, match="an item it holds more than once counts each time"):
-        measured([real, real], "a list")
+        measured([real, real], "a list", source=real)
 
 
 def test_a_value_that_holds_itself_is_refused():

@@ -236,10 +236,12 @@ def test_big_inputs_can_still_be_read_and_rearranged():
     docs = [{"id": i, "text": f"{i:04}" * 250} for i in range(3000)]  # 3M characters: over MAX_TEXT, not built here
     src = ("{{ docs|length }} {{ (docs|sort(attribute='id', reverse=true)|first).id }} "
            "{{ docs|selectattr('id', 'lt', 2)|map(attribute='id')|join(',') }} {{ (docs|list)[-1].id }} "
-           "{{ [docs]|sum(start=[])|length }}{% if docs[0] in docs %} in{% endif %}")
-    assert JINJA.from_string(src).render(docs=docs) == "3000 2999 0,1 2999 3000 in"
-    with pytest.raises(TemplateLimitError):
-        JINJA.from_string("{{ [docs, docs]|length }}").render(docs=docs)  # built here: over the limit
+           "{{ (inputs.get('docs')|batch(1000)|list)[2][0].id }}{% if docs[0] in docs %} in{% endif %}")
+    assert JINJA.from_string(src).render(docs=docs, inputs={"docs": docs}) == "3000 2999 0,1 2999 2000 in"
+    assert JINJA.from_string("{{ dict(a=docs).a|length }}").render(docs=docs) == "3000"  # holds it once
+    for built in ("[docs]", "[docs, docs]", "docs + docs", "dict(a=docs, b=docs)"):  # built here: over the limit
+        with pytest.raises(TemplateLimitError):
+            JINJA.from_string("{{ (" + built + ")|length }}").render(docs=docs)
 
 
 def test_the_bundled_templates_render_as_in_plain_jinja():
@@ -270,3 +272,15 @@ def test_a_score_prefix_stops_at_the_runs_timeout(tmp_path):
     module = session.load(tmp_path / "main.decomp", text=src)
     result = session.run(module, {"question": "q"})
     assert "prefix template: the template ran longer than its time limit of 0.5 s" in result.error
+
+
+def test_what_a_render_builds_cannot_grow_from_real_memory_either():
+    # no item shared, so nothing to catch by sharing: the strict cap on what is built holds it
+    grow = ("{% set s = namespace(v=['ab']) %}{% for i in range(60) %}{% set s.v = s.v + s.v|list %}{% endfor %}",
+            "{% set s = namespace(v=range(20000)|list) %}{% for i in range(60) %}{% set s.v = s.v|batch(1)|list %}"
+            "{% endfor %}",
+            "{% macro f(x, n) %}{% if n %}{{ f(x|batch(1)|list, n - 1) }}{% endif %}{% endmacro %}"
+            "{{ f(range(99999)|list, 60) }}")
+    for src in grow:  # the second makes about a million new lists first: a few seconds
+        with pytest.raises(TemplateLimitError, match="over 1,000,000 characters"):
+            JINJA.from_string(src).render_within(120.0)
