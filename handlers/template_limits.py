@@ -191,12 +191,14 @@ def _walk(root: Any, cap: int, copies: dict[int, Any] | None = None) -> tuple[in
 
 
 def _copy(value: Any, copies: dict[int, Any], size: int | None) -> Any:
-    """`value` as its `Sized` kind, holding the `copies` of what it holds (others: as they are)."""
-    if isinstance(value, dict):
+    """`value` (a plain list, tuple or dict) as its `Sized` kind, holding the `copies` of what it
+    holds; anything else (a namedtuple such as `groupby`'s groups, a namespace) as it is."""
+    kind = type(value)
+    if kind is dict:
         fresh: Any = {copies.get(id(k), k): copies.get(id(v), v) for k, v in value.items()}
-    elif isinstance(value, (list, tuple)):
+    elif kind is list or kind is tuple:
         fresh = [copies.get(id(item), item) for item in value]
-        fresh = fresh if isinstance(value, list) else tuple(fresh)
+        fresh = fresh if kind is list else tuple(fresh)
     else:
         return value
     return remember(fresh, size)

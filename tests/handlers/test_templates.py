@@ -284,3 +284,11 @@ def test_what_a_render_builds_cannot_grow_from_real_memory_either():
     for src in grow:  # the second makes about a million new lists first: a few seconds
         with pytest.raises(TemplateLimitError, match="over 1,000,000 characters"):
             JINJA.from_string(src).render_within(120.0)
+
+
+def test_values_kept_in_namespaces_and_handed_to_macros_behave_as_before():
+    src = ("{% set ns = namespace(groups=rows|groupby('k'), d={'a': [1, (2, 3)]}) %}{% set ns.g = ns.groups %}"
+           "{% macro show(gs, d) %}{% for g in gs %}{{ g.grouper }}={{ g.list|map(attribute='v')|join }};"
+           "{% endfor %}{{ d.a[1][0] }}{{ d|tojson }}{% endmacro %}{{ show(ns.g, ns.d) }}")
+    rows = [{"k": "x", "v": 1}, {"k": "y", "v": 2}, {"k": "x", "v": 3}]
+    assert JINJA.from_string(src).render(rows=rows) == 'x=13;y=2;2{"a": [1, [2, 3]]}'
