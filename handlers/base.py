@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
-from decomp.dsl.errors import CheckError
+from decomp.dsl.errors import CheckError, CheckWarning
 from decomp.dsl.nodes import HandlerDecl, Span
 from decomp.handlers.call import Call
 from decomp.handlers.offload import bounded, bounded_await, run_timeout
@@ -126,6 +126,11 @@ class Handler:
 
     def check(self) -> list[CheckError]:
         """Static problems of this declaration (missing files, ...), found before any call."""
+        return []
+
+    def warnings(self) -> list[CheckWarning]:
+        """What this declaration accepts but probably does not mean (a prompt template whose
+        output can grow without bound, ...), for `decomp check`; called after a clean `check`."""
         return []
 
     def check_references(self, handlers: set[str]) -> list[CheckError]:

@@ -147,3 +147,10 @@ def test_python_calls(elsewhere):
     r = _run("python_calls", "--calls", "20", "--warmup", "2", cwd=elsewhere)
     assert r["calls"] == 20
     assert r["process_us_per_call"] > 0 and r["thread_us_per_call"] > 0 and r["ratio"] > 0
+
+
+@pytest.mark.slow
+def test_template_render(elsewhere):
+    r = _run("template_render", "--renders", "20", "--repeat", "1", "--paragraphs", "2", cwd=elsewhere)
+    assert set(r["us_per_render"]) == set(r["plain_us_per_render"]) == {"multi_hop", "fewshot"}
+    assert all(v > 0 for v in (*r["us_per_render"].values(), *r["plain_us_per_render"].values(), *r["ratio"].values()))

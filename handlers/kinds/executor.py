@@ -26,13 +26,13 @@ from typing import Any, Literal
 from jinja2 import TemplateError
 from pydantic import Field
 
-from decomp.dsl.errors import CheckError, DecompError, HandlerError
+from decomp.dsl.errors import CheckError, CheckWarning, DecompError, HandlerError
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Options
 from decomp.handlers.environment import Environment
 from decomp.handlers.kinds.environment import ActsOnEnvironment
-from decomp.handlers.kinds.prompt import source_problems, source_text, template_error
-from decomp.handlers.templates import JINJA
+from decomp.handlers.kinds.prompt import source_problems, source_text, template_error, template_warnings
+from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 COMPLETED, FAILED = "task completed", "task failed"
 
@@ -89,6 +89,9 @@ class ExecutorHandler(ActsOnEnvironment):
             return template_error(self, err)
         return []
 
+    def warnings(self) -> list[CheckWarning]:
+        return template_warnings(self, source_text(self), "file" if self.options.file else "text")
+
     def _prepare(self):
         if self._template is None:
             self._template = JINJA.from_string(source_text(self))
@@ -101,7 +104,7 @@ class ExecutorHandler(ActsOnEnvironment):
     def _render(self, call: Call, start: str, state: str) -> str:
         variables = {**call.inputs, "task": call.query, "start": start, "state": state, "inputs": dict(call.inputs)}
         try:
-            return self._prepare().render(**variables)
+            return self._prepare().render_within(self.time_limit(), **variables)
         except Exception as err:  # a template can fail in any way
             raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
 
@@ -110,7 +113,8 @@ class ExecutorHandler(ActsOnEnvironment):
         env = call.environment(opts.environment)
         state = env.step(opts.state_action).observation if opts.state_action else ""
         start = env.start()  # the environment is the row's: it is used on the event loop only
-        prompt = (await self.offload(self._render, call, start, state, what="the template")).rstrip("\n") + "\n"
+        prompt = (await self.offload(self._render, call, start, state, what="the template",
+                                     grace=RENDER_GRACE)).rstrip("\n") + "\n"
         attempt = Attempt(call.query)
         while not attempt.stopped:
             if attempt.turns >= opts.max_iterations:

@@ -4,9 +4,10 @@ Few-shot rendering: the examples as written, a blank line, the `context` input i
 then `Q: <query>` and `A:` (or `QC: <query>` and `QS:` when the examples are QC-style) and the
 model completes the line. Templates see `query`, `values`, `inputs` and each input by name,
 with StrictUndefined: a missing variable is an error, not an empty string. A template renders in
-`decomp.handlers.templates.JINJA` (bounded output, loops and operators) off the event loop,
-within the handler's time limit (`timeout=` seconds; not written: the run's `--handler-timeout`),
-and so does `answer_regex` on the model's output.
+`decomp.handlers.templates.JINJA` (bounded sizes, output, loops and operators) off the event
+loop, within the handler's time limit (`timeout=` seconds; not written: the run's
+`--handler-timeout`), where the render stops itself; and so does `answer_regex` on the model's
+output. `decomp check` warns about a template whose output can grow without bound.
 """
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ import regex
 from jinja2 import TemplateError
 from pydantic import Field
 
-from decomp.dsl.errors import CheckError, DecompError, HandlerError
+from decomp.dsl.errors import CheckError, CheckWarning, DecompError, HandlerError
+from decomp.dsl.nodes import Span
 from decomp.dsl.parser import read_text
 from decomp.dsl.values import parse_output
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
-from decomp.handlers.templates import JINJA
+from decomp.handlers.template_growth import growth_warnings
+from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 __all__ = ["JINJA", "PromptHandler", "PromptOptions"]
 
@@ -58,6 +61,30 @@ def template_error(handler: Handler, err: Exception) -> list[CheckError]:
     return [CheckError(f"template of [{handler.name}]: {err}", handler.error_span("file") or handler.error_span("text"))]
 
 
+def template_warnings(handler: Handler, source: str, option: str) -> list[CheckWarning]:
+    """`growth_warnings` of a template, each at its line: in the `file=` it was read from, or
+    inside the `.decomp` file's `option` text."""
+    found = growth_warnings(source)
+    lines = source.split("\n")
+    decl = handler.decl.option(option) if handler.decl is not None and option != "file" else None
+    warnings = []
+    for number, message in found:
+        width = len(lines[number - 1]) if number <= len(lines) else 1
+        if option == "file":
+            span = Span(str(handler.ctx.resolve(handler.options.file)), number, 1, number, width + 1)
+        elif decl is not None:  # the template's line inside the string, its quote included on the first
+            at = decl.value.span
+            line = min(at.line + number - 1, at.end_line)
+            column = at.column if line == at.line else 1
+            span = Span(at.file, line, column, line, column + width + (1 if line == at.line else 0))
+        else:
+            span = handler.error_span()
+        warnings.append(CheckWarning(f"template of [{handler.name}], line {number}: {message}", span,
+                                     expected="a value that does not double at every step: the render stops at "
+                                              "1,000,000 characters or at its time limit"))
+    return warnings
+
+
 class PromptHandler(Handler):
     """Few-shot or template prompt; the completion is parsed as JSON where possible."""
 
@@ -86,6 +113,12 @@ class PromptHandler(Handler):
                 return [CheckError(f"answer_regex does not compile: {err}", self.error_span("answer_regex"))]
         return self.timeout_problems()
 
+    def warnings(self) -> list[CheckWarning]:
+        self._prepare()
+        if not self.is_template:
+            return []
+        return template_warnings(self, self._source, "file" if self.options.file else "text")
+
     @property
     def is_template(self) -> bool:
         if self.options.template is not None:
@@ -111,7 +144,7 @@ class PromptHandler(Handler):
         if self.is_template:
             variables = {**call.inputs, "query": call.query, "values": list(call.values), "inputs": dict(call.inputs)}
             try:
-                return self._template.render(**variables)
+                return self._template.render_within(self.time_limit(), **variables)
             except Exception as err:  # a template can fail in any way (1 // 0, bad filters, ...)
                 raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
         return self._render_fewshot(call)
@@ -124,9 +157,10 @@ class PromptHandler(Handler):
     async def run(self, call: Call) -> Any:
         opts = self.options
         self._prepare()
-        # a template renders off the event loop, under the handler's time limit; few-shot text is
-        # put together at once
-        prompt = await self.offload(self.render, call, what="the template") if self.is_template else self.render(call)
+        # a template renders off the event loop, under the handler's time limit (it stops itself
+        # there: see `render`); few-shot text is put together at once
+        prompt = await self.offload(self.render, call, what="the template", grace=RENDER_GRACE) if self.is_template \
+            else self.render(call)
         texts = await call.complete(prompt, model=opts.model, stop=tuple(opts.stop),
                                     max_tokens=opts.max_tokens, temperature=opts.temperature, n=opts.n)
         if opts.answer_regex:

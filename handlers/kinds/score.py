@@ -13,9 +13,10 @@ from typing import Any
 
 from jinja2 import TemplateError
 
-from decomp.dsl.errors import HandlerError
+from decomp.dsl.errors import CheckWarning, HandlerError
 from decomp.handlers.base import Call, Handler, Options
-from decomp.handlers.templates import JINJA
+from decomp.handlers.kinds.prompt import template_warnings
+from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 
 class ScoreOptions(Options):
@@ -33,9 +34,12 @@ class ScoreHandler(Handler):
     cacheable = False  # the engine caches the score itself, by model and text
     reads_inputs = True  # the prefix template sees them
 
+    def warnings(self) -> list[CheckWarning]:
+        return template_warnings(self, self.options.prefix, "prefix") if "{{" in self.options.prefix else []
+
     async def run(self, call: Call) -> Any:
-        prefix = await self.offload(self._prefix, call, what="the prefix template") if "{{" in self.options.prefix \
-            else self.options.prefix
+        prefix = await self.offload(self._prefix, call, what="the prefix template", grace=RENDER_GRACE) \
+            if "{{" in self.options.prefix else self.options.prefix
         logprob, tokens = await call.score(prefix, call.query, model=self.options.model)
         return logprob / max(1, tokens) if self.options.per_token else logprob
 
@@ -44,6 +48,6 @@ class ScoreHandler(Handler):
         if "{{" not in text:
             return text
         try:
-            return JINJA.from_string(text).render(**call.inputs, query=call.query)
+            return JINJA.from_string(text).render_within(self.time_limit(), **call.inputs, query=call.query)
         except TemplateError as err:  # TemplateLimitError too: a render that would build too much
             raise HandlerError(f"prefix template: {err}", call.span) from err

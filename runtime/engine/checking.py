@@ -1,5 +1,6 @@
 """`decomp check` as a library call: what a file is (a module, a few-shot file, or neither), its
-problems and its warnings, without running anything.
+problems and its warnings (the source's, and each handler's own: `Handler.warnings`, such as a
+prompt template whose output can grow without bound), without running anything.
 
     checked = check_file(path)       # raises DecompError (often Diagnostics) with every problem
     checked.module, checked.fewshot, checked.warnings
@@ -44,7 +45,19 @@ def python_functions(loaded: LoadedModule) -> list[dict]:
     one entry per python handler, {"handler", "function", "allowed" ("registered", "local":
     its module's file is in the program's folder, or "trusted"), "file" (the module's file, or
     null)}, in declaration order."""
-    found: list[dict] = []
+    return [_function_entry(h) for h in _all_handlers(loaded) if isinstance(h, PythonHandler)]
+
+
+def handler_warnings(loaded: LoadedModule) -> list[CheckWarning]:
+    """Every handler's own warnings (`Handler.warnings`), `program(file=...)` targets included,
+    each handler once, in declaration order."""
+    return [w for handler in _all_handlers(loaded) for w in handler.warnings()]
+
+
+def _all_handlers(loaded: LoadedModule) -> list:
+    """The handlers of a loaded module and of the modules its `program(file=...)` handlers run,
+    each once."""
+    found: list = []
     seen: set[int] = set()
     modules = [loaded]
     while modules:
@@ -53,8 +66,10 @@ def python_functions(loaded: LoadedModule) -> list[dict]:
             continue
         seen.add(id(module))
         for handler in module.handlers.values():
-            if isinstance(handler, PythonHandler):
-                found.append(_function_entry(handler))
+            if id(handler) in seen:
+                continue
+            seen.add(id(handler))
+            found.append(handler)
             target = getattr(handler, "target", None)
             other = getattr(getattr(target, "ctx", None), "module", None)
             if isinstance(other, LoadedModule):
@@ -80,7 +95,8 @@ def check_file(path: str | Path, session: Session | None = None) -> Checked:
     fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path)
     if fewshot is not None:
         return Checked(path, fewshot=fewshot, warnings=warnings)
-    return Checked(path, module=_checked_module(path, session or Session()), warnings=file_warnings(path))
+    loaded = _checked_module(path, session or Session())
+    return Checked(path, module=loaded, warnings=file_warnings(path) + handler_warnings(loaded))
 
 
 def looks_like(path: Path) -> str | None:
