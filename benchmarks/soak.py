@@ -144,7 +144,16 @@ class FlakyServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    async def _shutdown(self) -> None:
+        """Every connection still served (trickling, hanging) ended."""
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     @property
     def base_url(self) -> str:
@@ -156,6 +165,7 @@ class FlakyServer:
         self.port = server.sockets[0].getsockname()[1]
         self.ready.set()
         self.loop.run_forever()
+        self.loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -170,6 +180,8 @@ class FlakyServer:
                 if not await self._answer(text, writer):
                     return
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        except asyncio.CancelledError:  # the server shutting down: the connection just ends
             pass
         finally:
             writer.close()
@@ -236,6 +248,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--rows", type=int, default=len(CASES) * 8)
     p.add_argument("--limit", type=float, default=1.5, help="the handlers' time limit (seconds)")
     p.add_argument("--wall", type=float, default=600, help="seconds after which the run is killed")
+    p.add_argument("--max-vm", type=float, default=8, help="GiB of address space the run may take (a safety net)")
     p.add_argument("--keep", type=Path, help="keep the project and run directory here")
     args = p.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="decomp-soak-"))
@@ -250,6 +263,13 @@ def main(argv: list[str] | None = None) -> dict:
     return emit(record)
 
 
+def _cap(gib: float) -> None:
+    """In the child: its address space capped, so that a containment that fails cannot take the
+    machine down with it (it shows as wrong rows or a crash instead)."""
+    limit = int(gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def _run(folder: Path, cases: list[str], args) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     command = [sys.executable, "-m", "decomp.runtime.cli", "run", "soak.decomp", "--input", "rows.jsonl",
@@ -257,7 +277,8 @@ def _run(folder: Path, cases: list[str], args) -> dict:
                "--call-deadline", "8", "--concurrency", "16"]
     started = time.monotonic()
     try:
-        proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=args.wall)
+        proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=args.wall,
+                              preexec_fn=lambda: _cap(args.max_vm))
         code, stderr = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired as killed:
         code, stderr = None, (killed.stderr or b"").decode(errors="replace") if isinstance(killed.stderr, bytes) \

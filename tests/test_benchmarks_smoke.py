@@ -154,3 +154,12 @@ def test_template_render(elsewhere):
     r = _run("template_render", "--renders", "20", "--repeat", "1", "--paragraphs", "2", cwd=elsewhere)
     assert set(r["us_per_render"]) == set(r["plain_us_per_render"]) == {"multi_hop", "fewshot"}
     assert all(v > 0 for v in (*r["us_per_render"].values(), *r["plain_us_per_render"].values(), *r["ratio"].values()))
+
+
+@pytest.mark.slow
+def test_soak_every_hostile_row_ends_in_its_own_words_and_every_other_is_answered(elsewhere):
+    """Issue 29's cases in one batch run (benchmarks/soak.py): none crashes, none hangs."""
+    r = _run("soak", "--rows", "28", "--wall", "100", cwd=elsewhere)
+    assert r["rows"] == 28 and r["right"] == 28, r
+    assert r["wrong"] == r["crashes"] == r["hangs"] == 0 and r["exit_code"] == 3  # rows failed, as meant
+    assert set(r["cases"]) >= {"ordinary", "kind-sleep", "python-memory", "template-bomb", "server-trickle"}

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Iterator
 
 from decomp.runtime.engine import deepjson
+from decomp.runtime.engine.budgets import answer_size
 
 
 @dataclass(slots=True, repr=False)
@@ -138,9 +139,31 @@ class TraceNode:
 _FIELDS = frozenset(f.name for f in fields(TraceNode))
 
 
+#: The most characters of one text of a node (its query, prompt, output, answer, details) a
+#: written trace keeps; the rest is cut, and the cut says how much (the full answer of a row is
+#: in results.jsonl). So a row whose calls answer megabytes writes a trace of a bounded size.
+TRACE_TEXT = 64 * 1024
+_TEXTS = ("query", "prompt", "raw_output", "answer", "details")
+
+
+def kept(value: Any) -> Any:
+    """`value` as a trace keeps it: a text over `TRACE_TEXT` characters cut, with the count of
+    those left out; a list or dict holding more text than that, its JSON so cut."""
+    if isinstance(value, str):
+        if len(value) <= TRACE_TEXT:
+            return value
+        return value[:TRACE_TEXT] + f" … [{len(value) - TRACE_TEXT:,} more characters not kept in the trace]"
+    if isinstance(value, (list, dict)) and answer_size(value) > TRACE_TEXT:
+        return kept(deepjson.dumps(value))
+    return value
+
+
 def _plain(node: TraceNode) -> dict:
-    """The node's own fields, `ok`, and an empty `children` list (filled by the caller)."""
+    """The node's own fields (its texts as `kept`), `ok`, and an empty `children` list (filled by
+    the caller)."""
     out = {name: getattr(node, name) for name in _ORDER}
+    for name in _TEXTS:
+        out[name] = kept(out[name])
     out["ok"] = node.error is None
     out["children"] = []
     return out
