@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from decomp.handlers.environment import Environment, StepResult
 from decomp.handlers.textcraft.recipes import (TAGS, Recipe, Recipes, item_name, members, parse_command,
-                                               parse_task)
+                                               parse_task, read_count)
 
 __all__ = ["TextCraft"]
 
@@ -109,7 +109,10 @@ class TextCraft(Environment):
             return self._craft(wanted)
         match = _GET.fullmatch(text)
         if match:
-            count = int(match.group(1)) if match.group(1) else 1
+            try:
+                count = read_count(match.group(1), "the action") if match.group(1) else 1
+            except ValueError as err:
+                return f"Could not do that: {err}", False
             return self._get(item_name(match.group(2)), count)
         return self._not_understood(action), False
 
