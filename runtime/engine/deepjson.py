@@ -43,6 +43,12 @@ def loads(text: str | bytes) -> Any:
         return _Reader(text.decode("utf-8") if isinstance(text, bytes) else text).value()
 
 
+#: How deeply a value decomp stores and reads back may nest (a cached answer, a trace node's
+#: answer, a results line): one nested deeper is damaged, since the views and the scorers compare
+#: and print values with Python's own recursive code.
+MAX_VALUE_DEPTH = 500
+
+
 def depth(value: Any, limit: int) -> int:
     """How deeply `value` nests (a scalar: 0, `[1]`: 1, `[[1]]`: 2), counted without recursion
     and only up to `limit + 1`: a value deeper than `limit` gives `limit + 1`."""

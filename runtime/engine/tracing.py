@@ -156,10 +156,8 @@ class TraceNode:
 
 _FIELDS = frozenset(f.name for f in fields(TraceNode))
 
-#: How deeply a stored node's answer may nest: deeper is a damaged trace (views compare and
-#: print answers with Python's own recursive code; no run writes one this deep: results lines
-#: hold at most `decomp.runtime.runs.rundir.MAX_LINE_DEPTH` levels).
-MAX_ANSWER_DEPTH = 500
+#: How deeply a stored node's answer may nest (deeper: a damaged trace).
+MAX_ANSWER_DEPTH = deepjson.MAX_VALUE_DEPTH
 _TEXT = frozenset({"label", "handler", "operator", "location", "query", "prompt", "raw_output", "error", "details"})
 _FLAGS = frozenset({"failed", "skipped", "cache_hit"})
 _COUNTS = frozenset({"prompt_tokens", "completion_tokens"})

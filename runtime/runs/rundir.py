@@ -119,9 +119,8 @@ def make_manifest(program: Path, main: str | None, files: Iterable[Path], data: 
 
 #: How deeply run.json may nest (decomp writes 4 levels, and a --field value's own).
 MAX_MANIFEST_DEPTH = 100
-#: How deeply a results line may nest: deeper is a damaged line (views compare and print
-#: answers with Python's own recursive code).
-MAX_LINE_DEPTH = 500
+#: How deeply a results line may nest (deeper: a damaged line).
+MAX_LINE_DEPTH = deepjson.MAX_VALUE_DEPTH
 
 
 def read_manifest(path: Path) -> dict:
