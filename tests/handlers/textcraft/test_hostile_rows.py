@@ -105,6 +105,15 @@ def test_long_runs_of_spaces_are_read_in_linear_time(read):
     assert time.perf_counter() - started < 5
 
 
+def test_a_recipe_of_thousands_of_ingredients_is_crafted_without_recursion():
+    using = ", ".join(f"1 part{k}" for k in range(3000))
+    env = TextCraft("goal", [f"craft 1 goal using {using}, 2 planks", "craft 4 oak planks using 1 oak logs"])
+    env.inventory.update({f"part{k}": 1 for k in range(3000)}, **{"birch planks": 2})
+    assert env.step(f"craft 1 goal using {using}, 2 oak planks").observation.startswith("Could not find enough")
+    result = env.step(f"craft 1 goal using 2 birch planks, {using}")
+    assert result.observation == "Crafted 1 minecraft:goal" and result.done and env.inventory == {"goal": 1}
+
+
 def test_the_solver_refuses_an_item_deeper_than_it_goes_in_words():
     deep = Recipes.from_commands(chain(MAX_SOLVER_DEPTH + 1)["crafting_commands"])
     message = rf"'item101' is 101 crafts deep; the symbolic solver plans items at most {MAX_SOLVER_DEPTH}"

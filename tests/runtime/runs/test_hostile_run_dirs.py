@@ -6,6 +6,7 @@ status 1, never a traceback, and reads each file in time linear in its size."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -13,11 +14,13 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from click.testing import CliRunner
 
 from decomp.runtime.cli import main
+from decomp.runtime.runs.rundir import RunDir
 
 DEEP = "[" * 100_000 + "]" * 100_000
 PROGRAM = "decomp/letter_cat_symbolic"
@@ -27,7 +30,7 @@ def _question(words: str) -> str:
     return f'Take the letters at position 1 of the words in "{words}" and concatenate them using a space.'
 
 
-def invoke(*args) -> "CliRunner.Result":
+def invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
@@ -58,7 +61,7 @@ def _deep_options(run: Path) -> None:
     (run / "run.json").write_text(text.replace('"options": {', '"options": {"deep": ' + DEEP + ", ", 1), encoding="utf-8")
 
 
-def _blob(blob) -> callable:
+def _blob(blob) -> Callable[[Path], None]:
     def apply(run: Path) -> None:
         db = sqlite3.connect(run / "traces.sqlite")
         with db:
@@ -71,7 +74,7 @@ def _packed(text: str) -> bytes:
     return zlib.compress(text.encode("utf-8"))
 
 
-def _results(edit) -> callable:
+def _results(edit) -> Callable[[Path], None]:
     def apply(run: Path) -> None:
         lines = (run / "results.jsonl").read_text(encoding="utf-8").splitlines()
         (run / "results.jsonl").write_text("\n".join(edit(lines)) + "\n", encoding="utf-8")
@@ -161,7 +164,6 @@ def _commands(run: Path, good: tuple[Path, Path], tmp_path: Path) -> dict[str, l
 def _refused(result, message: str) -> None:
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert "Traceback" not in result.output
-    import re
     assert re.search(message, result.output), result.output
 
 
@@ -199,7 +201,6 @@ def test_a_row_written_twice_with_the_same_result_is_noted_and_counted_once(good
     run = _damaged(good, tmp_path, _results(lambda lines: _again(lines, seconds=9.9)))
     result = invoke("eval", "--gold", good[1], "--pred", run)
     assert result.exit_code == 0 and json.loads(result.stdout)["n"] == 2, result.output
-    from decomp.runtime.runs.rundir import RunDir
     assert RunDir.open(run).notes == [f"{run / 'results.jsonl'}:3: row 0 is written again, with the same result "
                                       "as on line 1; the first line counts"]
 
@@ -227,3 +228,13 @@ def test_a_deep_run_json_is_refused_by_a_real_subprocess_in_linear_time(good, tm
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
         assert "run.json is corrupt (nested more than 100 levels deep); start over with --force" in proc.stderr
     assert timings[1] < 30
+
+
+def test_trace_diff_words_a_damaged_tree_of_a_row_whose_answer_differs(good, tmp_path):
+    def damage(run: Path) -> None:
+        _blob(_packed("[1, 2]"))(run)
+        _results(lambda lines: [json.dumps({**json.loads(lines[0]), "answer": "z z"}), *lines[1:]])(run)
+
+    run = _damaged(good, tmp_path, damage)
+    for args in (["trace", "diff", good[0], run], ["trace", "diff", run, good[0], "--json"]):
+        _refused(invoke(*args), r"traces.sqlite is corrupt \(row 0: a trace is a JSON object, not a list\)")
