@@ -500,14 +500,11 @@ def trace_show(run_dir: Path, row_id: str | None) -> None:
 def trace_html(run_dir: Path, output: Path, force: bool) -> None:
     """Write RUN_DIR as one standalone HTML page: the rows with their scores, each row's tree
     with collapsible nodes, every prompt and raw model output. It needs no network."""
-    from decomp.runtime.views.page import render_html
+    from decomp.runtime.views.page import write_page
 
     run = _open_run_dir(run_dir)
-    if output.exists() and not force:
-        fail(RunDirError(f"{output} exists: pass --force to overwrite it"))
     try:
-        page = render_html(run)
-        output.write_text(page, encoding="utf-8")
+        write_page(run, output, force=force)
     except (RunDirError, OSError) as err:
         fail(err)
     click.echo(str(output))

@@ -8,6 +8,7 @@ and the line, unless the reader skips bad lines, counting them (`--skip-bad`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -77,6 +78,9 @@ def parse_line(raw: bytes | str, path: Path, number: int) -> Record:
         row = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         raise CorpusError(f"{where}: not a JSON line ({err})") from None
+    except RecursionError:  # Python's reader stops about a thousand levels down: no paragraph nests so
+        raise CorpusError(f"{where}: not a corpus line: lists or objects nested too deeply to read "
+                          "(about a thousand levels)") from None
     if not isinstance(row, dict):
         raise CorpusError(f"{where}: a corpus line is a JSON object with \"text\" (and \"id\", \"title\"), "
                           f"not {type(row).__name__}")
@@ -93,6 +97,15 @@ def parse_line(raw: bytes | str, path: Path, number: int) -> Record:
     ident = row.get("id")
     if isinstance(ident, bool) or not isinstance(ident, (str, int, type(None))):
         raise CorpusError(f"{where}: \"id\" is {type(ident).__name__}, not a string or an integer")
+    for name, value in (("id", ident), ("title", title), ("text", text)):
+        found = _SURROGATE.search(value) if isinstance(value, str) else None
+        if found:
+            raise CorpusError(f"{where}: \"{name}\" holds text no encoding can write (the lone surrogate "
+                              f"\\u{ord(found.group()):04x} at character {found.start() + 1}); an index stores "
+                              "UTF-8 text")
     if ident is None or ident == "":
         ident = title.strip() or f"{path.name}:{number}"
     return Record(str(ident), title.strip(), text.strip())
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -62,6 +62,8 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
                                f"`decomp index build CORPUS.jsonl --out {folder}`)") from None
     except (OSError, ValueError) as err:
         raise SearchIndexError(f"cannot read {path}: {err}") from None
+    except RecursionError:  # a manifest is flat: one nested a thousand levels deep is not one
+        raise SearchIndexError(f"{path} does not describe a tantivy index (nested too deeply to read)") from None
     if not isinstance(manifest, dict) or manifest.get("backend") != "tantivy" or not manifest.get("version"):
         raise SearchIndexError(f"{path} does not describe a tantivy index")
     if manifest.get("state") != "ready":
@@ -125,7 +127,10 @@ def build_index(records: Iterable[Record], folder: str | Path, *, add: bool = Fa
     count = 0
     try:
         for record in records:
-            writer.add_document(tantivy.Document(id=record.id, title=record.title, text=record.text))
+            try:
+                writer.add_document(tantivy.Document(id=record.id, title=record.title, text=record.text))
+            except ValueError as err:  # text tantivy cannot take (the corpus reader refuses what it knows of)
+                raise SearchIndexError(f"cannot index the paragraph {record.id!r}: {err}") from None
             count += 1
             if progress is not None and count % every == 0:
                 progress(count)

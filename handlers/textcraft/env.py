@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from decomp.handlers.environment import Environment, StepResult
 from decomp.handlers.textcraft.recipes import (TAGS, Recipe, Recipes, item_name, members, parse_command,
-                                               parse_task)
+                                               parse_task, read_count)
 
 __all__ = ["TextCraft"]
 
@@ -109,7 +109,10 @@ class TextCraft(Environment):
             return self._craft(wanted)
         match = _GET.fullmatch(text)
         if match:
-            count = int(match.group(1)) if match.group(1) else 1
+            try:
+                count = read_count(match.group(1), "the action") if match.group(1) else 1
+            except ValueError as err:
+                return f"Could not do that: {err}", False
             return self._get(item_name(match.group(2)), count)
         return self._not_understood(action), False
 
@@ -146,25 +149,38 @@ class TextCraft(Environment):
     @staticmethod
     def _match(recipe: Recipe, wanted: Recipe) -> int | None:
         """How many crafts `wanted` is of `recipe` (exact counts, each recipe ingredient named by
-        exactly one concrete item: itself or, for a tag, a member), or None when it is not one."""
+        exactly one concrete item: itself or, for a tag, a member), or None when it is not one.
+        A concrete ingredient can only be named by itself, so only the (at most eight) tags are
+        matched by trying: a recipe of thousands of ingredients is matched without recursion."""
         if wanted.count % recipe.count or len(wanted.ingredients) != len(recipe.ingredients):
             return None
         crafts = wanted.count // recipe.count
-        given = dict(wanted.ingredients)
-        if any(name in TAGS for name in given):
+        left = dict(wanted.ingredients)
+        if any(name in TAGS for name in left):
             return None
+        tags = []
+        for ingredient, amount in recipe.ingredients:
+            if ingredient in TAGS:
+                tags.append((ingredient, amount * crafts))
+            elif left.pop(ingredient, None) != amount * crafts:
+                return None
+        return crafts if _assign_tags(tags, left) else None
 
-        def assign(i: int, left: frozenset[str]) -> bool:
-            if i == len(recipe.ingredients):
+
+def _assign_tags(tags: list[tuple[str, int]], left: dict[str, int]) -> bool:
+    """Whether each (tag, amount) of `tags` can take a different item of `left` (item -> amount)
+    that is one of its members, with that amount, using up every item of `left`."""
+    if not tags:
+        return not left
+    (tag, amount), rest = tags[0], tags[1:]
+    for name, given in list(left.items()):
+        if given == amount and members(tag, name):
+            del left[name]
+            found = _assign_tags(rest, left)
+            left[name] = given
+            if found:
                 return True
-            ingredient, amount = recipe.ingredients[i]
-            for name in left:
-                fits = name == ingredient or members(ingredient, name)
-                if fits and given[name] == amount * crafts and assign(i + 1, left - {name}):
-                    return True
-            return False
-
-        return crafts if assign(0, frozenset(given)) else None
+    return False
 
 
 def make_textcraft(fields: Mapping[str, Any]) -> TextCraft:

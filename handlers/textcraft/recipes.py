@@ -8,13 +8,14 @@ are *base* items, fetched with `get N item`; everything else is crafted with exa
 """
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-__all__ = ["DEFAULT_MEMBERS", "Recipe", "Recipes", "TAGS", "item_name", "members", "parse_command",
-           "parse_task", "plan_actions", "plan_text"]
+__all__ = ["DEFAULT_MEMBERS", "MAX_COUNT", "MAX_SOLVER_DEPTH", "Recipe", "RecipeGraph", "Recipes", "TAGS",
+           "item_name", "members", "parse_command", "parse_task", "plan_actions", "plan_text", "read_count"]
 
 #: Wood types whose `<wood> slab` is a wooden slab (Minecraft's `wooden_slabs` tag).
 WOODS = ("oak", "spruce", "birch", "jungle", "acacia", "dark oak", "crimson", "warped", "mangrove",
@@ -82,6 +83,30 @@ class Recipe:
 
 
 _COUNTED = re.compile(r"(\d+)\s+(\S.*)")
+
+#: The largest count a command, task or action may name (Minecraft's counts are two digits; this
+#: keeps every product of counts exact and every count printable).
+MAX_COUNT = 10**9
+
+
+def read_count(digits: str, what: str) -> int:
+    """The count written as `digits` (ASCII digits); ValueError naming `what` when it is above
+    `MAX_COUNT` (a count thousands of digits long included)."""
+    if len(digits.lstrip("0")) > len(str(MAX_COUNT)) or int(digits) > MAX_COUNT:
+        raise ValueError(f"{what} has a count of {shorten(digits)}; counts are at most {MAX_COUNT:,}")
+    return int(digits)
+
+
+def shorten(text: str, keep: int = 40) -> str:
+    """`text`, or its first `keep` characters and how long it is (for messages about long input)."""
+    return text if len(text) <= keep + 20 else f"{text[:keep]}...({len(text)} characters)"
+
+
+def crafts_for(count: int, recipe: "Recipe") -> int:
+    """How many crafts of `recipe` make at least `count` of its output (exact integer division)."""
+    return -(-count // recipe.count)
+
+
 _COMMAND = re.compile(r"craft\s+(.+?)\s+using\s+(.+)", re.IGNORECASE | re.DOTALL)
 
 
@@ -89,7 +114,8 @@ def _counted(text: str, what: str, whole: str) -> tuple[str, int]:
     match = _COUNTED.fullmatch(text.strip())
     if not match:
         raise ValueError(f"cannot read {what} {text.strip()!r} in {whole!r}: expected 'N item'")
-    count, name = int(match.group(1)), item_name(match.group(2))
+    count = read_count(match.group(1), f"{what} {shorten(text.strip())!r} in {shorten(whole)!r}")
+    name = item_name(match.group(2))
     if count <= 0:
         raise ValueError(f"{what} {text.strip()!r} in {whole!r} has a count of {count}; counts are positive")
     if not name:
@@ -101,7 +127,7 @@ def parse_command(text: str) -> Recipe:
     """`craft 4 oak planks using 1 oak logs` as a `Recipe`; ValueError on anything else."""
     if not isinstance(text, str):
         raise ValueError(f"a crafting command is a string, not {type(text).__name__}: {text!r}")
-    whole = text.strip()
+    whole = " ".join(text.split())  # single spaces: the patterns below then never backtrack far
     if whole.startswith(">"):
         whole = whole[1:].strip()
     whole = whole.rstrip(".").strip()
@@ -119,7 +145,9 @@ def parse_command(text: str) -> Recipe:
 
 class Recipes:
     """One task's recipes, by output item (an item several recipes produce keeps them all, in
-    the order given; the solver tries them shallowest first, see `ordered`)."""
+    the order given; the solver tries them shallowest first, see `ordered`). Building one, and
+    every depth, takes time linear in the size of the recipes (a task of 20,000 chained recipes
+    starts in well under a second)."""
 
     def __init__(self, recipes: Iterable[Recipe]):
         self.all: tuple[Recipe, ...] = tuple(recipes)
@@ -131,7 +159,13 @@ class Recipes:
         for recipe in self.all:
             for name, _ in recipe.ingredients:
                 self.ingredients.setdefault(name, None)
+        self._used_tags = [name for name in self.ingredients if name in TAGS]
+        #: Per tag: its members some recipe produces, and its base members the ingredients name.
+        self._produced = {tag: [item for item in self.by_output if members(tag, item)] for tag in TAGS}
+        self._named_base = {tag: [item for item in self.ingredients if members(tag, item) and self.is_base(item)]
+                            for tag in TAGS}
         self._depths: dict[str, float] | None = None
+        self._tag_depths: dict[str, float] = {}
 
     @classmethod
     def from_commands(cls, commands: Iterable[str]) -> "Recipes":
@@ -155,14 +189,14 @@ class Recipes:
         return item in TAGS
 
     def used_tags(self) -> list[str]:
-        return [name for name in self.ingredients if name in TAGS]
+        return list(self._used_tags)
 
     def is_base(self, item: str) -> bool:
         """Whether `get` fetches `item`: no recipe produces it, it is no tag, and the task knows
         it (an ingredient of some recipe, or a member of a tag some recipe uses)."""
         if item in self.by_output or item in TAGS:
             return False
-        return item in self.ingredients or any(members(tag, item) for tag in self.used_tags())
+        return item in self.ingredients or any(members(tag, item) for tag in self._used_tags)
 
     def known(self, item: str) -> bool:
         return item in self.by_output or item in TAGS or self.is_base(item)
@@ -178,13 +212,9 @@ class Recipes:
             if count >= need and members(tag, item):
                 found.setdefault(item, None)
         depths = self.depths()
-        produced = [item for item in self.by_output if members(tag, item)]
-        produced.sort(key=lambda item: (depths.get(item, math.inf), item != default))
-        for item in produced:
-            found.setdefault(item, None)
-        for item in self.ingredients:
-            if members(tag, item) and self.is_base(item):
-                found.setdefault(item, None)
+        produced = sorted(self._produced[tag], key=lambda item: (depths.get(item, math.inf), item != default))
+        found.update(dict.fromkeys(produced))
+        found.update(dict.fromkeys(self._named_base[tag]))
         found.setdefault(default, None)
         return list(found)
 
@@ -211,7 +241,7 @@ class Recipes:
         the long way round). ValueError for an item the task does not know or cannot make."""
         if item not in TAGS and item not in self.by_output and self.is_base(item):
             return 0  # a base member of a used tag that no recipe names (oak slab for `wooden slabs`)
-        depth = self.depths().get(item) if item not in TAGS else self._tag_depth(item, self.depths())
+        depth = self.depths().get(item) if item not in TAGS else self.tag_depth(item)
         if depth is None or depth == math.inf:
             raise ValueError(f"{item!r} cannot be made from these recipes" if self.known(item)
                              else f"unknown item {item!r}: no recipe makes it and it is no base item")
@@ -219,32 +249,107 @@ class Recipes:
 
     def depths(self) -> dict[str, float]:
         """The depth of every item the recipes name (math.inf: only cyclic recipes make it),
-        computed once: a fixpoint from the base items up, so cycles need no special case."""
-        if self._depths is not None:
-            return self._depths
-        depths: dict[str, float] = {item: 0 for item in self.ingredients if self.is_base(item)}
-        for item in self.by_output:
-            depths[item] = math.inf
-        changed = True
-        while changed:
-            changed = False
-            for item in self.by_output:
-                best = min(self._recipe_depth(r, depths) for r in self.by_output[item])
-                if best < depths[item]:
-                    depths[item], changed = best, True
-        self._depths = depths
-        return depths
+        computed once, in time linear in the recipes (see `RecipeGraph`)."""
+        if self._depths is None:
+            graph = RecipeGraph(self)
+            self._depths, self._tag_depths = graph.item_depths(), graph.tag_depths
+        return self._depths
 
     def _recipe_depth(self, recipe: Recipe, depths: Mapping[str, float]) -> float:
-        return 1 + max(self._tag_depth(name, depths) if name in TAGS else depths.get(name, math.inf)
+        return 1 + max(self.tag_depth(name) if name in TAGS else depths.get(name, math.inf)
                        for name, _ in recipe.ingredients)
 
-    def _tag_depth(self, tag: str, depths: Mapping[str, float]) -> float:
-        produced = [depths.get(item, math.inf) for item in self.by_output if members(tag, item)]
-        if produced and min(produced) < math.inf:
-            return min(produced)
-        base = any(members(tag, item) and self.is_base(item) for item in self.ingredients)
-        return 0 if base or self.is_base(DEFAULT_MEMBERS[tag]) else math.inf
+    def tag_depth(self, tag: str) -> float:
+        """The depth `tag` counts as (math.inf: none of its members can be had)."""
+        self.depths()
+        return self._tag_depths.get(tag, math.inf)
+
+    def tag_has_base(self, tag: str) -> bool:
+        """Whether a base member stands for `tag` when no recipe can make one of its members."""
+        return bool(self._named_base[tag]) or self.is_base(DEFAULT_MEMBERS[tag])
+
+    def tag_members_produced(self, tag: str) -> list[str]:
+        """The members of `tag` some recipe produces, in the order of the recipes."""
+        return list(self._produced[tag])
+
+
+class RecipeGraph:
+    """The depths of a task's items, by Knuth's generalisation of Dijkstra's algorithm to AND/OR
+    graphs: an item is an OR over its recipes, a recipe an AND over its ingredients (1 + the
+    largest), a tag an OR over the members some recipe produces. Items are settled in order of
+    depth; a recipe is settled when its last ingredient is, at 1 + that ingredient's depth (the
+    largest, settled last). Each recipe and ingredient is visited a bounded number of times, so
+    time is linear in the recipes (times a log for the heap) and nothing recurses.
+
+    A tag with a base member counts as that member (depth 0) when none of its produced members
+    can be made, as `Recipes.recipe_depth` says. Which tags those are is found by a first walk
+    in which every such tag counts as its base member; a tag whose produced members can only be
+    made from the tag itself (red wool from wool and a dye) then counts as its base member too.
+    Each round adds a tag, and there are eight, so the rounds are few."""
+
+    def __init__(self, recipes: Recipes):
+        self.recipes = recipes
+        #: Per item or tag, the (recipe index, ...) that name it as an ingredient.
+        self.users: dict[str, list[int]] = {}
+        for index, recipe in enumerate(recipes.all):
+            for name, _ in recipe.ingredients:
+                self.users.setdefault(name, []).append(index)
+        #: Per produced item, the tags it is a member of (the tags some recipe uses, or any tag).
+        self.tags_of: dict[str, list[str]] = {}
+        for tag in TAGS:
+            for item in recipes.tag_members_produced(tag):
+                self.tags_of.setdefault(item, []).append(tag)
+        self.base = [item for item in recipes.ingredients if item not in TAGS and recipes.is_base(item)]
+        self.tag_depths: dict[str, float] = {}
+
+    def _walk(self, base_tags: set[str]) -> dict[str, float]:
+        """Every node that can be made, with its depth (tags included): from the base ingredients
+        and the tags `base_tags` (depth 0) up."""
+        recipes = self.recipes
+        waiting = [len(recipe.ingredients) for recipe in recipes.all]
+        settled: dict[str, float] = {}
+        heap: list[tuple[float, int, str]] = []
+        order = 0
+        for node in [*self.base, *sorted(base_tags)]:
+            heap.append((0, order, node))
+            order += 1
+        while heap:
+            depth, _, node = heapq.heappop(heap)
+            if node in settled:
+                continue
+            settled[node] = depth
+            reached: list[tuple[float, str]] = []
+            for index in self.users.get(node, ()):
+                waiting[index] -= 1
+                if waiting[index] == 0:
+                    reached.append((depth + 1, recipes.all[index].output))
+            if node not in TAGS:
+                reached.extend((depth, tag) for tag in self.tags_of.get(node, ()))
+            for next_depth, next_node in reached:
+                if next_node not in settled:
+                    heapq.heappush(heap, (next_depth, order, next_node))
+                    order += 1
+        return settled
+
+    def item_depths(self) -> dict[str, float]:
+        """The depth of every base ingredient and produced item (math.inf: cannot be made); fills
+        `tag_depths`."""
+        recipes = self.recipes
+        fallback = {tag for tag in TAGS if recipes.tag_has_base(tag)}
+        makeable = self._walk(fallback)
+        base_tags = {tag for tag in fallback
+                     if not any(item in makeable for item in recipes.tag_members_produced(tag))}
+        while True:
+            settled = self._walk(base_tags)
+            stuck = {tag for tag in fallback - base_tags if tag not in settled}
+            if not stuck:
+                break
+            base_tags |= stuck
+        depths: dict[str, float] = dict.fromkeys(self.base, 0)
+        for item in recipes.by_output:
+            depths[item] = settled.get(item, math.inf)
+        self.tag_depths = {tag: settled.get(tag, math.inf) for tag in TAGS}
+        return depths
 
 
 # ---- sub-tasks
@@ -260,7 +365,7 @@ def parse_task(text: str) -> tuple[str, int]:
     ValueError when the text is not one."""
     if not isinstance(text, str):
         raise ValueError(f"a task is text, not {type(text).__name__}")
-    body = text.split(" -- ", 1)[0].strip()
+    body = " ".join(text.split(" -- ", 1)[0].split())
     if body.startswith(">"):
         body = body[1:].strip()
     body = body.rstrip(".").strip()
@@ -270,7 +375,8 @@ def parse_task(text: str) -> tuple[str, int]:
     rest = re.split(r"\s+using\s+", match.group(1), maxsplit=1, flags=re.IGNORECASE)[0].strip()
     counted, article = _COUNTED.fullmatch(rest), _ARTICLE.fullmatch(rest)
     if counted:
-        count, name = int(counted.group(1)), item_name(counted.group(2))
+        count = read_count(counted.group(1), f"the task {shorten(text.strip())!r}")
+        name = item_name(counted.group(2))
     elif article:
         count, name = 1, item_name(article.group(1))
     else:
@@ -283,11 +389,26 @@ def parse_task(text: str) -> tuple[str, int]:
 
 
 # ---- the symbolic solver
+#: How many crafts deep an item the symbolic solver plans may be (it recurses once per craft;
+#: ADaPT's goals are 1 to 4 deep).
+MAX_SOLVER_DEPTH = 100
+
+
+def check_solver_depth(item: str, recipes: Recipes) -> None:
+    """ValueError, in words, when `item` is more than `MAX_SOLVER_DEPTH` crafts deep."""
+    depth = recipes.depths().get(item) if item not in TAGS else recipes.tag_depth(item)
+    if depth is not None and MAX_SOLVER_DEPTH < depth < math.inf:
+        raise ValueError(f"{item!r} is {int(depth)} crafts deep; the symbolic solver plans items at most "
+                         f"{MAX_SOLVER_DEPTH} crafts deep")
+
+
 def plan_actions(item: str, count: int, inventory: Mapping[str, int], recipes: Recipes) -> list[str] | None:
     """The environment commands that take `inventory` to holding at least `count` of `item`
     (`get N x` for base items, `craft N x using ...` with exact counts and concrete items, held
     items used first), in an order that works; None when it cannot be done (an unknown item,
-    or only cyclic recipes). A tag counts as any of its members."""
+    or only cyclic recipes). A tag counts as any of its members. ValueError when `item` is more
+    than `MAX_SOLVER_DEPTH` crafts deep."""
+    check_solver_depth(item, recipes)
     inv = {k: v for k, v in inventory.items() if v > 0}
     out: list[str] = []
     if not _acquire(item, count, inv, out, recipes, frozenset()):
@@ -317,7 +438,7 @@ def _acquire(item: str, count: int, inv: dict[str, int], out: list[str], recipes
     if item in active:
         return False
     for recipe in recipes.ordered(item):
-        crafts = math.ceil(missing / recipe.count)
+        crafts = crafts_for(missing, recipe)
         trial_inv, trial_out = dict(inv), list(out)
         if _craft(recipe, crafts, trial_inv, trial_out, recipes, active | {item}):
             inv.clear()
@@ -364,14 +485,15 @@ def plan_text(item: str, count: int, inventory: Mapping[str, int], recipes: Reci
     member it resolves to, each the full amount the crafts need: the executor counts an amount
     already held as done; ingredients that need crafting first, deepest first, so fetching one
     cannot use up another already fetched), then the craft. A base item is `Step 1: Get N item`.
-    ValueError for an item that cannot be made."""
+    ValueError for an item that cannot be made or is more than `MAX_SOLVER_DEPTH` crafts deep."""
     item = recipes.resolve(item, inventory, count)
+    check_solver_depth(item, recipes)
     if item not in recipes.by_output:
         if not recipes.is_base(item):
             raise ValueError(f"unknown item {item!r}: no recipe makes it and it is no base item")
         return f"Step 1: Get {count} {item}\nExecution Order: (Step 1)"
     recipe, names = _plan_recipe(item, count, inventory, recipes)
-    crafts = math.ceil(count / recipe.count)
+    crafts = crafts_for(count, recipe)
     order = sorted(recipe.ingredients, key=lambda ing: -_depth_or(recipes, names[ing[0]]))
     lines = [f"Step {i}: Fetch {amount * crafts} {names[ing]}" for i, (ing, amount) in enumerate(order, 1)]
     using = ", ".join(f"{amount * crafts} {names[ing]}" for ing, amount in recipe.ingredients)
@@ -394,11 +516,11 @@ def _plan_recipe(item: str, count: int, inventory: Mapping[str, int],
     with the concrete name of each ingredient (tags resolved); the shallowest when none can."""
     options = recipes.ordered(item)
     for recipe in options:
-        crafts = math.ceil(count / recipe.count)
+        crafts = crafts_for(count, recipe)
         inv, names = {k: v for k, v in inventory.items() if v > 0}, {}
         inv.pop(item, None)  # the plan crafts the full amount
         if _craft(recipe, crafts, inv, [], recipes, frozenset({item}), names):
             return recipe, names
     recipe = options[0]
-    crafts = math.ceil(count / recipe.count)
+    crafts = crafts_for(count, recipe)
     return recipe, {ing: recipes.resolve(ing, inventory, amount * crafts) for ing, amount in recipe.ingredients}

@@ -59,7 +59,10 @@ class TextCraftExecutor(_Symbolic):
         if env.inventory.get(item, 0) >= count:
             record.update(success=True, stopped="done", reward=_reward(env))
             return record
-        actions = plan_actions(item, count, env.inventory, env.recipes)
+        try:
+            actions = plan_actions(item, count, env.inventory, env.recipes)
+        except ValueError as err:
+            return Failed({**record, "stopped": "too deep", "why": str(err), "reward": _reward(env)})
         if actions is None:
             record.update(stopped="impossible", reward=_reward(env))
             return Failed(record)

@@ -12,7 +12,9 @@ error: for CI and exact re-runs).
 The file is never trusted blindly: each entry carries a checksum of its key and value, and one
 that does not match (a torn write, a value changed by accident or by a tool unaware of the
 checksum) is a miss, recomputed. The checksum is not a signature: whoever can write the file
-can forge it. A file that is
+can forge it; so a value is also read with `deepjson` (any depth, in linear time) and must be
+of the shape its reader asks for (`get(..., shape=...)`: a model sample is `{"text": str}`)
+and no deeper than `deepjson.MAX_VALUE_DEPTH`, else it too is a miss. A file that is
 not a usable cache (damaged, not SQLite, another program's), or one that cannot be written (a
 full disk), is reported once by path (`CacheWarning`, and `problem`) and bypassed: the run goes
 on uncached, never a per-row error. In replay mode, where the cache is the answer, that ends
@@ -26,10 +28,11 @@ import sqlite3
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from decomp.dsl.errors import CacheMiss
-from decomp.dsl.values import Failed, storable_json
+from decomp.dsl.values import Failed, json_kind
+from decomp.runtime.engine import deepjson
 from decomp.runtime.paths import default_cache_dir
 from decomp.runtime.sqlite_store import connect
 
@@ -136,40 +139,47 @@ class StepCache:
             self._db = None
         warnings.warn(self.problem, CacheWarning, stacklevel=3)
 
-    def get(self, key: str, what: str = "call") -> Any:
-        """The stored value, or `_MISSING` (see `hit`); in replay mode a miss raises `CacheMiss`."""
+    def get(self, key: str, what: str = "call", shape: Mapping[str, type | tuple[type, ...]] | None = None) -> Any:
+        """The stored value, or `_MISSING` (see `hit`); in replay mode a miss raises `CacheMiss`.
+        With `shape` (field name -> the type(s) its value has), a value that is not an object
+        with those fields is damaged: a miss, like one whose checksum does not hold."""
         if not self.reads:
             if self.mode == "replay":
                 raise CacheMiss(f"replay mode: {self.problem}")
             return _MISSING
         text = self._pending.get(key)
-        if text is None:
-            text = self._stored(key)
-        if text is None:
-            if self.mode == "replay":
-                raise CacheMiss(f"replay mode: nothing cached for {what}" + (f" ({self.problem})" if self.problem else ""))
-            return _MISSING
-        return json.loads(text)
+        value, damage = self._stored(key) if text is None else (deepjson.loads(text), None)
+        if value is not _MISSING and shape is not None:
+            damage = _shape_problem(value, shape)
+            value = _MISSING if damage else value
+        if damage:
+            self.rejected += 1
+        if value is _MISSING and self.mode == "replay":
+            why = f"the entry for {what} is damaged ({damage}): recompute it without --cache replay" if damage \
+                else f"nothing cached for {what}" + (f" ({self.problem})" if self.problem else "")
+            raise CacheMiss(f"replay mode: {why}")
+        return value
 
-    def _stored(self, key: str) -> str | None:
-        """The stored text of `key` if its checksum holds (a value changed behind our back is a miss)."""
+    def _stored(self, key: str) -> tuple[Any, str | None]:
+        """The stored value of `key` (`_MISSING` when there is none) and, when the entry is
+        damaged (its checksum does not hold, not JSON, nested too deeply), why."""
         try:
             row = self._connect().execute("SELECT value, checksum FROM entries WHERE key = ?", (key,)).fetchone()
         except (sqlite3.Error, OSError) as err:
             self._bypass("read it", err)
-            return None
+            return _MISSING, None
         if row is None:
-            return None
+            return _MISSING, None
         text, checksum = row
         if not isinstance(text, str) or checksum != _checksum(key, text):
-            self.rejected += 1
-            return None
+            return _MISSING, "its checksum does not match"
         try:
-            json.loads(text)
+            value = deepjson.loads(text)
         except ValueError:
-            self.rejected += 1
-            return None
-        return text
+            return _MISSING, "not JSON"
+        if deepjson.depth(value, deepjson.MAX_VALUE_DEPTH) > deepjson.MAX_VALUE_DEPTH:
+            return _MISSING, f"nested more than {deepjson.MAX_VALUE_DEPTH} levels deep"
+        return value, None
 
     @staticmethod
     def hit(value: Any) -> bool:
@@ -178,7 +188,7 @@ class StepCache:
     def put(self, key: str, value: Any) -> None:
         if not self.writes:
             return
-        self._pending[key] = storable_json(value)
+        self._pending[key] = deepjson.dumps(value, default=None)
         if len(self._pending) >= self.flush_every or time.monotonic() - self._last_flush > self.flush_seconds:
             self.flush()
 
@@ -219,6 +229,22 @@ class StepCache:
     def __len__(self) -> int:
         self.flush()
         return self._connect().execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+
+
+def _shape_problem(value: Any, shape: Mapping[str, type | tuple[type, ...]]) -> str | None:
+    """What keeps `value` from being an object with the fields of `shape` (None: nothing)."""
+    if not isinstance(value, dict):
+        return f"{json_kind(value)}, not an object"
+    for name, kinds in shape.items():
+        if name not in value:
+            return f"no {name!r}"
+        if not isinstance(value[name], kinds) or (isinstance(value[name], bool) and bool not in _types(kinds)):
+            return f"its {name!r} is {json_kind(value[name])}"
+    return None
+
+
+def _types(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
 
 
 def _rollback(db: sqlite3.Connection) -> None:

@@ -43,6 +43,27 @@ def loads(text: str | bytes) -> Any:
         return _Reader(text.decode("utf-8") if isinstance(text, bytes) else text).value()
 
 
+#: How deeply a value decomp stores and reads back may nest (a cached answer, a trace node's
+#: answer, a results line): one nested deeper is damaged, since the views and the scorers compare
+#: and print values with Python's own recursive code.
+MAX_VALUE_DEPTH = 500
+
+
+def depth(value: Any, limit: int) -> int:
+    """How deeply `value` nests (a scalar: 0, `[1]`: 1, `[[1]]`: 2), counted without recursion
+    and only up to `limit + 1`: a value deeper than `limit` gives `limit + 1`."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, (list, tuple, dict)):
+            level += 1
+            if level > limit:
+                return level
+            deepest = max(deepest, level)
+            todo.extend((child, level) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 # ---- writing
 def iter_json(value: Any, *, indent: int | None = None, separators: tuple[str, str] | None = None,
               default: Callable[[Any], Any] | None = str) -> Iterator[str]:

@@ -65,6 +65,12 @@ class RunResult:
 DEFAULT_MODEL = "local:gemma-3-270m"
 
 
+#: What each kind of cached value holds (a value of another shape is damaged: a miss).
+_SAMPLE = {"text": str}
+_SCORE = {"logprob": (int, float), "tokens": int}
+_ANSWER = {"answer": object}
+
+
 class Session:
     """Owns the registry, the models, the scheduler, the cache and the limits of a run.
 
@@ -192,7 +198,7 @@ class Session:
         # first request's from the cache: its k-th occurrence takes sample indexes k*n .. k*n+n-1
         first = row.occurrence(self._sample_key(model, request, -1)) * request.n if request.temperature > 0 else 0
         keys = [self._sample_key(model, request, first + i) for i in range(request.n)]
-        found = [self._cached(k, f"[{handler}] on {model.name}") for k in keys]
+        found = [self._cached(k, f"[{handler}] on {model.name}", _SAMPLE) for k in keys]
         missing = [i for i, value in enumerate(found) if value is None]
         if not missing:
             row.charge(0, 0, request.n)
@@ -212,7 +218,7 @@ class Session:
         row = current_row()
         key = cache_key({"op": "score", "model": model.cache_identity(), "prompt": prompt,
                          "continuation": continuation})
-        value = self._cached(key, f"[{handler}] on {model.name}")
+        value = self._cached(key, f"[{handler}] on {model.name}", _SCORE)
         if value is not None:
             row.charge(0, 0, 1)
             return Score(value["logprob"], value["tokens"])
@@ -234,7 +240,7 @@ class Session:
         if cache is not None and self.cache is not None:
             # the handler's parts apart, so none of them can stand for the service's kind or name
             key = cache_key({"op": service.kind, "service": service.name, "parts": dict(cache)})
-            value = self._cached(key, f"{service.kind} {what[:60]!r} on {service.name}")
+            value = self._cached(key, f"{service.kind} {what[:60]!r} on {service.name}", _ANSWER)
             if value is not None:
                 row.charge(0, 0, 1)
                 return value["answer"], True
@@ -258,10 +264,11 @@ class Session:
         return cache_key({"op": "complete", "model": model.cache_identity(), "sampling": sampling,
                           "sample": sample, "prompt": request.prompt})
 
-    def _cached(self, key: str, what: str) -> Any:
+    def _cached(self, key: str, what: str, shape: Mapping[str, Any]) -> Any:
+        """The cached value of `key` when it has `shape` (else a miss: see `StepCache.get`)."""
         if self.cache is None:
             return None
-        value = self.cache.get(key, what)
+        value = self.cache.get(key, what, shape)
         return value if self.cache.hit(value) else None
 
     def _store(self, key: str, value: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator
 
+from decomp.dsl.values import json_kind
 from decomp.runtime.engine import deepjson
 from decomp.runtime.engine.budgets import answer_size
 
@@ -66,14 +67,20 @@ class TraceNode:
     @classmethod
     def from_dict(cls, data: dict) -> "TraceNode":
         """The node `to_dict` (nested) or `to_records` (`{"nodes": [...]}`) gave (unknown keys
-        ignored)."""
+        ignored). `ValueError`, saying what is wrong, for anything else: not an object, a field
+        of the wrong type, an answer nested more than `MAX_ANSWER_DEPTH` levels deep."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a trace is a JSON object, not {json_kind(data)}")
         if "nodes" in data and "kind" not in data:
             return cls.from_records(data["nodes"])
         root = cls._one(data)
         stack = [(root, data)]
         while stack:
             node, plain = stack.pop()
-            for item in plain.get("children") or ():
+            children = plain.get("children")
+            if children is not None and not isinstance(children, list):
+                raise ValueError(f"a trace node's 'children' is {json_kind(children)}, not a list")
+            for item in children or ():
                 child = cls._one(item)
                 node.children.append(child)
                 stack.append((child, item))
@@ -97,7 +104,9 @@ class TraceNode:
 
     @classmethod
     def from_records(cls, records: list[dict]) -> "TraceNode":
-        """The tree `to_records` gave."""
+        """The tree `to_records` gave (`ValueError` for anything else, as `from_dict`)."""
+        if not isinstance(records, list):
+            raise ValueError(f"a trace's 'nodes' is {json_kind(records)}, not a list")
         nodes: list[TraceNode] = []
         for record in records:
             node = cls._one(record)
@@ -120,7 +129,17 @@ class TraceNode:
 
     @classmethod
     def _one(cls, data: dict) -> "TraceNode":
-        return cls(**{k: v for k, v in data.items() if k in _FIELDS and k != "children"})
+        """One node of a stored trace, each field checked to be of its type."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a trace node is a JSON object, not {json_kind(data)}")
+        values = {k: v for k, v in data.items() if k in _FIELDS and k != "children"}
+        if "kind" not in values:
+            raise ValueError("a trace node has no 'kind'")
+        for name, value in values.items():
+            problem = _type_problem(name, value)
+            if problem:
+                raise ValueError(f"a trace node's {name!r} {problem}")
+        return cls(**values)
 
     def walk(self) -> Iterator["TraceNode"]:
         """This node and all below it, depth first (each node before its children, in order)."""
@@ -137,6 +156,30 @@ class TraceNode:
 
 
 _FIELDS = frozenset(f.name for f in fields(TraceNode))
+
+#: How deeply a stored node's answer may nest (deeper: a damaged trace).
+MAX_ANSWER_DEPTH = deepjson.MAX_VALUE_DEPTH
+_TEXT = frozenset({"label", "handler", "operator", "location", "query", "prompt", "raw_output", "error", "details"})
+_FLAGS = frozenset({"failed", "skipped", "cache_hit"})
+_COUNTS = frozenset({"prompt_tokens", "completion_tokens"})
+
+
+def _type_problem(name: str, value: Any) -> str | None:
+    """What is wrong with `value` as the node field `name` (None: nothing)."""
+    if name == "kind":
+        return None if isinstance(value, str) else f"is {json_kind(value)}, not a string"
+    if name in _TEXT:
+        return None if value is None or isinstance(value, str) else f"is {json_kind(value)}, not a string"
+    if name in _FLAGS:
+        return None if isinstance(value, bool) else f"is {json_kind(value)}, not a boolean"
+    if name in _COUNTS:
+        return None if isinstance(value, int) and not isinstance(value, bool) else f"is {json_kind(value)}, not a count"
+    if name == "seconds":
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if value is None or number else f"is {json_kind(value)}, not a number"
+    if name == "answer" and deepjson.depth(value, MAX_ANSWER_DEPTH) > MAX_ANSWER_DEPTH:
+        return f"is nested more than {MAX_ANSWER_DEPTH} levels deep"
+    return None
 
 
 #: The most characters of one text of a node (its query, prompt, output, answer, details) a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from decomp.runtime.engine import deepjson
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.jsonl import read_lines
 from decomp.runtime.runs.rundir import MANIFEST, RESULTS, RunDir, outcomes
@@ -21,6 +22,8 @@ class Predictions(dict):
         self.warnings: list[str] = []
         #: The whole line of each id (its outcome, environment summaries, usage).
         self.records: dict[str, dict] = {}
+        #: Where each id was first predicted ("line 3", "row 2").
+        self.where: dict[str, str] = {}
 
 
 def read_predictions(path: str | Path) -> Predictions:
@@ -30,35 +33,52 @@ def read_predictions(path: str | Path) -> Predictions:
 
     A line whose ``error`` is set counts as a prediction whose answer is ``None``. Blank lines
     are skipped silently. Malformed lines (not JSON, not an object, no id) are skipped, each
-    with a message in the result's ``warnings`` list; a repeated id keeps the last line's
-    answer and also adds a warning. Ids are turned into strings. A file that cannot be read
-    raises ``OSError``; a folder that holds no run, ``RunDirError``.
+    with a message in the result's ``warnings`` list; an id repeated with the same answer adds
+    a warning, and with another answer is a ``ValueError`` naming the id and both lines (a
+    score must come from answers one can tell apart). Ids are turned into strings. A file that
+    cannot be read raises ``OSError``; a folder that holds no run, ``RunDirError`` (a run whose
+    results.jsonl holds a row twice with different results too).
     """
     result = Predictions()
     path = Path(path)
     if path.is_dir():
 
-        for record in RunDir.open(path).records():
-            _add_prediction(result, record, f"row {record.get('index')}")
+        run = RunDir.open(path)
+        for record in run.records():
+            _add_prediction(result, record, f"row {record.get('index')}", run.path / RESULTS)
         return result
     text = path.read_text(encoding="utf-8-sig", errors="replace")
     for line in read_lines(text, objects=True):
         if line.error:
             result.warnings.append(line.problem)
         else:
-            _add_prediction(result, line.value, f"line {line.number}")
+            _add_prediction(result, line.value, f"line {line.number}", path)
     return result
 
 
-def _add_prediction(result: Predictions, record: dict, where: str) -> None:
+def _add_prediction(result: Predictions, record: dict, where: str, path: Path) -> None:
     if record.get("id") in (None, ""):
         result.warnings.append(f"{where}: the line has no 'id'")
         return
     row_id = scalar_text(record["id"])
+    answer = None if record.get("error") else record.get("answer")
     if row_id in result:
-        result.warnings.append(f"{where}: repeated id {row_id!r}; the last answer is kept")
-    result[row_id] = None if record.get("error") else record.get("answer")
+        if _said(answer) != _said(result[row_id]):
+            raise ValueError(f"{path}: id {row_id!r} is predicted twice with different answers: "
+                             f"{result.where[row_id]} says {_said(result[row_id], 60)}, {where} says "
+                             f"{_said(answer, 60)}; keep the line you mean")
+        result.warnings.append(f"{where}: repeated id {row_id!r} (first on {result.where[row_id]}), "
+                               "with the same answer")
+    else:
+        result.where[row_id] = where
+    result[row_id] = answer
     result.records[row_id] = record
+
+
+def _said(answer: object, width: int | None = None) -> str:
+    """An answer as JSON text (any depth), cut to `width` characters when given."""
+    text = deepjson.dumps(answer, default=str)
+    return text if width is None or len(text) <= width else text[:width - 3] + "..."
 
 
 def success_summary(predictions: Predictions) -> dict:

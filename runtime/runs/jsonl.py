@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from decomp.dsl.values import json_kind, storable_json
+from decomp.runtime.engine.deepjson import depth
+
+__all__ = ["Line", "depth", "json_line", "parse_json", "read_lines", "write_jsonl"]
 
 #: A line ends at \n, \r\n or \r (what Python's universal newlines and bytes.splitlines accept).
 _BREAKS = {bytes: re.compile(rb"\r\n|\r|\n"), str: re.compile(r"\r\n|\r|\n")}
@@ -108,21 +111,6 @@ def parse_json(text: str) -> Any:
         raise
     except ValueError:  # an integer of more digits than Python converts: read them as text
         return _LONG_DECODER.decode(text)
-
-
-def depth(value: Any, limit: int) -> int:
-    """How deeply `value` nests (a scalar: 0, `[1]`: 1, `[[1]]`: 2), counted without recursion
-    and only up to `limit + 1`: a value deeper than `limit` gives `limit + 1`."""
-    deepest, todo = 0, [(value, 0)]
-    while todo:
-        item, level = todo.pop()
-        if isinstance(item, (list, dict)):
-            level += 1
-            if level > limit:
-                return level
-            deepest = max(deepest, level)
-            todo.extend((child, level) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
 
 
 def _as_text(word: str) -> str:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from decomp.dsl.errors import DecompError
-from decomp.dsl.values import printable, storable_json
+from decomp.dsl.values import json_kind, printable
 from decomp.runtime.engine import deepjson
 from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.engine.tracing import TraceNode
@@ -117,23 +117,32 @@ def make_manifest(program: Path, main: str | None, files: Iterable[Path], data: 
     }
 
 
+#: How deeply run.json may nest (decomp writes 4 levels, and a --field value's own).
+MAX_MANIFEST_DEPTH = 100
+#: How deeply a results line may nest (deeper: a damaged line).
+MAX_LINE_DEPTH = deepjson.MAX_VALUE_DEPTH
+
+
 def read_manifest(path: Path) -> dict:
     """The checked `run.json` of the run directory `path` (a `RunDirError` says what is wrong)."""
     if not (path / MANIFEST).is_file():
         what = "does not exist" if not path.exists() else f"has no {MANIFEST}: not a decomp run directory"
         raise RunDirError(f"{path} {what}")
     try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        manifest = deepjson.loads((path / MANIFEST).read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:
         raise RunDirError(f"{path / MANIFEST} is corrupt ({err}); start over with --force") from None
+    if deepjson.depth(manifest, MAX_MANIFEST_DEPTH) > MAX_MANIFEST_DEPTH:
+        raise RunDirError(f"{path / MANIFEST} is corrupt (nested more than {MAX_MANIFEST_DEPTH} levels deep); "
+                          "start over with --force")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         found = manifest.get("format") if isinstance(manifest, dict) else None
         raise RunDirError(f"{path} was written in run-directory format {found!r} (decomp "
                           f"{manifest.get('decomp_version', '?') if isinstance(manifest, dict) else '?'}); "
                           f"this decomp ({_version()}) reads format {FORMAT}")
-    missing = _manifest_problem(manifest)
-    if missing:
-        raise RunDirError(f"{path / MANIFEST} is not a run manifest (no {missing}); start over with --force")
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise RunDirError(f"{path / MANIFEST} is not a run manifest ({problem}); start over with --force")
     return manifest
 
 
@@ -389,19 +398,47 @@ class RunDir:
             return
         data = file.read_bytes()
         good = data.rfind(b"\n") + 1  # bytes of complete lines: what follows was cut off mid-write
+        repeats: dict[int, int] = {}  # a row's index -> the line that repeats it (the first repeat)
         for line in read_lines(data[:good], objects=True, blank=True):
+            why = _line_problem(line)
             try:
-                if line.error or not _row_index(line.value.get("index")):
-                    raise ValueError(line.error)
-                self._count(line.value, keep)
-            except (TypeError, ValueError, AttributeError, KeyError):  # a field of the wrong type: no results line
-                raise RunDirError(f"{file}:{line.number}: not a results line (corrupt file); fix or delete that "
-                                  "line, or start over with --force") from None
+                if why is None:
+                    if line.value["index"] in self.indices:
+                        repeats.setdefault(line.value["index"], line.number)
+                    self._count(line.value, keep)
+            except (TypeError, ValueError, AttributeError, KeyError):  # a field of the wrong type
+                why = ""
+            if why is not None:
+                raise RunDirError(f"{file}:{line.number}: not a results line{f': {why}' if why else ''} "
+                                  "(corrupt file); fix or delete that line, or start over with --force")
+        if repeats:
+            self._check_repeats(file, data[:good], repeats)
         if good < len(data):
             self.notes.append(f"{file}: the last line was cut off mid-write; that row runs again")
             if repair:
                 with file.open("r+b") as f:
                     f.truncate(good)
+
+    def _check_repeats(self, file: Path, data: bytes, repeats: dict[int, int]) -> None:
+        """A row written twice: `RunDirError` naming both lines when they tell different results
+        (answer, error or outcome: which one is the run's?), else a note (the first counts). A
+        second read of the file, made only when some row repeats, keeps the first pass flat."""
+        first: dict[int, tuple[int, dict]] = {}
+        for line in read_lines(data, objects=True):
+            index = line.value["index"]
+            if index not in repeats:
+                continue
+            if index not in first:
+                first[index] = (line.number, line.value)
+            elif line.number == repeats[index] and _result(line.value) != _result(first[index][1]):
+                number, record = first[index]
+                raise RunDirError(
+                    f"{file}:{line.number}: row {index} (id {_shown_id(record)}) is written twice with different "
+                    f"results: line {number} says {_said(record)}, line {line.number} says {_said(line.value)}; "
+                    "delete the line that is wrong (or rerun that row: delete both), or start over with --force")
+        for index, number in sorted(repeats.items()):
+            self.notes.append(f"{file}:{number}: row {index} is written again, with the same result as on line "
+                              f"{first[index][0]}; the first line counts")
 
     def _count(self, record: dict, keep: bool) -> None:
         """Take in a complete row (the first line of an index counts; a repeat is passed over)."""
@@ -454,9 +491,23 @@ class RunDir:
             return None
         try:
             found = self._db().execute("SELECT tree FROM traces WHERE idx = ?", (index,)).fetchone()
-            return TraceNode.from_dict(deepjson.loads(zlib.decompress(found[0]))) if found else None
-        except (sqlite3.DatabaseError, zlib.error, ValueError, TypeError, KeyError) as err:
-            raise RunDirError(f"{self.path / TRACES} is corrupt (row {index}: {err})") from None
+        except sqlite3.DatabaseError as err:
+            raise RunDirError(f"{self.path / TRACES} is corrupt (row {index}: {err}); start over with --force") from None
+        return None if found is None else self._tree(index, found[0])
+
+    def _tree(self, index: int, blob: Any) -> TraceNode:
+        """A stored tree read back; `RunDirError` saying what is wrong with it."""
+        try:
+            if not isinstance(blob, bytes):
+                raise ValueError(f"the tree is {type(blob).__name__ if blob is not None else 'null'}, not "
+                                 "compressed JSON")
+            try:
+                text = zlib.decompress(blob).decode("utf-8")
+            except (zlib.error, UnicodeDecodeError):
+                raise ValueError("the tree is not compressed JSON text") from None
+            return TraceNode.from_dict(deepjson.loads(text))
+        except ValueError as err:
+            raise RunDirError(f"{self.path / TRACES} is corrupt (row {index}: {err}); start over with --force") from None
 
     def traces(self) -> Iterator[tuple[int, TraceNode]]:
         """Every stored tree, by row index."""
@@ -605,6 +656,38 @@ class _Rates:
         return out
 
 
+def _line_problem(line: Any) -> str | None:
+    """Why a line of results.jsonl is no results line ('' when it just is not one), or None."""
+    if line.error:
+        return line.error
+    if not _row_index(line.value.get("index")):
+        return "no row 'index'" if "index" not in line.value else "its 'index' is not a row's position"
+    if deepjson.depth(line.value, MAX_LINE_DEPTH) > MAX_LINE_DEPTH:
+        return f"nested more than {MAX_LINE_DEPTH} levels deep"
+    return None
+
+
+def _result(record: dict) -> str:
+    """What a user sees of a row, as comparable text: its answer, error and outcome."""
+    return deepjson.dumps([record.get("answer"), record.get("error"), record.get("outcome")], default=str)
+
+
+def _said(record: dict) -> str:
+    """A row's result in a few words: `answer "a c"`, `error: ...` (shortened)."""
+    if record.get("error") is not None:
+        text = f"error {deepjson.dumps(record['error'], default=str)}"
+    else:
+        text = f"answer {deepjson.dumps(record.get('answer'), default=str)}"
+        if record.get("outcome") not in (None, "ok"):
+            text += f" ({record['outcome']})"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _shown_id(record: dict) -> str:
+    row_id = record.get("id")
+    return repr(printable(row_id)) if isinstance(row_id, str) else repr(row_id)
+
+
 def _add_exact(partials: list[float], x: float) -> None:
     """Add `x` to the exact sum held as non-overlapping `partials` (Shewchuk's algorithm, as in
     `math.fsum`): `math.fsum(partials)` is then the correctly rounded total, in any order."""
@@ -642,25 +725,46 @@ def _env_success(record: dict) -> bool | None:
 
 
 _MANIFEST_SHAPE = {"program": ("path", "sha256", "files"), "input": ("path", "sha256"), "options": ()}
+#: Fields of run.json that are text when present (None allowed where marked).
+_MANIFEST_TEXT = {("program", "path"): False, ("program", "sha256"): False, ("program", "main"): True,
+                  ("input", "path"): False, ("input", "sha256"): False, ("options", "model"): True,
+                  ("options", "shard"): True}
 
 
 def _manifest_problem(manifest: dict) -> str:
-    """What a manifest of the right format lacks ('' when nothing)."""
+    """What a manifest of the right format lacks or holds of the wrong type, in words ('' when
+    nothing): "no 'input.sha256'", "'sessions' entry 2 is a number, not an object"."""
     for part, keys in _MANIFEST_SHAPE.items():
         if not isinstance(manifest.get(part), dict):
-            return repr(part)
+            return f"no {part!r}" if part not in manifest else f"{part!r} is {json_kind(manifest[part])}, not an object"
         for key in keys:
             if key not in manifest[part]:
-                return f"'{part}.{key}'"
-    if not isinstance(manifest.get("sessions"), list):
-        return "'sessions'"
+                return f"no '{part}.{key}'"
+    for (part, key), nullable in _MANIFEST_TEXT.items():
+        value = manifest[part].get(key)
+        if not isinstance(value, str) and not (value is None and (nullable or key not in manifest[part])):
+            return f"'{part}.{key}' is {json_kind(value)}, not a string"
+    files = manifest["program"]["files"]
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        return "'program.files' is not an object of file names and their sha256"
+    if not isinstance(manifest.get("metric", ""), str):
+        return f"'metric' is {json_kind(manifest['metric'])}, not a string"
+    sessions = manifest.get("sessions")
+    if not isinstance(sessions, list):
+        return "no 'sessions'" if sessions is None else f"'sessions' is {json_kind(sessions)}, not a list"
+    for number, session in enumerate(sessions, start=1):
+        if not isinstance(session, dict):
+            return f"'sessions' entry {number} is {json_kind(session)}, not an object"
+        seconds = session.get("seconds")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
+            return f"'sessions' entry {number}'s 'seconds' is {json_kind(seconds)}, not a number"
     return ""
 
 
 def write_json(path: Path, value: Any) -> None:
     """Write atomically: a killed process leaves the old file or the new one, never half."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(storable_json(value, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(deepjson.dumps(value, indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -176,7 +176,7 @@ def _claim_out(out: Path, force: bool):
     if out.exists() and not out.is_dir():
         raise RunDirError(f"{out} is a file, not a run directory")
     if not out.is_dir() or not any(p.name not in (MANIFEST + ".tmp", LOCK) for p in out.iterdir()):
-        out.mkdir(parents=True, exist_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)  # `out` itself only once the merge is whole
         return None
     if not (out / MANIFEST).is_file():
         raise RunDirError(f"{out} is not empty and holds no run: choose another --out "

@@ -10,7 +10,9 @@ thousands of rows with long few-shot prompts opens as fast as its table.
 The JSON, `{"strings": [...], "trees": {"INDEX": NODE}}`, keeps each text once: a text field
 is a number (an entry of `strings`) or a list of numbers (entries to join), texts of several
 paragraphs being cut after each blank line, so the few-shot examples every prompt repeats are
-stored once. A node is an object of short keys, present only when set:
+stored once. A lone surrogate (text no encoding can write) is shown as its escape `\\ud800`,
+in the tables and the trees alike, as `decomp trace show` prints it. A node is an object of
+short keys, present only when set:
 
     k kind, l label, h handler, o operator, at location, q query, p prompt, r raw_output,
     a answer (text: strings as they are, other values as JSON), e error, d details (a note or
@@ -63,11 +65,14 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from decomp.runtime.engine import deepjson
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.runs.rundir import RunDir, RunDirError
 
 #: Texts longer than this are cut into paragraphs (after each blank line) before being stored.
 _CUT_ABOVE = 80
@@ -101,6 +106,26 @@ def render_html(run: RunDir) -> str:
     ))
 
 
+def write_page(run: RunDir, output: Path, *, force: bool = False) -> None:
+    """Write `render_html(run)` to `output` whole or not at all: into a new file in the same
+    folder, renamed over `output` once written (a failure leaves no file, or the old page).
+    `RunDirError` when `output` exists and not `force`, or names a folder."""
+    if output.is_dir():
+        raise RunDirError(f"{output} is a folder: name the page's file")
+    if output.exists() and not force:
+        raise RunDirError(f"{output} exists: pass --force to overwrite it")
+    page = render_html(run)
+    handle, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    try:
+        # `_esc` and the JSON leave no lone surrogate; backslashreplace keeps that a promise
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as file:
+            file.write(page)
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def page_data(run: RunDir) -> dict:
     """The JSON the page embeds: the string table and each row's encoded tree, by row index."""
     strings = _Strings()
@@ -128,7 +153,23 @@ def show_value(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except RecursionError:  # nested deeper than Python's encoder goes
+        return deepjson.dumps(value, default=str)
+
+
+def shown(text: str) -> str:
+    """`text` as the page shows it: each lone surrogate (text no encoding can write, from a data
+    row or a model reply) as its escape `\\ud800`, as `decomp trace show` prints it."""
+    return _SURROGATE.sub(_surrogate_escape, text) if _SURROGATE.search(text) else text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_escape(found: re.Match) -> str:
+    return f"\\u{ord(found.group()):04x}"
 
 
 # ---------------------------------------------------------------- the JSON
@@ -143,7 +184,7 @@ class _Strings:
         found = self._ids.get(text)
         if found is None:
             found = self._ids[text] = len(self.table)
-            self.table.append(text)
+            self.table.append(shown(text))
         return found
 
     def ref(self, text: str) -> int | list[int]:
@@ -191,7 +232,7 @@ def _encode_node(node: dict, strings: _Strings) -> dict:
 
 # ---------------------------------------------------------------- the HTML written here
 def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape(shown("" if value is None else str(value)), quote=True)
 
 
 def _header_html(run: RunDir, summary: dict) -> str:

@@ -34,8 +34,9 @@ from rich.text import Text
 from rich.tree import Tree
 
 from decomp.dsl.text import shorten
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.engine import deepjson
 from decomp.runtime.engine.tracing import TraceNode
+from decomp.runtime.runs.rundir import RunDir
 
 #: Runs with more rows than this show failed rows first, then the first rows.
 MAX_ROWS = 50
@@ -62,6 +63,8 @@ def show_value(value: Any, width: int = ANSWER_WIDTH) -> str:
     """An answer as JSON (a string in quotes, so "3" and 3 differ), shortened."""
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
+    except RecursionError:  # nested deeper than Python's encoder goes
+        text = deepjson.dumps(value, default=str)
     except (TypeError, ValueError):
         text = repr(value)
     return shorten(text, width)

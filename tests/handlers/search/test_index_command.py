@@ -86,3 +86,29 @@ def test_progress_bar_ticks_over_bytes(capsys):
         tick(ReadStats(records=3, bytes_read=50))
         tick(ReadStats(records=6, skipped=1, bytes_read=100))
     assert "6 paragraphs · skipped 1" in capsys.readouterr().err
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"id": "deep", "text": "x", "extra": ' + DEEP + '}',
+     "not a corpus line: lists or objects nested too deeply to read (about a thousand levels)"),
+    (DEEP, "not a corpus line: lists or objects nested too deeply to read"),
+    ('{"id": "s", "title": "T", "text": "bad \\ud800 text"}',
+     '"text" holds text no encoding can write (the lone surrogate \\ud800 at character 5); an index stores UTF-8'),
+    ('{"id": "s\\udfff", "text": "fine"}', '"id" holds text no encoding can write (the lone surrogate \\udfff at'),
+    ('{"title": "\\udc00", "text": "fine"}', '"title" holds text no encoding can write'),
+])
+def test_hostile_lines_stop_the_build_in_words_or_are_skipped(tmp_path, line, message):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "a", "text": "alpha"}) + "\n" + line + "\n"
+                   + json.dumps({"id": "b", "text": "beta"}) + "\n", encoding="utf-8")
+    stopped = invoke("index", "build", bad, "--out", tmp_path / "idx")
+    assert stopped.exit_code == 1 and isinstance(stopped.exception, SystemExit), stopped.output
+    assert f"error: {bad}:2: {message}" in stopped.output and "Traceback" not in stopped.output
+    assert not (tmp_path / "idx").exists()
+    skipped = invoke("index", "build", bad, "--out", tmp_path / "idx", "--skip-bad")
+    assert skipped.exit_code == 0, skipped.output
+    assert json.loads(skipped.stdout)["skipped"] == 1 and json.loads(skipped.stdout)["documents"] == 2
+    assert f"skipped: {bad}:2: {message}" in skipped.stderr

@@ -88,3 +88,70 @@ def test_a_full_disk_stops_caching_and_the_run_goes_on(tmp_path, monkeypatch):
     cache.put(cache_key({"n": 2}), "ignored")  # no error, nothing raised: the run goes on uncached
     assert not cache.hit(cache.get(cache_key({"n": 0})))
     assert StepCache(tmp_path / "steps.sqlite").get(cache_key({"n": 0})) == "kept"  # the file is intact
+
+
+def _forge(path, value: str) -> int:
+    """Every entry's value replaced by `value` with its checksum recomputed (what a tool that
+    knows the scheme could do); returns how many."""
+    from decomp.runtime.engine.cache import _checksum
+
+    db = sqlite3.connect(path)
+    with db:
+        keys = [key for (key,) in db.execute("SELECT key FROM entries")]
+        for key in keys:
+            db.execute("UPDATE entries SET value = ?, checksum = ? WHERE key = ?", (value, _checksum(key, value), key))
+    db.close()
+    return len(keys)
+
+
+@pytest.mark.parametrize("forged", ['{"txt": "hijacked"}', '["hijacked"]', '{"text": 4}', '"hijacked"'])
+def test_a_forged_model_sample_of_the_wrong_shape_is_recomputed(tmp_path, forged):
+    program = tmp_path / "p.decomp"
+    program.write_text('handler ask = prompt(text="Q: a?\\nA: 1\\n")\nprogram p(question) {\n'
+                       '    QS: [ask] #question\n}\nmain p\n', encoding="utf-8")
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps({"mapping": {"What is 2+2?": " 4"}}), encoding="utf-8")
+    args = ["run", str(program), "--model", f"fake:{answers}", "-q", "What is 2+2?", "--cache-dir", str(tmp_path / "c")]
+    assert CliRunner().invoke(main, args).output.strip() == "4"
+    assert _forge(tmp_path / "c" / "steps.sqlite", forged) >= 1
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and again.output.strip() == "4", again.output  # recomputed, not an internal error
+    replay = CliRunner().invoke(main, [*args, "--cache", "replay"])
+    assert replay.exit_code == 0 and replay.output.strip() == "4"  # the recomputed entry was stored again
+    _forge(tmp_path / "c" / "steps.sqlite", forged)
+    replay = CliRunner().invoke(main, [*args, "--cache", "replay"])
+    assert replay.exit_code == 1 and "internal error" not in replay.output
+    assert "replay mode: the entry for [ask] on " in replay.output and "is damaged (" in replay.output
+
+
+def test_a_cached_value_nested_100000_deep_is_a_miss_read_in_linear_time(tmp_path):
+    import time
+
+    from decomp.runtime.engine import deepjson
+
+    path = tmp_path / "steps.sqlite"
+    cache = StepCache(path)
+    key = cache_key({"q": "deep"})
+    cache.put(key, "shallow")
+    cache.close()
+    started = time.perf_counter()
+    _forge(path, "[" * 100_000 + "]" * 100_000)
+    again = StepCache(path)
+    assert not again.hit(again.get(key)) and again.rejected == 1
+    assert time.perf_counter() - started < 10
+    with pytest.raises(CacheMiss, match=r"the entry for call is damaged \(nested more than 500 levels deep\)"):
+        StepCache(path, "replay").get(key)
+    deep = [[[["ok"]]]]
+    again.put(key, deep)
+    again.flush()
+    assert StepCache(path).get(key) == deep and deepjson.depth(deep, 10) == 4
+
+
+def test_a_shape_names_the_fields_a_reader_needs():
+    from decomp.runtime.engine.cache import _shape_problem
+
+    assert _shape_problem({"text": "a"}, {"text": str}) is None
+    assert _shape_problem({"txt": "a"}, {"text": str}) == "no 'text'"
+    assert _shape_problem({"logprob": True, "tokens": 1}, {"logprob": (int, float), "tokens": int}) == \
+        "its 'logprob' is a boolean"
+    assert _shape_problem([1], {"answer": object}) == "a list, not an object"

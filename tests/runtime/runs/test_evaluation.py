@@ -19,17 +19,27 @@ def test_read_predictions(tmp_path):
         json.dumps({"id": "4", "answer": "partial", "error": "model timed out"}),
         json.dumps(["not", "an", "object"]),
         json.dumps({"answer": "no id"}),
-        json.dumps({"id": "1", "answer": "dog"}),
+        json.dumps({"id": "1", "answer": "cat"}),
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     predictions = read_predictions(path)
-    assert predictions == {"1": "dog", "3": ["x", "y"], "4": None}
+    assert predictions == {"1": "cat", "3": ["x", "y"], "4": None}
     warnings = predictions.warnings
     assert len(warnings) == 4
     assert warnings[0].startswith("line 3: not valid JSON (Expecting value at column 23)")
     assert warnings[1] == "line 6: expected a JSON object, got a list"
     assert warnings[2] == "line 7: the line has no 'id'"
-    assert warnings[3].startswith("line 8: repeated id '1'")
+    assert warnings[3] == "line 8: repeated id '1' (first on line 1), with the same answer"
+
+
+def test_an_id_predicted_twice_with_different_answers_is_an_error(tmp_path):
+    """Which of the two would the score be of? Neither is taken: the error names both lines."""
+    path = tmp_path / "out.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "1", "answer": "cat"}, {"id": "2", "answer": "x"}, {"id": 1, "answer": "dog"}]), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"out.jsonl: id '1' is predicted twice with different answers: "
+                                         r"line 1 says \"cat\", line 3 says \"dog\"; keep the line you mean"):
+        read_predictions(path)
 
 
 def test_read_predictions_then_evaluate(tmp_path):
