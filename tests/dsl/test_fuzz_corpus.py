@@ -60,6 +60,9 @@ CHECK = {
     # JSON-looking text nested past Python's stack (old: RecursionError while guessing what the file is)
     "raw_json_nested_3000.txt": None,
     "raw_json_nested_3000.decomp": (1, 1, "unexpected handler reference '[[["),
+    # template bombs (issue 29 B2): accepted, with a warning that the output can grow without bound
+    "template_bomb_string.decomp": None,
+    "template_bomb_tojson.decomp": None,
 }
 
 
