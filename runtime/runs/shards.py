@@ -35,7 +35,10 @@ from decomp.runtime.runs.rundir import (LOCK, MANIFEST, PROGRAM, SUMMARY, RunDir
 #: Options that must agree between the shards of one run (beyond program, main, input and metric):
 #: what decides a row's answer. Run-wide budgets, concurrency and rate limits are per process.
 AGREEING_OPTIONS = ("model", "fields", "base_url", "max_row_calls", "max_row_tokens", "max_depth", "max_steps",
-                    "max_row_handler_calls", "handler_timeout")
+                    "max_row_handler_calls", "handler_timeout", "handler_memory_mb", "max_answer_mb",
+                    "attempt_deadline", "call_deadline")
+#: The flags of the options whose flag is not their name.
+_FLAGS = {"handler_memory_mb": "--handler-memory", "max_answer_mb": "--max-answer-size"}
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ def _check_agrees(first: RunDir, run: RunDir) -> None:
               ("--main", mine["program"].get("main"), theirs["program"].get("main")),
               ("input", mine["input"]["sha256"], theirs["input"]["sha256"]),
               ("metric", first.metric, run.metric)]
-    checks += [(f"--{name.replace('_', '-')}", mine["options"].get(name), theirs["options"].get(name))
+    checks += [(_FLAGS.get(name, f"--{name.replace('_', '-')}"), mine["options"].get(name), theirs["options"].get(name))
                for name in AGREEING_OPTIONS]
     for what, a, b in checks:
         if _json(a) != _json(b):

@@ -221,6 +221,15 @@ def test_shards_run_with_other_row_budgets_are_refused(shards, tmp_path, server,
         merge_runs([shards[0], other], tmp_path / "m")
 
 
+@pytest.mark.parametrize("flag, value", [("--max-answer-size", "1"), ("--handler-memory", "300"),
+                                         ("--call-deadline", "30")])
+def test_shards_run_with_other_limits_that_decide_answers_are_refused(shards, tmp_path, server, dataset, flag, value):
+    other = tmp_path / "other"
+    assert invoke(run_args(dataset, other, server, "--shard", "1/4", flag, value)).exit_code == 0
+    with pytest.raises(RunDirError, match=f"{flag} differs"):
+        merge_runs([shards[0], other], tmp_path / "m")
+
+
 def test_a_damaged_shard_record_is_a_run_dir_error(shards, tmp_path):
     bad = _copy(shards[1], tmp_path / "bad")
     manifest = json.loads((bad / "run.json").read_text())
