@@ -67,17 +67,10 @@ def run_timeout() -> float:
     return DEFAULT_TIMEOUT if seconds is None else seconds
 
 
-@contextmanager
-def timeout_scope(seconds: float | None) -> Iterator[None]:
+def timeout_scope(seconds: float | None):
     """Within the block (and the tasks started in it), handlers that set no `timeout=` of their
     own get `seconds` (None: `DEFAULT_TIMEOUT`)."""
-    if seconds is not None and not seconds > 0:
-        raise ValueError(f"the handler time limit must be > 0 seconds, got {seconds}")
-    token = _RUN_TIMEOUT.set(seconds)
-    try:
-        yield
-    finally:
-        _RUN_TIMEOUT.reset(token)
+    return _setting(_RUN_TIMEOUT, seconds, "time limit", "seconds")
 
 
 _RUN_MEMORY: contextvars.ContextVar[float | None] = contextvars.ContextVar("decomp_handler_memory", default=None)
@@ -90,17 +83,22 @@ def run_memory() -> float:
     return DEFAULT_MEMORY_MB if mb is None else mb
 
 
-@contextmanager
-def memory_scope(mb: float | None) -> Iterator[None]:
+def memory_scope(mb: float | None):
     """Within the block (and the tasks started in it), python handlers that set no `memory=` of
     their own get `mb` MiB per call (None: `DEFAULT_MEMORY_MB`)."""
-    if mb is not None and not mb > 0:
-        raise ValueError(f"the handler memory limit must be > 0 MB, got {mb}")
-    token = _RUN_MEMORY.set(mb)
+    return _setting(_RUN_MEMORY, mb, "memory limit", "MB")
+
+
+@contextmanager
+def _setting(var: contextvars.ContextVar, value: float | None, what: str, unit: str) -> Iterator[None]:
+    """`var` set to `value` (> 0, or None) within the block."""
+    if value is not None and not value > 0:
+        raise ValueError(f"the handler {what} must be > 0 {unit}, got {value}")
+    token = var.set(value)
     try:
         yield
     finally:
-        _RUN_MEMORY.reset(token)
+        var.reset(token)
 
 
 def overrun_message(what: str, limit: float, option: str | None) -> str:
