@@ -67,10 +67,12 @@ def run_timeout() -> float:
     return DEFAULT_TIMEOUT if seconds is None else seconds
 
 
-def timeout_scope(seconds: float | None):
+@contextmanager
+def timeout_scope(seconds: float | None) -> Iterator[None]:
     """Within the block (and the tasks started in it), handlers that set no `timeout=` of their
     own get `seconds` (None: `DEFAULT_TIMEOUT`)."""
-    return _setting(_RUN_TIMEOUT, seconds, "time limit", "seconds")
+    with _setting(_RUN_TIMEOUT, seconds, "time limit", "seconds"):
+        yield
 
 
 _RUN_MEMORY: contextvars.ContextVar[float | None] = contextvars.ContextVar("decomp_handler_memory", default=None)
@@ -83,10 +85,12 @@ def run_memory() -> float:
     return DEFAULT_MEMORY_MB if mb is None else mb
 
 
-def memory_scope(mb: float | None):
+@contextmanager
+def memory_scope(mb: float | None) -> Iterator[None]:
     """Within the block (and the tasks started in it), python handlers that set no `memory=` of
     their own get `mb` MiB per call (None: `DEFAULT_MEMORY_MB`)."""
-    return _setting(_RUN_MEMORY, mb, "memory limit", "MB")
+    with _setting(_RUN_MEMORY, mb, "memory limit", "MB"):
+        yield
 
 
 @contextmanager
