@@ -146,11 +146,13 @@ def test_mkdocs_build_strict(tmp_path: Path):
     shutil.rmtree(site)
 
 
-def test_ci_runs_exactly_the_readme_test_command():
-    """`.ci/run` runs the README's test command, character for character, and no other command."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    lines = [line for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
-    commands = [line for line in lines if line.startswith("python3 -m venv")]
-    assert len(commands) == 1 and commands[0] in readme and "pytest" in commands[0]
-    assert not any(line.startswith(("apt-get", "pip ", "sudo ")) for line in lines)
+def test_ci_runs_exactly_the_readme_lines():
+    """`.ci/run` runs the README's own lines for the tests (the browser install, then the test
+    command), character for character."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line.split(" || exit 1")[0] if line.startswith("apt-get") else line
+                for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+                if line.startswith(("apt-get", "python3 -m venv"))]
+    assert len(commands) == 2
+    for command in commands:
+        assert command in readme.splitlines(), command
