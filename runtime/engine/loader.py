@@ -21,10 +21,11 @@ from decomp.dsl.parser import parse_module, read_text
 from decomp.handlers.base import Handler, LoadContext
 from decomp.handlers.kinds.environment import ActsOnEnvironment, EnvironmentHandler
 from decomp.handlers.kinds.python import user_traceback
-from decomp.handlers.imports import import_module, local_module_file
+from decomp.handlers.imports import import_function, import_module, local_module_file
 from decomp.handlers.plugins import add_plugin_module, load as load_plugins
 from decomp.handlers.registry import Registry, RegistryConflict, default_registry
 from decomp.handlers.trust import PathRefused, inside, program_roots, refusal
+from decomp.runtime.testing.fake import FOLDER_OPTION, RESPONDER
 
 
 @dataclass
@@ -192,6 +193,8 @@ class _Loader:
                 spec = self._model_spec(decl, file)
                 options = {o.name: o.value.plain() for o in decl.options}
                 self.errors += _model_option_errors(decl)
+                if spec.startswith("fake:") and RESPONDER.fullmatch(spec[5:]):  # where its module is looked for
+                    options[FOLDER_OPTION] = os.pathsep.join(map(str, (file.parent, *(self.roots or ())[:1])))
                 loaded.models[decl.name] = spec
                 loaded.model_decls[decl.name] = (spec, options)
         # the name, not the spec: the session resolves it with the declaration's options
@@ -203,6 +206,11 @@ class _Loader:
             known = ", ".join(sorted({"fake", *self.registry.model_backends}))
             self.errors.append(CheckError(f"unknown model backend '{scheme}' in {decl.spec!r}", decl.span,
                                           expected=f"SCHEME:NAME with SCHEME one of: {known}"))
+        if scheme == "fake" and RESPONDER.fullmatch(rest):  # a Python responder: allowed as python handlers are
+            problem = import_function(rest, file.parent, tuple((self.roots or ())[:1]))
+            if isinstance(problem, str):
+                self.errors.append(CheckError(f"fake model {rest!r}: {problem}", decl.span))
+            return decl.spec
         if scheme == "fake" and rest:
             path = Path(rest) if Path(rest).is_absolute() else file.parent / rest  # relative to the .decomp file
             if self.roots is not None and not inside(path, self.roots):  # never read: its text stays out of messages

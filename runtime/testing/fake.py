@@ -1,18 +1,35 @@
 """A fake model for tests, shipped in the package: queued answers, prompt->answer maps,
-scripted decomposers, and the history of every request it received.
+scripted decomposers, regular-expression patterns, a Python responder, and the history of
+every request it received.
 
     model = FakeModel(
         answers=["first reply", "second reply"],          # consumed in order
         mapping={"What are the words in": '["a", "b"]'},  # matched against the last question
         script={"Take the last letters ...": ["[split] ...", "[EOQ]"]},  # decomposer lines
+        patterns=[{"match": r'words in "(?P<w>[^"]*)"', "answer": r"\g<w>"},     # any question
+                  {"match": r"^Take (.*)", "steps": [r"[split] \1", "[EOQ]"]}],  # any decomposition
     )
 
-Lookup order for a request: script (when the prompt asks for the next `QS:` line), mapping,
-queue, `default`; when nothing matches, `ModelError` names the question it could not answer.
+The last question of a prompt is its last `Q:` or `QC:` line (`last_question`). Lookup order
+for a request: `script` (when the prompt asks for the next `QS:` line: the question of its last
+`QC:` line, its step counted by the `QS:` lines after it), `mapping` by the whole prompt then by
+the last question, `patterns` in order (each `re.search`ed over the last question; an `answer`
+template is expanded with `re.Match.expand`, `\1` or `\g<name>`; `steps` serve prompts asking
+for a `QS:` line, step k for the k-th, like a script), `mapping` keys found inside the last
+question (longest first), the queue, `default`. A reply to a `QS:` prompt from a script or a
+pattern's steps starts with a space, as a model continues `QS:`. When nothing matches,
+`ModelError` names the question it could not answer.
+
+A Python responder answers everything: `fake:module:function` (`responder_model`) calls
+`function(request)` with the `Request` (`request.prompt` is the rendered prompt) and sends back
+the string it returns; an exception it raises is that call's `ModelError`. The module is
+imported as a python handler's is (`decomp.handlers.imports`): one of the program's folder (the
+working folder for `--model`) or one the user trusts (`--trust MODULE`); others are refused.
 
 In the step cache a fake model stands for its answers, not only its name (`cache_identity`):
-a `fake:answers.json` model by the sha256 of the file's content, an in-memory one by a hash of
-its answers, mapping, script, default and scorer as they are at its first request. A callable
+a `fake:answers.json` model by the sha256 of the file's content, a responder by its function's
+code and its module's source, an in-memory one by a hash of its answers, mapping, script,
+patterns, default and scorer as they are at its first request. A callable
 answer counts by its code (`code_fingerprint`), not by the values its closure holds: two
 closures of one function over different data look alike, so give them different names.
 
@@ -20,24 +37,30 @@ Where a `fake:PATH` file may be: `--model fake:PATH` (and `run_dataset(model="fa
 the user's own argument, read wherever it points, as any file named on the command line is. A
 `.decomp` file's `model NAME = "fake:PATH"` is the program's: the loader resolves PATH from the
 program's folder and confines it like `file=` (inside the program's folder, the bundled programs
-or a folder allowed with --allow-root). Reading never echoes the file: a file that is not a fake
-model's JSON object is named with what is wrong (not JSON, unknown keys), not with its text.
+or a folder allowed with --allow-root). The file is checked as it is read
+(`decomp.runtime.testing.fake_file`, also `decomp check FILE.json`): every problem is named with
+its line and column; the text of a file that is not a fake model's is never echoed.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from decomp.handlers.imports import import_function, module_file
 from decomp.handlers.kinds.python import code_fingerprint
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, Request, Score
+from decomp.runtime.testing.fake_file import Pattern, read_fake_file
 
 Answer = str | Callable[[Request], str]
 _LAST_QUESTION = re.compile(r"(?:^|\n)(?:QC|Q):[ \t]*([^\n]*)", re.S)
+#: A `fake:` spec naming a Python responder (`module.sub:function`), not a file.
+RESPONDER = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 
 class FakeModel(Model):
@@ -45,10 +68,13 @@ class FakeModel(Model):
 
     def __init__(self, answers: Iterable[Answer] = (), mapping: Mapping[str, Answer] | None = None,
                  script: Mapping[str, list[str]] | None = None, default: Answer | None = None,
-                 name: str = "fake", scorer: Callable[[str, str], float] | None = None):
+                 name: str = "fake", scorer: Callable[[str, str], float] | None = None,
+                 patterns: Iterable[Pattern | Mapping[str, Any]] = ()):
         self.queue: deque[Answer] = deque(answers)
         self.mapping = dict(mapping or {})
         self.script = {k.strip(): list(v) for k, v in (script or {}).items()}
+        #: `Pattern`s, or dicts {"match": REGEX, "answer": TEMPLATE} / {"match": ..., "steps": [...]}
+        self.patterns = [p if isinstance(p, Pattern) else Pattern.make(**p) for p in patterns]
         self.default = default
         self.name = name
         self.endpoint = name
@@ -63,6 +89,8 @@ class FakeModel(Model):
         if self._identity is None:
             what = {"answers": list(self.queue), "mapping": self.mapping, "script": self.script,
                     "default": self.default, "scorer": self.scorer}
+            if self.patterns:  # (absent when none: identities of models without patterns unchanged)
+                what["patterns"] = [p.identity() for p in self.patterns]
             text = json.dumps(what, sort_keys=True, ensure_ascii=False, default=_callable_identity)
             self._identity = f"{self.name}#sha256:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
         return self._identity
@@ -87,6 +115,10 @@ class FakeModel(Model):
         found = self._scripted(request) if self.script else None
         if found is None and self.mapping:
             found = self._mapped(request)
+        if found is None and self.patterns:
+            found = self._matched(request)
+        if found is None and self.mapping:
+            found = self._mapped_inside(request)
         if found is None and self.queue:
             found = self.queue.popleft()
         if found is not None:
@@ -105,13 +137,30 @@ class FakeModel(Model):
         return " " + lines[done]
 
     def _mapped(self, request: Request) -> Answer | None:
-        if not self.mapping:
-            return None
+        """The mapping's reply for the whole prompt, else for the last question."""
         if request.prompt in self.mapping:
             return self.mapping[request.prompt]
+        return self.mapping.get(last_question(request.prompt))
+
+    def _matched(self, request: Request) -> str | None:
+        """The reply of the first pattern that matches the last question and has one for this
+        prompt (an answer; or, for a prompt asking for a `QS:` line, the step not yet written)."""
+        steps_wanted = request.prompt.rstrip(" ").endswith("QS:")
+        question, done = _decomposition_state(request.prompt) if steps_wanted else (last_question(request.prompt), 0)
+        for pattern in self.patterns:
+            if pattern.steps is not None and (not steps_wanted or done >= len(pattern.steps)):
+                continue
+            found = pattern.regex.search(question)
+            if found is None:
+                continue
+            if pattern.answer is not None:
+                return found.expand(pattern.answer)
+            return " " + found.expand(pattern.steps[done])
+        return None
+
+    def _mapped_inside(self, request: Request) -> Answer | None:
+        """The reply of the longest mapping key found inside the last question."""
         question = last_question(request.prompt)
-        if question in self.mapping:
-            return self.mapping[question]
         for key in sorted(self.mapping, key=len, reverse=True):
             if key and key in question:
                 return self.mapping[key]
@@ -119,19 +168,12 @@ class FakeModel(Model):
 
     @classmethod
     def from_file(cls, path: str | Path) -> "FakeModel":
-        """Build from a JSON file: {"answers": [...], "mapping": {...}, "script": {...}, "default": ...}."""
-        try:
-            raw = Path(path).read_bytes()
-            data: dict[str, Any] = json.loads(raw.decode("utf-8"))
-        except (OSError, ValueError) as err:
-            raise ModelError(f"cannot read the fake model file {path}: {err}") from None
-        if not isinstance(data, dict):
-            raise ModelError(f"{path}: a fake model file holds one JSON object")
-        unknown = set(data) - {"answers", "mapping", "script", "default"}
-        if unknown:
-            raise ModelError(f"{path}: unknown keys {sorted(unknown)} in fake model file")
-        model = cls(data.get("answers", ()), data.get("mapping"), data.get("script"), data.get("default"),
-                    name=f"fake:{path}")
+        """Build from a JSON file: {"answers": [...], "mapping": {...}, "script": {...},
+        "patterns": [...], "default": ...}; raises `FakeFileError` (a `ModelError`) naming the
+        line and column of every problem."""
+        spec, raw = read_fake_file(path)
+        model = cls(spec.answers, spec.mapping, spec.script, spec.default, name=f"fake:{path}",
+                    patterns=spec.patterns)
         model._identity = f"{model.name}#sha256:{hashlib.sha256(raw).hexdigest()}"  # the file as it was read
         return model
 
@@ -206,8 +248,67 @@ class ReplayModel(FakeModel):
         return " " + (answer.text if answer is not None else '""')
 
 
+def responder_model(spec: str, folder: str | Path | None = None, local: tuple[Path, ...] = ()) -> FakeModel:
+    """A fake model that answers every request with `function(request)`, for the spec
+    `module:function`: the function imported as a python handler's (`import_function`: a module
+    of `folder` or of `local`, or a trusted one), else `ModelError` says why not."""
+    fn = import_function(spec, folder, local)
+    if isinstance(fn, str):
+        raise ModelError(f"fake model {spec!r}: {fn}")
+    model = FakeModel(default=_Responder(spec, fn), name=f"fake:{spec}")
+    model._identity = f"{model.name}#code:{code_fingerprint(fn.__code__)}#module:{_source_sha256(fn)}"
+    return model
+
+
+class _Responder:
+    """`function(request)` as a fake model's reply: a string, else that call's ModelError."""
+
+    def __init__(self, spec: str, fn: Callable[[Request], Any]):
+        self.spec, self.fn = spec, fn
+
+    def __call__(self, request: Request) -> str:
+        try:
+            text = self.fn(request)
+        except Exception as err:  # the responder's own bug: this call fails, the run goes on
+            raise ModelError(f"the fake model's responder {self.spec} raised {type(err).__name__}: {err}") from err
+        if not isinstance(text, str):
+            raise ModelError(f"the fake model's responder {self.spec} returned {type(text).__name__}, not a string")
+        return text
+
+
+def _source_sha256(fn: Callable) -> str:
+    """The sha256 of the source file of `fn`'s module ("" when it has none)."""
+    import sys
+
+    module = sys.modules.get(getattr(fn, "__module__", ""))
+    path = module_file(module) if module is not None else None
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else ""
+    except OSError:
+        return ""
+
+
+#: The option a `.decomp` declaration's responder carries (set by the loader, never written by
+#: a user): the program's folder, where its module is looked for.
+FOLDER_OPTION = "responder_folder"
+
+
+def responder_folders(settings: object = None) -> list[Path]:
+    """Where a responder's module is looked for: the folders the loader recorded for a declared
+    model (`FOLDER_OPTION`: the program's folder, then the main program's), else the working
+    folder."""
+    option = getattr(settings, "option", None)
+    recorded = option(FOLDER_OPTION) if option is not None else None
+    return [Path(p) for p in recorded.split(os.pathsep)] if recorded else [Path.cwd()]
+
+
 def fake_model(name: str, settings: object = None) -> FakeModel:
-    """Factory for `fake:answers.json` model specs (`fake:` alone: a model with no answers)."""
+    """Factory for `fake:` model specs: `fake:answers.json` (a file), `fake:module:function` (a
+    responder, looked for in the program's folder when declared in a .decomp file, else in the
+    working folder), `fake:` alone (a model with no answers)."""
+    if RESPONDER.fullmatch(name):
+        folder, *local = responder_folders(settings)
+        return responder_model(name, folder, tuple(local))
     return FakeModel.from_file(name) if name else FakeModel()
 
 
