@@ -97,12 +97,14 @@ def _trust_options(command):
               help="Import this module first, as `decomp run --plugin` does, so the kinds it registers are known.")
 @_trust_options
 def check(file: str, as_json: bool, plugins: tuple[str, ...]) -> None:
-    """Check FILE (a .decomp module or a few-shot prompt file) without running anything.
+    """Check FILE (a .decomp module, a few-shot prompt file or a fake model's JSON file) without
+    running anything.
 
     Exit status 0 when clean or with warnings only (each as file:line:col: warning: ...); 1 with
     every problem found, each as file:line:col. A .decomp file that declares nothing, and a file
-    that is neither a module nor a few-shot file (Python, JSON, JSON Lines, empty) are refused;
-    text with no example in it passes with a warning (it can only be a plain prompt).
+    that is none of these (Python, other JSON, JSON Lines, empty) are refused; text with no
+    example in it passes with a warning (it can only be a plain prompt). A fake model file
+    (keys answers, mapping, script, patterns, default) passes with what it holds counted.
     """
     path = resolve_program(file)
     _load_plugins(plugins, path)
@@ -110,6 +112,10 @@ def check(file: str, as_json: bool, plugins: tuple[str, ...]) -> None:
         checked = check_file(path)
     except (DecompError, OSError) as err:
         _refuse(err, path)
+    if checked.fake is not None:
+        click.echo(storable_json({"fake_model": checked.fake.summary()}, indent=2) if as_json
+                   else f"{path}: ok (fake model file: {checked.fake.counts()})")
+        return
     fewshot, warnings = checked.fewshot, checked.warnings
     result = describe(fewshot) if fewshot is not None else describe(checked.module.module, warnings)
     if checked.module is not None:  # every Python function the program would import, and why it may

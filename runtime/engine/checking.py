@@ -1,9 +1,9 @@
-"""`decomp check` as a library call: what a file is (a module, a few-shot file, or neither), its
-problems and its warnings (the source's, and each handler's own: `Handler.warnings`, such as a
+"""`decomp check` as a library call: what a file is (a module, a few-shot file, a fake model's
+JSON file, or neither), its problems and its warnings (the source's, and each handler's own: `Handler.warnings`, such as a
 prompt template whose output can grow without bound), without running anything.
 
     checked = check_file(path)       # raises DecompError (often Diagnostics) with every problem
-    checked.module, checked.fewshot, checked.warnings
+    checked.module, checked.fewshot, checked.fake, checked.warnings
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from decomp.handlers.registry import default_registry
 from decomp.handlers.trust import inside, program_roots
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.session import Session
+from decomp.runtime.testing.fake_file import FakeSpec, looks_like_fake_file, read_fake_file
 
 
 @dataclass
@@ -32,6 +33,8 @@ class Checked:
     path: Path
     module: LoadedModule | None = None
     fewshot: nodes.FewShot | None = None
+    #: A fake model file's checked content (`decomp.runtime.testing.fake_file`).
+    fake: FakeSpec | None = None
     warnings: list[CheckWarning] = field(default_factory=list)
 
     @property
@@ -88,15 +91,31 @@ def _function_entry(handler: PythonHandler) -> dict:
 
 
 def check_file(path: str | Path, session: Session | None = None) -> Checked:
-    """Check a .decomp module or a few-shot prompt file. A .decomp file that declares nothing and
-    a file that is neither (Python, JSON, JSON Lines, empty) are refused; text with no example
-    in it passes with a warning (it can only be a plain prompt, such as a word list)."""
+    """Check a .decomp module, a few-shot prompt file or a fake model file (a JSON object with
+    one of the keys `answers`, `mapping`, `script`, `patterns`, `default`; a `.json` file that
+    is not JSON is checked as one too). A .decomp file that declares nothing and a file that is
+    none of these (Python, other JSON, JSON Lines, empty) are refused; text with no example in
+    it passes with a warning (it can only be a plain prompt, such as a word list). A fake model
+    file's problems raise `FakeFileError`, each with its line and column."""
     path = Path(path)
+    if path.suffix != ".decomp" and _is_fake_file(path):
+        return Checked(path, fake=read_fake_file(path)[0])
     fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path)
     if fewshot is not None:
         return Checked(path, fewshot=fewshot, warnings=warnings)
     loaded = _checked_module(path, session or Session())
     return Checked(path, module=loaded, warnings=file_warnings(path) + handler_warnings(loaded))
+
+
+def _is_fake_file(path: Path) -> bool:
+    """A JSON object with a fake model file's keys, or a `.json` file that is not JSON at all."""
+    try:
+        text = read_text(path)
+    except (DecompError, OSError):
+        return False
+    if looks_like_fake_file(text):
+        return True
+    return path.suffix == ".json" and _sniff(path, text) not in ("json", "jsonl", "empty")
 
 
 def looks_like(path: Path) -> str | None:

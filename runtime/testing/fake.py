@@ -6,15 +6,15 @@ every request it received.
         answers=["first reply", "second reply"],          # consumed in order
         mapping={"What are the words in": '["a", "b"]'},  # matched against the last question
         script={"Take the last letters ...": ["[split] ...", "[EOQ]"]},  # decomposer lines
-        patterns=[{"match": r'words in "(?P<w>[^"]*)"', "answer": r"\g<w>"},     # any question
-                  {"match": r"^Take (.*)", "steps": [r"[split] \1", "[EOQ]"]}],  # any decomposition
+        patterns=[{"match": r'words in "(?P<w>[^"]*)"', "answer": r"\\g<w>"},     # any question
+                  {"match": r"^Take (.*)", "steps": [r"[split] \\1", "[EOQ]"]}],  # any decomposition
     )
 
 The last question of a prompt is its last `Q:` or `QC:` line (`last_question`). Lookup order
 for a request: `script` (when the prompt asks for the next `QS:` line: the question of its last
 `QC:` line, its step counted by the `QS:` lines after it), `mapping` by the whole prompt then by
 the last question, `patterns` in order (each `re.search`ed over the last question; an `answer`
-template is expanded with `re.Match.expand`, `\1` or `\g<name>`; `steps` serve prompts asking
+template is expanded with `re.Match.expand`, `\\1` or `\\g<name>`; `steps` serve prompts asking
 for a `QS:` line, step k for the k-th, like a script), `mapping` keys found inside the last
 question (longest first), the queue, `default`. A reply to a `QS:` prompt from a script or a
 pattern's steps starts with a space, as a model continues `QS:`. When nothing matches,

@@ -92,11 +92,16 @@ class FakeSpec:
     default: str | None = None
     patterns: list[Pattern] = field(default_factory=list)
 
+    def summary(self) -> dict[str, int | bool]:
+        """How many patterns, scripts, mapping keys and answers, and whether there is a default."""
+        return {"patterns": len(self.patterns), "scripts": len(self.script), "mapping": len(self.mapping),
+                "answers": len(self.answers), "default": self.default is not None}
+
     def counts(self) -> str:
         """`2 patterns, 1 script, 3 answers, ...`: what the file holds, for `decomp check`."""
-        parts = [(len(self.patterns), "pattern"), (len(self.script), "script"), (len(self.mapping), "mapping"),
+        parts = [(len(self.patterns), "pattern"), (len(self.script), "script"), (len(self.mapping), "mapping key"),
                  (len(self.answers), "answer")]
-        text = [f"{n} {word}{'s' if n != 1 and word != 'mapping' else ''}" for n, word in parts]
+        text = [f"{n} {word}{'s' if n != 1 else ''}" for n, word in parts]
         return ", ".join(text + (["a default"] if self.default is not None else ["no default"]))
 
 
@@ -303,7 +308,7 @@ class _Reader:
     # ---- shapes
     def _pairs(self, node: Node, known: tuple[str, ...] | None, what: str) -> list[tuple[str, int, Node]]:
         if not isinstance(node.value, _Object):
-            self._error(f"{what} is a JSON object", node)
+            self._error(f"{what} must be a JSON object, not {_json_type(node.value)}", node)
             return []
         found, seen = [], set()
         for key, at, value in node.value:
@@ -319,14 +324,14 @@ class _Reader:
 
     def _items(self, node: Node, what: str) -> list[Node]:
         if not isinstance(node.value, _Array):
-            self._error(f"{what} is a JSON list", node)
+            self._error(f"{what} must be a JSON list, not {_json_type(node.value)}", node)
             return []
         return list(node.value)
 
     def _string(self, node: Node, what: str) -> bool:
         if isinstance(node.value, str):
             return True
-        self._error(f"{what} is a string, not {_json_type(node.value)}", node)
+        self._error(f"{what} must be a string, not {_json_type(node.value)}", node)
         return False
 
     def _error(self, message: str, node: Node, index: int | None = None, expected: str | None = None) -> None:
@@ -373,6 +378,8 @@ def _source_offset(text: str, start: int, index: int) -> int:
 
 
 def _json_type(value: Any) -> str:
+    if isinstance(value, str):
+        return "a string"
     if isinstance(value, _Object):
         return "an object"
     if isinstance(value, _Array):
