@@ -356,7 +356,8 @@ def _groups(regex: re.Pattern) -> str:
     if not regex.groups:
         return "no group reference (the regular expression has no groups)"
     names = "".join(f", \\g<{name}>" for name in regex.groupindex)
-    return f"a group of the regular expression: \\1 to \\{regex.groups}{names}"
+    numbers = "\\1" if regex.groups == 1 else f"\\1 to \\{regex.groups}"
+    return f"a group of the regular expression: {numbers}{names}"
 
 
 def _line_column(text: str, offset: int) -> tuple[int, int]:

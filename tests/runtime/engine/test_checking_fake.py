@@ -60,4 +60,4 @@ def test_the_cli_prints_each_problem_with_its_line_and_exits_1(tmp_path):
     lines = ran.output.splitlines()
     assert lines[0] == f"{path}:2:38: bad template for the pattern '(?P<n>\\\\d+)': unknown group name 'm'"
     assert lines[1] == '      {"match": "(?P<n>\\\\d+)", "answer": "\\\\g<m>"}]}'
-    assert lines[3] == "    expected a group of the regular expression: \\1 to \\1, \\g<n>"
+    assert lines[3] == "    expected a group of the regular expression: \\1, \\g<n>"
