@@ -396,9 +396,12 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--gold", type=_FILE, help=_GOLD_HELP + " Without it: success rates only.")
 @click.option("--pred", type=click.Path(exists=True, path_type=Path),
               help=_PRED_HELP + " Required without a subcommand.")
-@click.option("--metric", type=click.Choice(list(evaluation.METRICS)),
-              help="em: DROP exact match; set_em: order-free lists; f1: DROP token F1. Default: the run's "
+@click.option("--metric", metavar="NAME|MODULE:FUNCTION",
+              help="em: DROP exact match; set_em: order-free lists; f1: DROP token F1; a plugin's metric; or "
+                   "MODULE:FUNCTION, function(prediction, gold) -> float (a module of the working folder, or "
+                   "trusted with --trust). Default: the run's "
                    "metric when --pred is a run (its program's `metric` statement, recorded in run.json), else em.")
+@_trust_options
 @click.pass_context
 def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str | None) -> None:
     """Score predictions against gold answers, normalised like the DROP evaluator.
