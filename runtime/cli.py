@@ -536,6 +536,49 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
         diffing.show_diff(differences, a, b, Console())
 
 
+@main.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--metric", "metrics", multiple=True, metavar="NAME",
+              help="Compare on this metric (repeatable): em, set_em, f1, a plugin's, MODULE:FUNCTION (answers "
+                   "rescored against the runs' gold), env_success or success. Default: the metrics every run has.")
+@click.option("--group-by", "group_by", metavar="FIELD",
+              help="Also compare per value of this row field (TextCraft: recipe_depth, or group).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and permutation draws.")
+@click.option("--method", type=click.Choice(["BCa", "percentile"]), default="BCa", show_default=True,
+              help="The bootstrap interval.")
+@click.option("--resamples", type=click.IntRange(min=1), default=9999, show_default=True,
+              help="Bootstrap resamples and permutations.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
+@click.option("--html", "html_page", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write an HTML page with charts (scores and differences with their intervals).")
+@click.option("--force", is_flag=True, help="Overwrite the --html page if it exists.")
+@_trust_options
+def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: str | None, seed: int, method: str,
+                    resamples: int, as_json: bool, html_page: Path | None, force: bool) -> None:
+    """Compare run directories: RUN_A (the baseline) against RUN_B [RUN_C ...].
+
+    Per metric (and per group with --group-by) each run's score with a 95% bootstrap interval,
+    and each run's paired difference from RUN_A over the rows both hold (matched by row id):
+    its bootstrap interval and a two-sided paired permutation p-value (scipy.stats), seeded
+    with --seed; the calls and cost of each run when its summary has them.
+
+    Exit status 0 when compared, 1 when a run cannot be read or has no scores, 2 for a usage error.
+    """
+    from decomp.runtime.runs import compare
+    from decomp.runtime.views import compare as view
+
+    if len(runs) < 2:
+        raise click.UsageError("decomp compare needs at least two run directories (the first is the baseline)")
+    try:
+        result = compare.compare_runs(list(runs), list(metrics) or None, group_by,
+                                      compare.Settings(seed=seed, method=method, resamples=resamples))
+        if html_page is not None:
+            view.write_html(result, html_page, force=force)
+    except (RunDirError, OSError, ValueError) as err:
+        fail(err)
+    click.echo(json.dumps(result) if as_json else view.format_table(result))
+
+
 @main.command("plugins")
 def plugins_command() -> None:
     """List the plugins (the built-in ones too) and what each registered: kinds, model schemes,
