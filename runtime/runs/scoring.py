@@ -335,7 +335,23 @@ def best_score(pred: Any, alternatives: Alternatives, metric: str) -> float:
     kept = [alt for alt in alternatives if alt and alt[0].strip()]
     if not kept:
         return 0.0
-    return max(_number(metric, score(pred, list(alt))) for alt in kept)
+    return max(_number(metric, _called(metric, score, pred, list(alt))) for alt in kept)
+
+
+def _called(metric: str, score: Callable[[Any, Any], float], pred: Any, gold: list[str]) -> Any:
+    """`score(pred, gold)`; a metric of one's own that raises is a `ValueError` naming it."""
+    if metric in METRICS:
+        return score(pred, gold)
+    try:
+        return score(pred, gold)
+    except Exception as err:  # the plugin's own bug, whatever it is
+        raise ValueError(f"metric {metric!r} failed on the prediction {_short(pred)} (gold {_short(gold)}): "
+                         f"{type(err).__name__}: {err}") from err
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _number(metric: str, value: Any) -> float:
