@@ -64,7 +64,8 @@ def format_table(result: dict) -> str:
     for run in result["runs"]:
         extra = f"  {run['rows']} rows" + (f"  calls {run['calls']}" if "calls" in run else "")
         extra += f"  cost {run['cost']:.4g}" if "cost" in run else ""
-        lines.append(f"  {letters[run['label']]}  {_cut(run['path'], WIDTH - 4 - len(extra))}{extra}")
+        prefix = f"  {letters[run['label']]}  "
+        lines.append(prefix + _cut(run["path"], max(10, WIDTH - len(prefix) - len(extra))) + extra)
     header = f"  {'run':<3} {'score':>6} {'interval':<16} {'n':>5}  {'diff':>6} {'interval':<16} {'p':>6} {'pairs':>5}"
     for comparison in result["comparisons"]:
         lines += ["", _cut(f"{comparison['metric']} - {_group(result, comparison)}", WIDTH), header]
