@@ -36,7 +36,7 @@ import numpy as np
 
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.rundir import SUMMARY, RunDir
-from decomp.runtime.runs.scoring import as_alternatives, best_score, scalar_text
+from decomp.runtime.runs.scoring import as_alternatives, best_score, metric_function, scalar_text
 
 ENV_SUCCESS, SUCCESS = "env_success", "success"
 METHODS = ("BCa", "percentile")
@@ -265,6 +265,9 @@ def compare_runs(paths: list[str | Path], metrics: list[str] | None = None, grou
         raise CompareError("compare needs at least two runs (the first is the baseline)")
     runs = [read_run(path, label) for path, label in zip(paths, run_labels(paths))]
     chosen = list(metrics) if metrics else common_metrics(runs)
+    for metric in chosen:
+        if metric not in (ENV_SUCCESS, SUCCESS):
+            metric_function(metric)  # an unknown one: the known ones, named
     groups = group_values(runs, group_by) if group_by else None
     comparisons = []
     for metric in chosen:
