@@ -401,9 +401,12 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
                    "MODULE:FUNCTION, function(prediction, gold) -> float (a module of the working folder, or "
                    "trusted with --trust). Default: the run's "
                    "metric when --pred is a run (its program's `metric` statement, recorded in run.json), else em.")
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
+              help="Import this module first, as `decomp run --plugin` does, so the metrics it registers are known.")
 @_trust_options
 @click.pass_context
-def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str | None) -> None:
+def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str | None,
+                 plugins: tuple[str, ...] = ()) -> None:
     """Score predictions against gold answers, normalised like the DROP evaluator.
 
     \b
@@ -419,6 +422,7 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
         return
     if pred is None:
         raise click.UsageError("decomp eval needs --pred (and --gold to score answers; or a subcommand: steps, graph)")
+    _load_plugins(plugins, Path.cwd() / "eval")
     try:
         summary, warnings = evaluation.evaluate_files(gold, pred, metric)
     except (OSError, ValueError, RunDirError) as err:

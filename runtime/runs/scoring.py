@@ -13,7 +13,8 @@ A row's gold is a list of *alternatives*, each such an answer; its score is the 
 the alternatives (see :func:`as_alternatives` and :func:`best_score`).
 
 A program chooses the metric its dataset runs score rows with (`metric set_em` in the .decomp
-file; the names are `decomp.dsl.checker.METRIC_NAMES`, checked when the module loads); run.json
+file; the names are `decomp.dsl.checker.METRIC_NAMES` and the metrics plugins registered,
+checked when the module loads); run.json
 records it and `decomp eval --pred RUN` uses it unless `--metric` is given (`run_metric` in
 `decomp.runtime.runs.evaluation`, which scores files: this module is pure metrics).
 

@@ -4,8 +4,12 @@ handlers; used by `decomp eval` and by `decomp compare`."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 import types
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -135,3 +139,30 @@ def test_decomp_eval_takes_a_module_function_metric(tmp_path, monkeypatch):
     assert unknown.exit_code == 1
     assert "unknown metric 'acc'; known metrics are: em, f1, set_em" in unknown.output
     assert "module:function" in unknown.output
+
+
+def test_a_programs_metric_statement_may_name_a_plugins_metric(tmp_path):
+    """`metric len_ratio` with the plugin loaded (`--plugin`): the rows are scored with it, the
+    summary's score is its mean and `decomp eval --pred RUN` uses it; without the plugin the
+    statement is an error at its name, listing the known metrics."""
+    (tmp_path / "lenplug.py").write_text(LEN_RATIO)
+    (tmp_path / "helpers.py").write_text("def same(query):\n    return query\n")
+    (tmp_path / "p.decomp").write_text('handler up = python(function="helpers:same")\nmetric len_ratio\nmain up\n')
+    (tmp_path / "data.jsonl").write_text('{"id": "1", "question": "ab", "answer": "abcd"}\n'
+                                         '{"id": "2", "question": "xyz", "answer": "xy"}\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+
+    def decomp(*args):
+        return subprocess.run([str(Path(sys.executable).parent / "decomp"), *args], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=120)
+
+    run = decomp("run", "p.decomp", "--plugin", "lenplug", "--input", "data.jsonl", "--run-dir", "run")
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (summary["metric"], summary["score"]) == ("len_ratio", 0.75)
+    evaluated = decomp("eval", "--plugin", "lenplug", "--gold", "data.jsonl", "--pred", "run")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout)["score"] == 0.75
+    refused = decomp("check", "p.decomp")
+    assert refused.returncode == 1
+    assert "p.decomp:2:8: unknown metric 'len_ratio'" in refused.stdout + refused.stderr
