@@ -184,12 +184,21 @@ def _interval(data: tuple[np.ndarray, ...], statistic, paired: bool, seed: int, 
         warnings.simplefilter("ignore")  # BCa on few distinct values: handled below
         result = stats.bootstrap(data, statistic, paired=paired, vectorized=True, method=method,
                                  confidence_level=confidence, n_resamples=resamples,
-                                 rng=np.random.default_rng(seed))
+                                 batch=_batch(len(spread), resamples), rng=np.random.default_rng(seed))
     low, high = result.confidence_interval
     if method != "percentile" and not (math.isfinite(low) and math.isfinite(high)):
         interval, _ = _interval(data, statistic, paired, seed, "percentile", resamples, confidence)
         return interval, f"{method} is undefined on these rows: percentile interval"
     return [float(low), float(high)], None
+
+
+#: Resampled values held at once (8 bytes each): a run of 100,000 rows resamples in batches.
+_MAX_CELLS = 4_000_000
+
+
+def _batch(n: int, resamples: int) -> int | None:
+    """Resamples per vectorized call: all at once for small data (None), else in batches."""
+    return None if n * resamples <= _MAX_CELLS else max(1, _MAX_CELLS // max(n, 1))
 
 
 def paired_difference(baseline: Iterable[float], other: Iterable[float], seed: int = 0, method: str = "BCa",
@@ -215,7 +224,7 @@ def _permutation_p(a: np.ndarray, b: np.ndarray, seed: int, resamples: int) -> f
 
     result = stats.permutation_test((a, b), _mean_difference, permutation_type="samples", vectorized=True,
                                     n_resamples=resamples, alternative="two-sided",
-                                    rng=np.random.default_rng(seed))
+                                    batch=_batch(a.size, resamples), rng=np.random.default_rng(seed))
     return float(result.pvalue)
 
 
