@@ -46,13 +46,15 @@ def check_program(program: nodes.Program, handlers: Iterable[str]) -> list[Check
     return walker.errors + _duplicate_params(program)
 
 
-def check_metric(module: nodes.Module) -> list[CheckError]:
-    """A module's `metric` statements: each names a known metric, and there is at most one."""
+def check_metric(module: nodes.Module, known: Iterable[str] = METRIC_NAMES) -> list[CheckError]:
+    """A module's `metric` statements: each names a known metric (`known`: the built-ins, and
+    the loader adds those plugins registered), and there is at most one."""
+    known = tuple(dict.fromkeys(known))
     errors = []
     for metric in module.metrics:
-        if metric.name not in METRIC_NAMES:
+        if metric.name not in known:
             errors.append(CheckError(f"unknown metric '{metric.name}'", metric.name_span or metric.span,
-                                     expected="one of: " + ", ".join(METRIC_NAMES)))
+                                     expected="one of: " + ", ".join(known)))
     for extra in module.metrics[:-1]:
         errors.append(CheckError("metric is declared more than once", extra.span,
                                  expected=f"one metric statement (the last is at {module.metrics[-1].span})"))

@@ -13,6 +13,8 @@ A plugin is a module with hook implementations (pluggy, as in simonw/llm):
     @hookimpl
     def register_functions(register):        register(fn, name="fn")   # python(function="fn")
     @hookimpl
+    def register_metrics(register):          register("len_ratio", fn)  # fn(prediction, gold) -> float
+    @hookimpl
     def register_commands(cli):              cli.add_command(...)      # a click group: `decomp ...`
 
 Built-ins are the modules of `BUILTIN_PLUGINS`; a third-party package names its module in the
@@ -58,6 +60,7 @@ BUILTIN_PLUGINS = (
     "decomp.runtime.models.openai_backend",
     "decomp.runtime.testing.fake",
     "decomp.runtime.testing.scripted",
+    "decomp.runtime.runs.scoring",
     "decomp.taskgraph.commands",
 )
 
@@ -66,7 +69,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: hook name -> registry table it fills (commands have none: they go on the click group)
 _TABLES = {"register_kinds": "kinds", "register_models": "model_backends",
-           "register_environments": "environments", "register_functions": "functions"}
+           "register_environments": "environments", "register_functions": "functions", "register_metrics": "metrics"}
 
 
 class Specs:
@@ -87,6 +90,11 @@ class Specs:
     @hookspec
     def register_functions(self, register: Callable[..., Any]) -> None:
         """Call `register(fn, name=None)`: `python(function="name")` calls `fn`."""
+
+    @hookspec
+    def register_metrics(self, register: Callable[..., Any]) -> None:
+        """Call `register(name, function)`: `decomp eval --metric name` scores with
+        `function(prediction, gold) -> float` (gold: one alternative, a list of strings)."""
 
     @hookspec
     def register_commands(self, cli: Any) -> None:
@@ -274,7 +282,8 @@ def _factory(adder: str) -> Callable[..., Any]:
 
 
 _REGISTERS = {"kinds": _register_kind, "functions": _register_function,
-              "model_backends": _factory("add_model_backend"), "environments": _factory("add_environment")}
+              "model_backends": _factory("add_model_backend"), "environments": _factory("add_environment"),
+              "metrics": _factory("add_metric")}
 for _fn in _REGISTERS.values():  # a bad call's TypeError reads `register() missing ...`
     _fn.__qualname__ = _fn.__name__ = "register"
 

@@ -1,5 +1,5 @@
-"""The registry: the tables of handler kinds, Python functions, model backends, environments and
-CLI commands that one run sees, each name with the plugin that registered it.
+"""The registry: the tables of handler kinds, Python functions, model backends, environments,
+metrics and CLI commands that one run sees, each name with the plugin that registered it.
 
 It is filled by plugins (`decomp.handlers.plugins`: the built-in ones and third parties', read
 the same way) and by the `handler_kind` / `python_handler` / `environment` decorators. A name
@@ -26,6 +26,8 @@ class Registry:
         self.functions: dict[str, Callable[..., Any]] = {}
         self.model_backends: dict[str, Callable[..., Any]] = {}
         self.environments: dict[str, Callable[..., Any]] = {}
+        #: metric name -> function(prediction, gold) -> float (`decomp eval --metric NAME`)
+        self.metrics: dict[str, Callable[[Any, Any], float]] = {}
         #: (table, name) -> the plugin (or module) that registered it
         self.owners: dict[tuple[str, str], str] = {}
         #: Set by `decomp.handlers.plugins.load` once the plugins are in.
@@ -49,6 +51,10 @@ class Registry:
     def add_environment(self, name: str, factory: Callable[..., Any], owner: str | None = None) -> None:
         """Register `factory(fields) -> Environment` as the environment `name`."""
         self._add("environments", name, factory, owner)
+
+    def add_metric(self, name: str, function: Callable[[Any, Any], float], owner: str | None = None) -> None:
+        """Register `function(prediction, gold) -> float` as the metric `name`."""
+        self._add("metrics", name, function, owner)
 
     def _add(self, table: str, name: str, obj: Any, owner: str | None, replace: bool = False) -> Any:
         if not isinstance(name, str) or not name:
@@ -107,7 +113,7 @@ class Registry:
 
 def _what(table: str) -> str:
     return {"kinds": "handler kind", "functions": "python function", "model_backends": "model scheme",
-            "environments": "environment"}[table]
+            "environments": "environment", "metrics": "metric"}[table]
 
 
 def _origin(obj: Any) -> tuple[str, str] | None:

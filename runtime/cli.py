@@ -402,11 +402,17 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--gold", type=_FILE, help=_GOLD_HELP + " Without it: success rates only.")
 @click.option("--pred", type=click.Path(exists=True, path_type=Path),
               help=_PRED_HELP + " Required without a subcommand.")
-@click.option("--metric", type=click.Choice(list(evaluation.METRICS)),
-              help="em: DROP exact match; set_em: order-free lists; f1: DROP token F1. Default: the run's "
+@click.option("--metric", metavar="NAME|MODULE:FUNCTION",
+              help="em: DROP exact match; set_em: order-free lists; f1: DROP token F1; a plugin's metric; or "
+                   "MODULE:FUNCTION, function(prediction, gold) -> float (a module of the working folder, or "
+                   "trusted with --trust). Default: the run's "
                    "metric when --pred is a run (its program's `metric` statement, recorded in run.json), else em.")
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
+              help="Import this module first, as `decomp run --plugin` does, so the metrics it registers are known.")
+@_trust_options
 @click.pass_context
-def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str | None) -> None:
+def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str | None,
+                 plugins: tuple[str, ...] = ()) -> None:
     """Score predictions against gold answers, normalised like the DROP evaluator.
 
     \b
@@ -422,6 +428,7 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
         return
     if pred is None:
         raise click.UsageError("decomp eval needs --pred (and --gold to score answers; or a subcommand: steps, graph)")
+    _load_plugins(plugins, Path.cwd() / "eval")
     try:
         summary, warnings = evaluation.evaluate_files(gold, pred, metric)
     except (OSError, ValueError, RunDirError) as err:
@@ -537,6 +544,49 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
             click.echo(storable_json(difference, default=str))
     else:
         diffing.show_diff(differences, a, b, Console())
+
+
+@main.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--metric", "metrics", multiple=True, metavar="NAME",
+              help="Compare on this metric (repeatable): em, set_em, f1, a plugin's, MODULE:FUNCTION (answers "
+                   "rescored against the runs' gold), env_success or success. Default: the metrics every run has.")
+@click.option("--group-by", "group_by", metavar="FIELD",
+              help="Also compare per value of this row field (TextCraft: recipe_depth, or group).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and permutation draws.")
+@click.option("--method", type=click.Choice(["BCa", "percentile"]), default="BCa", show_default=True,
+              help="The bootstrap interval.")
+@click.option("--resamples", type=click.IntRange(min=1), default=9999, show_default=True,
+              help="Bootstrap resamples and permutations.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
+@click.option("--html", "html_page", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write an HTML page with charts (scores and differences with their intervals).")
+@click.option("--force", is_flag=True, help="Overwrite the --html page if it exists.")
+@_trust_options
+def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: str | None, seed: int, method: str,
+                    resamples: int, as_json: bool, html_page: Path | None, force: bool) -> None:
+    """Compare run directories: RUN_A (the baseline) against RUN_B [RUN_C ...].
+
+    Per metric (and per group with --group-by) each run's score with a 95% bootstrap interval,
+    and each run's paired difference from RUN_A over the rows both hold (matched by row id):
+    its bootstrap interval and a two-sided paired permutation p-value (scipy.stats), seeded
+    with --seed; the calls and cost of each run when its summary has them.
+
+    Exit status 0 when compared, 1 when a run cannot be read or has no scores, 2 for a usage error.
+    """
+    from decomp.runtime.runs import compare
+    from decomp.runtime.views import compare as view
+
+    if len(runs) < 2:
+        raise click.UsageError("decomp compare needs at least two run directories (the first is the baseline)")
+    try:
+        result = compare.compare_runs(list(runs), list(metrics) or None, group_by,
+                                      compare.Settings(seed=seed, method=method, resamples=resamples))
+        if html_page is not None:
+            view.write_html(result, html_page, force=force)
+    except (RunDirError, OSError, ValueError) as err:
+        fail(err)
+    click.echo(json.dumps(result) if as_json else view.format_table(result))
 
 
 @main.command("plugins")

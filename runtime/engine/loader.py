@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from decomp.dsl import nodes
-from decomp.dsl.checker import check_metric, check_recursion, effectful
+from decomp.dsl.checker import METRIC_NAMES, check_metric, check_recursion, effectful
 from decomp.dsl.errors import CheckError, DecompError, Diagnostics
 from decomp.dsl.limits import source_lines
 from decomp.dsl.parser import parse_module, read_text
@@ -291,7 +291,7 @@ class _Loader:
         self.errors += check_recursion(loaded.handlers)
         self.errors += _environment_problems(loaded.handlers, names)
         for module, _ in modules:  # only the root's metric is used; an imported one is still checked
-            self.errors += check_metric(module)
+            self.errors += check_metric(module, (*METRIC_NAMES, *sorted(self.registry.metrics)))
         _mark_effects(loaded.handlers)
         root = loaded.module
         if root.main is not None and root.main.target not in names:

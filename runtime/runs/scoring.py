@@ -13,9 +13,15 @@ A row's gold is a list of *alternatives*, each such an answer; its score is the 
 the alternatives (see :func:`as_alternatives` and :func:`best_score`).
 
 A program chooses the metric its dataset runs score rows with (`metric set_em` in the .decomp
-file; the names are `decomp.dsl.checker.METRIC_NAMES`, checked when the module loads); run.json
+file; the names are `decomp.dsl.checker.METRIC_NAMES` and the metrics plugins registered,
+checked when the module loads); run.json
 records it and `decomp eval --pred RUN` uses it unless `--metric` is given (`run_metric` in
 `decomp.runtime.runs.evaluation`, which scores files: this module is pure metrics).
+
+More metrics come from plugins (the `register_metrics` hook of `decomp.handlers.plugins`: this
+module registers the three above through it) or from a `module:function` path naming
+`function(prediction, gold) -> float` (`decomp eval --metric mine:score`), imported under the
+trust rules of Python handlers (:func:`metric_function`).
 
 A prediction may be anything JSON can hold; :func:`coerce_answer` turns it into a string or
 a list of strings: numbers become their text, ``None`` the empty string, a dict its JSON text.
@@ -23,14 +29,20 @@ a list of strings: numbers become their text, ``None`` the empty string, a dict 
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import re
 import string
 from collections.abc import Callable, Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from decomp.handlers.imports import DENIED_MODULES, find_module_file, import_function, module_allowance
+from decomp.handlers.plugins import hookimpl
+from decomp.handlers.trust import TRUST_ENV, trusted_modules
 
 
 _PUNCTUATION = frozenset(string.punctuation)
@@ -251,14 +263,66 @@ def set_em(pred: Any, gold: Any) -> float:
 
 # --- scoring rows ----------------------------------------------------------------------------
 
+#: The built-in metrics, registered through the plugin table like any other (`register_metrics`
+#: below; `decomp.handlers.plugins.BUILTIN_PLUGINS` names this module).
 METRICS: dict[str, Callable[[Any, Any], float]] = {"em": em, "set_em": set_em, "f1": f1}
 
 
-def metric_function(name: str) -> Callable[[Any, Any], float]:
-    if name not in METRICS:
-        valid = ", ".join(sorted(METRICS))
-        raise ValueError(f"unknown metric {name!r}; valid metrics are: {valid}")
-    return METRICS[name]
+@hookimpl
+def register_metrics(register: Callable[..., Any]) -> None:
+    """The built-in metrics em, set_em and f1."""
+    for name, function in METRICS.items():
+        register(name, function)
+
+
+_imported: dict[tuple, Callable[[Any, Any], float]] = {}
+
+
+def known_metrics() -> list[str]:
+    """The metric names one may use: the built-ins and those plugins registered."""
+    return sorted({*METRICS, *_registered()})
+
+
+def _registered() -> dict[str, Callable[[Any, Any], float]]:
+    from decomp.handlers.plugins import load
+
+    return load().metrics
+
+
+def metric_function(name: str, folder: str | Path | None = None) -> Callable[[Any, Any], float]:
+    """The metric `name`: a registered one (built-in or a plugin's `register_metrics`), or a
+    `module:function` path, `function(prediction, gold) -> float`, imported under the rules of
+    Python handlers (`decomp.handlers.imports`): its module's file in `folder` (default: the
+    working folder) or a trusted module (`--trust MODULE`, `DECOMP_TRUST`). A `ValueError`
+    listing the known metrics otherwise."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a metric is named by a non-empty string, not {name!r}")
+    registered = _registered()
+    if name in registered or name in METRICS:
+        return registered.get(name) or METRICS[name]
+    if ":" not in name:
+        raise ValueError(f"unknown metric {name!r}; known metrics are: {', '.join(known_metrics())} "
+                         "(or name a function of your own as 'module:function', called as "
+                         "function(prediction, gold) -> float)")
+    folder = Path.cwd() if folder is None else Path(folder)
+    key = (name, str(folder), trusted_modules())
+    if key not in _imported:
+        _imported[key] = _import_metric(name, folder)
+    return _imported[key]
+
+
+def _import_metric(name: str, folder: Path) -> Callable[[Any, Any], float]:
+    module = name.partition(":")[0]
+    if module and module.split(".")[0] not in DENIED_MODULES and module_allowance(module, folder) is None \
+            and find_module_file(module) is not None:
+        top = module.partition(".")[0]
+        raise ValueError(f"metric {name!r} is not allowed: the module {module!r} is not in the working folder "
+                         f"({folder}), not registered and not trusted; trust it on purpose with --trust {top} "
+                         f"or {TRUST_ENV}={top}, or register the metric in a plugin (register_metrics)")
+    found = import_function(name, folder)
+    if isinstance(found, str):
+        raise ValueError(f"metric {name!r}: {found}")
+    return found
 
 
 def best_score(pred: Any, alternatives: Alternatives, metric: str) -> float:
@@ -272,7 +336,31 @@ def best_score(pred: Any, alternatives: Alternatives, metric: str) -> float:
     kept = [alt for alt in alternatives if alt and alt[0].strip()]
     if not kept:
         return 0.0
-    return max(float(score(pred, list(alt))) for alt in kept)
+    return max(_number(metric, _called(metric, score, pred, list(alt))) for alt in kept)
+
+
+def _called(metric: str, score: Callable[[Any, Any], float], pred: Any, gold: list[str]) -> Any:
+    """`score(pred, gold)`; a metric of one's own that raises is a `ValueError` naming it."""
+    if metric in METRICS:
+        return score(pred, gold)
+    try:
+        return score(pred, gold)
+    except Exception as err:  # the plugin's own bug, whatever it is
+        raise ValueError(f"metric {metric!r} failed on the prediction {_short(pred)} (gold {_short(gold)}): "
+                         f"{type(err).__name__}: {err}") from err
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(metric: str, value: Any) -> float:
+    """A metric's result as a float; a `ValueError` naming the metric when it is no number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(float(value)):
+        raise ValueError(f"metric {metric!r} returned {value!r}, not a number (a metric returns a float, "
+                         "usually between 0 and 1)")
+    return float(value)
 
 
 def score_predictions(gold_rows: Mapping[Any, Any], predictions: Mapping[Any, Any], metric: str) -> dict:
