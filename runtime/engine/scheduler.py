@@ -58,17 +58,20 @@ def past_deadline(service: Service, attempts: int, clock: "CallClock") -> str:
 class CallClock:
     """The call deadline of one scheduled call (`Service.call_deadline`): it starts when the
     first attempt's slot is taken (a call waiting its turn is not late) and moves the running
-    attempt's timeout scope to its end. `last` is the last attempt's transient error."""
+    attempt's timeout scope to its end. `last` is the last attempt's transient error; `sent`
+    the loop time the latest attempt took its slot (its request left)."""
 
-    __slots__ = ("seconds", "ends", "scope", "last")
+    __slots__ = ("seconds", "ends", "scope", "last", "sent")
 
     def __init__(self, seconds: float | None):
         self.seconds = seconds
         self.ends: float | None = None
         self.scope: asyncio.Timeout | None = None
         self.last: Exception | None = None
+        self.sent: float | None = None
 
     def start(self) -> None:
+        self.sent = asyncio.get_running_loop().time()
         if self.seconds is None or self.ends is not None:
             return
         self.ends = asyncio.get_running_loop().time() + self.seconds
@@ -169,18 +172,20 @@ class Scheduler:
         order, 1.004 with this rule; on 12-call chains at concurrency 64: 1.28 -> 1.09."""
         return row + min(self.SPREAD * calls_made, self.WINDOW * self.concurrency)
 
-    def complete(self, model: Model, request: Request, priority: int = 0) -> Awaitable[Completion]:
+    def complete(self, model: Model, request: Request, priority: int = 0,
+                 latency: list[float] | None = None) -> Awaitable[Completion]:
         """`model.complete(request)` under the limits, retried (a coroutine to await)."""
         tokens = len(request.prompt) / 4 + request.max_tokens * request.n
-        return self.call(model, model.complete, (request,), priority, tokens)
+        return self.call(model, model.complete, (request,), priority, tokens, latency)
 
-    def score(self, model: Model, prompt: str, continuation: str, priority: int = 0) -> Awaitable[Score]:
+    def score(self, model: Model, prompt: str, continuation: str, priority: int = 0,
+              latency: list[float] | None = None) -> Awaitable[Score]:
         """`model.score(prompt, continuation)` under the limits, retried (a coroutine to await)."""
         tokens = (len(prompt) + len(continuation)) / 4
-        return self.call(model, model.score, (prompt, continuation), priority, tokens)
+        return self.call(model, model.score, (prompt, continuation), priority, tokens, latency)
 
     async def call(self, service: Service, method: Callable[..., Awaitable[T]], args: tuple, priority: int = 0,
-                   tokens: float = 0) -> T:
+                   tokens: float = 0, latency: list[float] | None = None) -> T:
         """`method(*args)` under a slot of the service's endpoint, retried on transient errors;
         the last failure is raised as the service's own error class. A service's
         `call_deadline` bounds all the attempts together, the waits between them included,
@@ -188,15 +193,22 @@ class Scheduler:
         would end past it is not made.
 
         The common case (a free slot, no rate limit, a service that does not defer its slot)
-        takes and gives back the slot without awaiting anything but the call itself."""
+        takes and gives back the slot without awaiting anything but the call itself.
+
+        `latency`, when given, gets the seconds of the attempt that answered, from when its
+        slot was taken (its request left) to its reply: the queue and earlier attempts aside."""
         clock = CallClock(service.call_deadline)
         for attempt in range(self.retries + 1):
             try:
                 if clock.seconds is None:
-                    return await self._attempt(service, method, args, priority, tokens, clock)
-                async with asyncio.timeout_at(clock.ends) as scope:
-                    clock.scope = scope
-                    return await self._attempt(service, method, args, priority, tokens, clock)
+                    answer = await self._attempt(service, method, args, priority, tokens, clock)
+                else:
+                    async with asyncio.timeout_at(clock.ends) as scope:
+                        clock.scope = scope
+                        answer = await self._attempt(service, method, args, priority, tokens, clock)
+                if latency is not None and clock.sent is not None:
+                    latency.append(asyncio.get_running_loop().time() - clock.sent)
+                return answer
             except TimeoutError:
                 if clock.scope is None or not clock.scope.expired():
                     raise
