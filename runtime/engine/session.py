@@ -29,7 +29,7 @@ from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.call import EngineCall, named
 from decomp.runtime.engine.interpreter import RUNNER
 from decomp.runtime.engine.loader import LoadedModule, load
-from decomp.runtime.engine.scheduler import Scheduler
+from decomp.runtime.engine.scheduler import Scheduler, timing
 from decomp.runtime.engine.run_secrets import RunSecrets
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Completion, Model, ModelSettings, Request, Score
@@ -210,8 +210,8 @@ class Session:
         """One request of `model`, made: counted, refused by a spent budget, timed and charged."""
         price = self.price(model)
         row.before_call(model.kind, model.name, price)
-        latency: list[float] = []
-        done = self.secrets.masked(await self.scheduler.complete(model, request, self._turn(row), latency))
+        with timing() as latency:
+            done = self.secrets.masked(await self.scheduler.complete(model, request, self._turn(row)))
         row.charge(done.prompt_tokens, done.completion_tokens, 0, model=model.name,
                    seconds=latency[-1] if latency else None, price=price)
         return done
@@ -251,8 +251,8 @@ class Session:
             return Score(value["logprob"], value["tokens"])
         price = self.price(model)
         row.before_call(model.kind, model.name, price)
-        latency: list[float] = []
-        score = await self.scheduler.score(model, prompt, continuation, self._turn(row), latency)
+        with timing() as latency:
+            score = await self.scheduler.score(model, prompt, continuation, self._turn(row))
         self._store(key, {"logprob": score.logprob, "tokens": score.tokens})
         row.charge(score.tokens, 0, 0, model=model.name, seconds=latency[-1] if latency else None, price=price)
         return score
