@@ -41,9 +41,10 @@ def test_dry_run_of_letter_cat_counts_nine_calls(tmp_path):
     # prompt's first example has three words
     assert {k: estimate[k] for k in ("rows", "calls_per_row", "max_calls_per_row", "estimated_calls")} == \
         {"rows": 1, "calls_per_row": 9, "max_calls_per_row": 9, "estimated_calls": 9}
-    # tokens: chars / 4 of the prompts and of the stand-in's answers; max_tokens (256) a call at most
+    # tokens: chars / 4 of the prompts and of the stand-in's answers; the calls' max_tokens an
+    # upper bound (tests/runtime/runs/test_dryrun.py checks the sums exactly)
     assert estimate["estimated_prompt_tokens"] > 9 * 50 and 0 < estimate["estimated_completion_tokens"] < 9 * 20
-    assert estimate["max_completion_tokens"] == 9 * 256
+    assert estimate["max_completion_tokens"] >= estimate["estimated_completion_tokens"]
     assert "estimated_cost" not in estimate  # no price: no cost figure
     assert not cache_dir.exists()
     assert tree(env_cache) == before
