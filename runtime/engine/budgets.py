@@ -123,6 +123,8 @@ class Usage:
     started: int = 0
     #: Each model's requests, by model name.
     models: dict[str, ModelUsage] = field(default_factory=dict)
+    #: Money held by calls in flight, at most what each may cost (see `RowContext.before_call`).
+    held: float = 0.0
     #: Told (called with no argument) whenever a call's tokens, cache hits or cost are added.
     listener: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
@@ -312,13 +314,16 @@ class RowContext:
         self.occurrences[key] = seen + 1
         return seen
 
-    def before_call(self, kind: str = "model", model: str = "", price: Price | None = None) -> None:
+    def before_call(self, kind: str = "model", model: str = "", price: Price | None = None,
+                    hold: float = 0.0) -> None:
         """Count a call of a service of `kind` about to be made, or refuse it if a budget is spent.
 
         The call is counted before it is made, so concurrent calls of a row (or of the run)
-        cannot overshoot a call budget. Token and money budgets are checked against what calls
-        already used: calls in flight at that moment may take a run past them by their size.
-        With a money budget, a call of a model (named `model`) with no `price` is refused."""
+        cannot overshoot a call budget. Token budgets are checked against tokens already used:
+        calls in flight at that moment may take a run past them by their size. The money budget
+        is checked against the money spent plus `hold` (the most a call may cost, held until it
+        ends: `release`) of each call in flight. With a money budget, a call of a model (named
+        `model`) with no `price` is refused."""
         if kind != "model":
             self._service_call(kind)
             return
@@ -328,6 +333,7 @@ class RowContext:
             _check("model calls for the run", self.run.calls, self.budget.run_calls)
             _check("tokens for this row", self.usage.tokens, self.budget.row_tokens)
             _check("tokens for the run", self.run.tokens, self.budget.run_tokens)
+            self.run.held += hold
         self.usage.calls += 1
         self.run.calls += 1
 
@@ -338,9 +344,14 @@ class RowContext:
         if price is None:
             raise BudgetExceeded(f"budget: --max-cost needs a price for model {model or '(unnamed)'}: give it "
                                  "price_in and price_out (a model option, or --prices FILE)")
-        if self.run.spent >= limit:
-            raise BudgetExceeded(f"budget exhausted: cost for the run reached {limit:g} "
-                                 f"(spent {self.run.spent:.6g}; raise it with --max-cost X)")
+        if self.run.spent + self.run.held >= limit:
+            raise BudgetExceeded(f"budget exhausted: cost for the run reached {limit:g} (spent "
+                                 f"{self.run.spent:.6g}, {self.run.held:.6g} more held by calls in flight; "
+                                 "raise it with --max-cost X)")
+
+    def release(self, hold: float) -> None:
+        """Give back what `before_call` held for a call that has ended."""
+        self.run.held = max(0.0, self.run.held - hold)
 
     def before_handler_call(self) -> None:
         """Count a handler call about to start (any kind: symbolic ones too), or refuse it when

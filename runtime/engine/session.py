@@ -209,9 +209,14 @@ class Session:
     async def _request(self, model: Model, request: Request, row: RowContext) -> Completion:
         """One request of `model`, made: counted, refused by a spent budget, timed and charged."""
         price = self.price(model)
-        row.before_call(model.kind, model.name, price)
-        with timing() as latency:
-            done = self.secrets.masked(await self.scheduler.complete(model, request, self._turn(row)))
+        hold = price.cost(len(request.prompt) // 4, request.max_tokens * request.n) \
+            if price is not None and self.budget.run_cost is not None else 0.0
+        row.before_call(model.kind, model.name, price, hold)
+        try:
+            with timing() as latency:
+                done = self.secrets.masked(await self.scheduler.complete(model, request, self._turn(row)))
+        finally:
+            row.release(hold)
         row.charge(done.prompt_tokens, done.completion_tokens, 0, model=model.name,
                    seconds=latency[-1] if latency else None, price=price)
         return done

@@ -171,3 +171,16 @@ def test_usage_listener_hears_each_call_as_it_ends():
     session.run(session.load("x.decomp", text=THREE_CALLS), {"question": "q"})
     assert [calls for calls, _ in heard] == [1, 2, 3]
     assert heard[0][1] < heard[1][1] < heard[2][1]
+
+
+def test_calls_in_flight_hold_what_they_may_cost_until_they_end():
+    run = Usage()
+    first = RowContext(0, Budget(run_cost=2.0), run)
+    first.before_call("model", "m", Price(1, 1), hold=1.5)
+    first.before_call("model", "m", Price(1, 1), hold=1.5)  # 1.5 held < 2: allowed
+    with pytest.raises(BudgetExceeded, match="3 more held by calls in flight"):
+        first.before_call("model", "m", Price(1, 1), hold=1.5)
+    first.release(1.5)
+    first.release(1.5)
+    assert run.held == 0 and run.calls == 2
+    first.before_call("model", "m", Price(1, 1), hold=1.5)  # both ended, nothing spent: allowed again
