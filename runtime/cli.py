@@ -21,6 +21,7 @@ from decomp.runtime.engine.cache import MODES
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE
+from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs import evaluation
 from decomp.runtime.runs.api import (
     PROGRAMS_DIR,
@@ -156,6 +157,16 @@ def _load_plugins(plugins: tuple[str, ...], program: Path) -> None:
             fail(err)
 
 
+def _prices(ctx, param, value: Path | None) -> Path | None:
+    """--prices FILE, read now so that a bad file is a usage error naming it."""
+    if value is not None:
+        try:
+            load_prices(value)
+        except (OSError, ValueError) as err:
+            raise click.BadParameter(str(err)) from None
+    return value
+
+
 def _session_options(command):
     """The options that shape a run: model, endpoint limits, cache, budgets."""
     options = [
@@ -183,6 +194,11 @@ def _session_options(command):
         click.option("--max-tokens", type=int, help="Budget: tokens for the whole run."),
         click.option("--max-row-calls", type=int, help="Budget: model calls per row."),
         click.option("--max-row-tokens", type=int, help="Budget: tokens per row."),
+        click.option("--max-cost", type=click.FloatRange(min=0), metavar="X",
+                     help="Budget: money for the whole run's model requests (needs each model's price)."),
+        click.option("--prices", type=click.Path(exists=True, dir_okay=False, path_type=Path), callback=_prices,
+                     metavar="FILE", help="Prices per million tokens (JSON or TOML: model name -> price_in, "
+                                          "price_out): a cost figure in summaries, progress and dry runs."),
         click.option("--max-depth", type=int, default=64, show_default=True, help="Deepest nesting of programs."),
         click.option("--max-steps", type=int, help="Most steps any decomposer may take."),
         click.option("--max-row-handler-calls", type=click.IntRange(1), default=DEFAULT_ROW_HANDLER_CALLS,
@@ -230,7 +246,8 @@ def _session_options(command):
 @click.option("--trace-out", type=click.Path(dir_okay=False, path_type=Path),
               help="With --question: write the decomposition tree as JSON to this file.")
 @click.option("--verbose", "-v", is_flag=True, help="With --input: print each failed row's error on stderr.")
-@click.option("--dry-run", is_flag=True, help="Count the model calls per row on a stand-in model; call nothing.")
+@click.option("--dry-run", is_flag=True, help="Estimate the model calls per row, their tokens and cost on a "
+                                              "stand-in model; call nothing.")
 @click.option("--shard", metavar="I/N", callback=lambda ctx, param, value: _shard(value),
               help="With --input: run only the rows whose position is I modulo N (0 <= I < N) into a run "
                    "directory of its own; join the shards with `decomp merge`.")
@@ -272,7 +289,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
         fail(err)
     with allowing(roots=user_folders(extra)):  # a folder given with --field is the user's: readable
         if dry_run:
-            _dry_run(session, loaded, data, question, extra)
+            _dry_run(session, loaded, data, question, extra, session.spec_price(options.model or loaded.default_model))
         elif question is not None:
             _run_one(session, loaded, question, extra, show_trace, trace_out)
         else:
@@ -342,8 +359,9 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> N
         sys.exit(EXIT_ERROR)
 
 
-def _dry_run(session, loaded, data, question, fields) -> None:
-    """Print how many model calls each row would make (estimated from the prompts' examples).
+def _dry_run(session, loaded, data, question, fields, price=None) -> None:
+    """Print how many model calls each row would make (estimated from the prompts' examples),
+    their tokens, and their cost at `price` (the run's model's, when known).
 
     A row that fails in the dry run (it cannot be read, lacks an input, a step fails on the
     stand-in's answers) is named on stderr with its error, counted in `failed`, and makes the
@@ -361,7 +379,7 @@ def _dry_run(session, loaded, data, question, fields) -> None:
     done = dryrun.dry_run(session, loaded, rows, dataset=data is not None)
     for where, error in done.failures:
         click.echo(f"warning: {where} would fail: {error}", err=True)
-    click.echo(json.dumps(done.estimate()))
+    click.echo(json.dumps(done.estimate(price)))
     if done.failures:
         click.echo(f"error: {len(done.failures)} of {len(done.calls)} row(s) would fail in this dry run", err=True)
         sys.exit(EXIT_ROWS_FAILED if data is not None else EXIT_ERROR)

@@ -115,10 +115,13 @@ main down
 '''
 
 
+_TIMED = ("seconds", "mean_ms", "wall_s", "mean_s", "p50_s", "p95_s")
+
+
 def untimed(value):
-    """`value` without what differs from run to run however right it is: wall times."""
+    """`value` without what differs from run to run however right it is: wall times, latencies."""
     if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if k not in ("seconds", "mean_ms", "wall_s")}
+        return {k: untimed(v) for k, v in value.items() if k not in _TIMED}
     if isinstance(value, list):
         return [untimed(v) for v in value]
     return value

@@ -4,6 +4,12 @@ Each row runs inside a `RowContext` (a context variable, so concurrent foreach i
 program steps of the row share it). Model calls are charged to the row and to the run; a
 budget that runs out ends that row with a `BudgetExceeded` error naming the budget.
 
+`calls` counts model requests only: a cache hit is not a call (`cache_hits`), nor is a symbolic
+handler's call (`handlers`: every handler's calls) or another service's (`service_calls`). Each
+model request is also counted under its model (`ModelUsage`: requests, tokens, latencies, cost
+when the model has a price), and a money budget (`Budget.run_cost`) stops model calls once the
+run's cost reaches it. A `Usage` may have a `listener` (the progress bar), told of every change.
+
 Every handler call, of any kind (a Python function, a regex, a program: symbolic work too),
 counts against its own budget, per row (`Budget.row_handler_calls`, 10,000 unless told) and per
 run, so a program that fans out without end stops there; and every `MEMORY_EVERY` handler calls
@@ -17,15 +23,92 @@ import contextvars
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from decomp.dsl.errors import BudgetExceeded
 from decomp.dsl.values import Failed
+from decomp.runtime.models.prices import Price
+
+
+@dataclass
+class ModelUsage:
+    """The requests made of one model: how many, their tokens, each one's seconds (its reply's
+    latency: cache hits are not requests) and, when the model has a price, their cost
+    (`priced`: the requests a price was known for; cost is a figure only when all were)."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: list[float] = field(default_factory=list)
+    priced: int = 0
+    spent: float = 0.0
+
+    @property
+    def cost(self) -> float | None:
+        """Money spent on these requests, or None when a request's price was not known."""
+        return self.spent if self.requests and self.priced == self.requests else None
+
+    def add(self, other: "ModelUsage") -> None:
+        self.requests += other.requests
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.seconds.extend(other.seconds)
+        self.priced += other.priced
+        self.spent += other.spent
+
+    def to_dict(self) -> dict:
+        """What a results line keeps: the counts and every request's seconds (so that totals
+        over rows, sessions and shards have exact percentiles)."""
+        out = {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
+               "completion_tokens": self.completion_tokens, "seconds": [round(s, 6) for s in self.seconds]}
+        if self.cost is not None:
+            out["cost"] = self.cost
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ModelUsage":
+        """The usage `to_dict` gave; raises TypeError or ValueError for anything else."""
+        seconds = data.get("seconds", [])
+        if not isinstance(seconds, list):
+            raise TypeError("'seconds' is not a list")
+        usage = cls(_count(data.get("requests", 0)), _count(data.get("prompt_tokens", 0)),
+                    _count(data.get("completion_tokens", 0)), [_number(s) for s in seconds])
+        if "cost" in data:
+            usage.priced, usage.spent = usage.requests, _number(data["cost"])
+        return usage
+
+    def latency(self) -> dict:
+        """Count, mean, p50 and p95 of the requests' seconds (numpy's linear percentiles), with
+        the tokens, and the cost when known: what a summary shows per model."""
+        out: dict[str, Any] = {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
+                               "completion_tokens": self.completion_tokens}
+        if self.seconds:
+            import numpy  # here, not at import: most runs never summarize
+
+            p50, p95 = numpy.percentile(self.seconds, [50, 95])
+            out.update(mean_s=round(float(numpy.mean(self.seconds)), 6), p50_s=round(float(p50), 6),
+                       p95_s=round(float(p95), 6))
+        if self.cost is not None:
+            out["cost"] = round(self.cost, 6)
+        return out
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{value!r} is not a count")
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{value!r} is not a number >= 0")
+    return float(value)
 
 
 @dataclass
 class Usage:
-    """Model calls, calls of other services by kind, cache hits, tokens, and time spent per handler."""
+    """Model calls (requests made, not cache hits), calls of other services by kind, cache hits,
+    tokens, time spent per handler, and each model's requests (`models`)."""
 
     calls: int = 0
     cache_hits: int = 0
@@ -38,10 +121,36 @@ class Usage:
     #: Handler calls started, of every kind (symbolic ones too): what the handler-call budgets
     #: count (not written by `to_dict`: `handlers` has the calls of each).
     started: int = 0
+    #: Each model's requests, by model name.
+    models: dict[str, ModelUsage] = field(default_factory=dict)
+    #: Money held by calls in flight, at most what each may cost (see `RowContext.before_call`).
+    held: float = 0.0
+    #: Told (called with no argument) whenever a call's tokens, cache hits or cost are added.
+    listener: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def handler_total(self) -> int:
+        """Handler calls of every kind (symbolic ones too), over all handlers."""
+        return sum(self.handler_calls.values())
+
+    @property
+    def cost(self) -> float | None:
+        """Money spent on model requests; None when there were none or one model had no price."""
+        costs = [m.cost for m in self.models.values()]
+        return sum(costs) if costs and None not in costs else None
+
+    @property
+    def spent(self) -> float:
+        """Money spent on the requests of models with a price (what `--max-cost` counts)."""
+        return sum(m.spent for m in self.models.values())
+
+    def changed(self) -> None:
+        if self.listener is not None:
+            self.listener()
 
     def add(self, other: "Usage") -> None:
         self.calls += other.calls
@@ -52,6 +161,21 @@ class Usage:
             self.count(name, count, other.handler_seconds[name])
         for kind, count in other.service_calls.items():
             self.service_calls[kind] = self.service_calls.get(kind, 0) + count
+        for name, model in other.models.items():
+            self.models.setdefault(name, ModelUsage()).add(model)
+
+    def request(self, model: str, seconds: float | None, prompt_tokens: int, completion_tokens: int,
+                price: Price | None) -> None:
+        """Count one request of `model` that took `seconds` (None: not timed) and used these tokens."""
+        entry = self.models.setdefault(model, ModelUsage())
+        entry.requests += 1
+        entry.prompt_tokens += prompt_tokens
+        entry.completion_tokens += completion_tokens
+        if seconds is not None:
+            entry.seconds.append(seconds)
+        if price is not None:
+            entry.priced += 1
+            entry.spent += price.cost(prompt_tokens, completion_tokens)
 
     def count(self, handler: str, calls: int, seconds: float) -> None:
         """Add `calls` calls of `handler` that took `seconds` in all."""
@@ -66,6 +190,10 @@ class Usage:
                "completion_tokens": self.completion_tokens, "handlers": latency}
         if self.service_calls:
             out["service_calls"] = dict(sorted(self.service_calls.items()))
+        if self.models:
+            out["models"] = {name: model.to_dict() for name, model in sorted(self.models.items())}
+        if self.cost is not None:
+            out["cost"] = self.cost
         return out
 
     @classmethod
@@ -75,6 +203,10 @@ class Usage:
         for name, handler in (data.get("handlers") or {}).items():
             usage.count(name, handler.get("calls", 0), handler.get("seconds", 0.0))
         usage.service_calls.update(data.get("service_calls") or {})
+        models = data.get("models") or {}
+        if not isinstance(models, dict):
+            raise TypeError("'models' is not an object")
+        usage.models = {name: ModelUsage.from_dict(model) for name, model in models.items()}
         return usage
 
 
@@ -106,6 +238,8 @@ class Budget:
     row_tokens: int | None = None
     run_calls: int | None = None
     run_tokens: int | None = None
+    #: Money the run may spend on model requests (`--max-cost`; needs every model's price).
+    run_cost: float | None = None
     service_calls: tuple[tuple[str, int], ...] = ()
     row_handler_calls: int | None = DEFAULT_ROW_HANDLER_CALLS
     run_handler_calls: int | None = None
@@ -113,6 +247,8 @@ class Budget:
     answer_mb: float | None = DEFAULT_ANSWER_MB
 
     def __post_init__(self) -> None:
+        if self.run_cost is not None and not self.run_cost >= 0:
+            raise ValueError(f"budget run_cost must be >= 0 (or None: unlimited), got {self.run_cost}")
         for name in ("row_handler_calls", "run_handler_calls", "memory_mb", "answer_mb"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -122,7 +258,7 @@ class Budget:
     def unlimited(self) -> bool:
         """No model, token or service budget (the handler-call and memory budgets aside)."""
         return (self.row_calls is None and self.row_tokens is None and self.run_calls is None
-                and self.run_tokens is None and not self.service_calls)
+                and self.run_tokens is None and self.run_cost is None and not self.service_calls)
 
 
 @dataclass
@@ -178,22 +314,44 @@ class RowContext:
         self.occurrences[key] = seen + 1
         return seen
 
-    def before_call(self, kind: str = "model") -> None:
+    def before_call(self, kind: str = "model", model: str = "", price: Price | None = None,
+                    hold: float = 0.0) -> None:
         """Count a call of a service of `kind` about to be made, or refuse it if a budget is spent.
 
         The call is counted before it is made, so concurrent calls of a row (or of the run)
         cannot overshoot a call budget. Token budgets are checked against tokens already used:
-        calls in flight at that moment may take a run past its token budget by their size."""
+        calls in flight at that moment may take a run past them by their size. The money budget
+        is checked against the money spent plus `hold` (the most a call may cost, held until it
+        ends: `release`) of each call in flight. With a money budget, a call of a model (named
+        `model`) with no `price` is refused."""
         if kind != "model":
             self._service_call(kind)
             return
         if not self.budget.unlimited:
+            self._check_cost(model, price)
             _check("model calls for this row", self.usage.calls, self.budget.row_calls)
             _check("model calls for the run", self.run.calls, self.budget.run_calls)
             _check("tokens for this row", self.usage.tokens, self.budget.row_tokens)
             _check("tokens for the run", self.run.tokens, self.budget.run_tokens)
+            self.run.held += hold
         self.usage.calls += 1
         self.run.calls += 1
+
+    def _check_cost(self, model: str, price: Price | None) -> None:
+        limit = self.budget.run_cost
+        if limit is None:
+            return
+        if price is None:
+            raise BudgetExceeded(f"budget: --max-cost needs a price for model {model or '(unnamed)'}: give it "
+                                 "price_in and price_out (a model option, or --prices FILE)")
+        if self.run.spent + self.run.held >= limit:
+            raise BudgetExceeded(f"budget exhausted: cost for the run reached {limit:g} (spent "
+                                 f"{self.run.spent:.6g}, {self.run.held:.6g} more held by calls in flight; "
+                                 "raise it with --max-cost X)")
+
+    def release(self, hold: float) -> None:
+        """Give back what `before_call` held for a call that has ended."""
+        self.run.held = max(0.0, self.run.held - hold)
 
     def before_handler_call(self) -> None:
         """Count a handler call about to start (any kind: symbolic ones too), or refuse it when
@@ -233,18 +391,20 @@ class RowContext:
         self.usage.service_calls[kind] = used + 1
         self.run.service_calls[kind] = self.run.service_calls.get(kind, 0) + 1
 
-    def charge(self, prompt_tokens: int | None, completion_tokens: int | None, hits: int) -> None:
+    def charge(self, prompt_tokens: int | None, completion_tokens: int | None, hits: int, *,
+               model: str | None = None, seconds: float | None = None, price: Price | None = None) -> None:
         """Add the tokens of a call made (counted by `before_call`) and cache hits. A count that
         is unknown (None) or cannot be one (negative, not an integer) adds nothing: what a server
-        reports never takes tokens back from a budget."""
+        reports never takes tokens back from a budget. With `model`: the call was a request of
+        that model, which took `seconds` and costs its tokens at `price` (None: unknown)."""
         prompt_tokens, completion_tokens = _chargeable(prompt_tokens), _chargeable(completion_tokens)
-        row, run = self.usage, self.run
-        row.prompt_tokens += prompt_tokens
-        row.completion_tokens += completion_tokens
-        row.cache_hits += hits
-        run.prompt_tokens += prompt_tokens
-        run.completion_tokens += completion_tokens
-        run.cache_hits += hits
+        for usage in (self.usage, self.run):
+            usage.prompt_tokens += prompt_tokens
+            usage.completion_tokens += completion_tokens
+            usage.cache_hits += hits
+            if model is not None:
+                usage.request(model, seconds, prompt_tokens, completion_tokens, price)
+        self.run.changed()
 
     def timed(self, handler: str, seconds: float) -> None:
         self.usage.count(handler, 1, seconds)

@@ -384,7 +384,7 @@ def _environment_problems(handlers: dict[str, Handler], names: set[str]) -> list
 #: What a `model NAME = "..." (option=value)` declaration may set, with the types allowed.
 MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "attempt_deadline": (int, float),
                  "call_deadline": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,),
-                 "transport": (str,)}
+                 "transport": (str,), "price_in": (int, float), "price_out": (int, float)}
 
 
 def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
@@ -401,7 +401,18 @@ def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
         elif opt.name in _MODEL_SECONDS and not 0 < opt.value.value < float("inf"):
             errors.append(CheckError(f"option '{opt.name}' of a model must be a number of seconds > 0, "
                                      f"not {opt.value.value}", opt.value.span))
+        elif opt.name in _MODEL_PRICES and not 0 <= opt.value.value < float("inf"):
+            errors.append(CheckError(f"option '{opt.name}' of a model must be a price >= 0 (money per million "
+                                     f"tokens), not {opt.value.value}", opt.value.span))
+    given = [opt for opt in decl.options if opt.name in _MODEL_PRICES]
+    if len({opt.name for opt in given}) == 1:
+        errors.append(CheckError(f"model '{decl.name}' has {given[0].name} but not "
+                                 f"{({*_MODEL_PRICES} - {given[0].name}).pop()}: give both, or neither",
+                                 given[0].span))
     return errors
+
+
+_MODEL_PRICES = ("price_in", "price_out")
 
 
 _MODEL_SECONDS = ("timeout", "attempt_deadline", "call_deadline")

@@ -19,12 +19,14 @@ not while backing off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import heapq
 import itertools
 import random
 import time
 from collections import defaultdict
-from typing import Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, Iterator, TypeVar
 
 from decomp.dsl.errors import TransientServiceError
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
@@ -55,20 +57,39 @@ def past_deadline(service: Service, attempts: int, clock: "CallClock") -> str:
             f"{service.deadline_hint('call')})" + (f"; last error: {said}" if said else ""))
 
 
+#: Where `Scheduler.call` puts the seconds of the attempt that answered (see `timing`); None: nowhere.
+LATENCY: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("decomp_latency", default=None)
+
+
+@contextlib.contextmanager
+def timing() -> Iterator[list[float]]:
+    """Yields a list that gets the latency of each scheduled call awaited meanwhile, in this
+    context (the session's request), as `Scheduler.call` measures it."""
+    found: list[float] = []
+    token = LATENCY.set(found)
+    try:
+        yield found
+    finally:
+        LATENCY.reset(token)
+
+
 class CallClock:
     """The call deadline of one scheduled call (`Service.call_deadline`): it starts when the
     first attempt's slot is taken (a call waiting its turn is not late) and moves the running
-    attempt's timeout scope to its end. `last` is the last attempt's transient error."""
+    attempt's timeout scope to its end. `last` is the last attempt's transient error; `sent`
+    the loop time the latest attempt took its slot (its request left)."""
 
-    __slots__ = ("seconds", "ends", "scope", "last")
+    __slots__ = ("seconds", "ends", "scope", "last", "sent")
 
     def __init__(self, seconds: float | None):
         self.seconds = seconds
         self.ends: float | None = None
         self.scope: asyncio.Timeout | None = None
         self.last: Exception | None = None
+        self.sent: float | None = None
 
     def start(self) -> None:
+        self.sent = asyncio.get_running_loop().time()
         if self.seconds is None or self.ends is not None:
             return
         self.ends = asyncio.get_running_loop().time() + self.seconds
@@ -188,15 +209,24 @@ class Scheduler:
         would end past it is not made.
 
         The common case (a free slot, no rate limit, a service that does not defer its slot)
-        takes and gives back the slot without awaiting anything but the call itself."""
+        takes and gives back the slot without awaiting anything but the call itself.
+
+        The list in `LATENCY`, when set, gets the seconds of the attempt that answered, from
+        when its slot was taken (its request left) to its reply: the queue and earlier attempts
+        aside."""
         clock = CallClock(service.call_deadline)
+        latency = LATENCY.get()
         for attempt in range(self.retries + 1):
             try:
                 if clock.seconds is None:
-                    return await self._attempt(service, method, args, priority, tokens, clock)
-                async with asyncio.timeout_at(clock.ends) as scope:
-                    clock.scope = scope
-                    return await self._attempt(service, method, args, priority, tokens, clock)
+                    answer = await self._attempt(service, method, args, priority, tokens, clock)
+                else:
+                    async with asyncio.timeout_at(clock.ends) as scope:
+                        clock.scope = scope
+                        answer = await self._attempt(service, method, args, priority, tokens, clock)
+                if latency is not None and clock.sent is not None:
+                    latency.append(asyncio.get_running_loop().time() - clock.sent)
+                return answer
             except TimeoutError:
                 if clock.scope is None or not clock.scope.expired():
                     raise

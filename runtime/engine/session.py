@@ -29,10 +29,11 @@ from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.call import EngineCall, named
 from decomp.runtime.engine.interpreter import RUNNER
 from decomp.runtime.engine.loader import LoadedModule, load
-from decomp.runtime.engine.scheduler import Scheduler
+from decomp.runtime.engine.scheduler import Scheduler, timing
 from decomp.runtime.engine.run_secrets import RunSecrets
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Completion, Model, ModelSettings, Request, Score
+from decomp.runtime.models.prices import Price, find_price, price_from_options
 
 
 @dataclass
@@ -88,6 +89,8 @@ class Session:
     python_workers: True (the default): python handlers' functions run in worker processes,
             stopped at their limits; False: in threads of this process, not contained (for
             test doubles that patch a helper's module, and for a debugger)
+    prices: model name -> `Price` (a `--prices` file; see `decomp.runtime.models.prices`); a
+            model declaration's own price_in/price_out options win
     """
 
     def __init__(self, *, registry: Registry | None = None, model: Model | str | None = None,
@@ -95,7 +98,7 @@ class Session:
                  cache: StepCache | None = None, budget: Budget | None = None,
                  max_depth: int = 64, max_steps: int | None = None, default_model: str | None = DEFAULT_MODEL,
                  handler_timeout: float | None = None, handler_memory_mb: float | None = None,
-                 python_workers: bool = True):
+                 python_workers: bool = True, prices: Mapping[str, Price] | None = None):
         if handler_timeout is not None and not handler_timeout > 0:
             raise ValueError(f"handler_timeout must be > 0 seconds, got {handler_timeout}")
         if handler_memory_mb is not None and not handler_memory_mb > 0:
@@ -128,6 +131,10 @@ class Session:
         self._services: dict[int, Service] = {}
         self._modules: list[LoadedModule] = []
         self._declared: dict[str, tuple[str, ModelSettings]] = {}
+        #: Model name -> price, from the `prices` given; `_priced`: by model instance, from its
+        #: declaration's options.
+        self.prices: dict[str, Price] = dict(prices or {})
+        self._priced: dict[int, Price] = {}
 
     # ---- loading
     def load(self, path: str | Path, text: str | None = None) -> LoadedModule:
@@ -173,6 +180,9 @@ class Session:
             real, settings = self._declared.get(spec, (spec, self.settings))
             self._models[spec] = self._build_model(real, settings)
             self.secrets.learn(self._models[spec])
+            price = price_from_options(dict(settings.options))
+            if price is not None:
+                self._priced[id(self._models[spec])] = price
         return self._models[spec]
 
     def _build_model(self, spec: str, settings: ModelSettings) -> Model:
@@ -184,16 +194,40 @@ class Session:
         return factory(rest, settings)
 
     # ---- model calls: cache, budget, scheduler, usage
+    def price(self, model: Model) -> Price | None:
+        """What `model`'s tokens cost: its declaration's price_in/price_out, else `prices` under
+        its name; None when neither says."""
+        return self._priced.get(id(model)) or find_price(self.prices, model.name)
+
+    def spec_price(self, spec: str | None) -> Price | None:
+        """The price of the model `spec` (a declared name, or a spec) would give, unbuilt."""
+        if spec is None:
+            return None
+        real, settings = self._declared.get(spec, (spec, self.settings))
+        return price_from_options(dict(settings.options)) or find_price(self.prices, real)
+
+    async def _request(self, model: Model, request: Request, row: RowContext) -> Completion:
+        """One request of `model`, made: counted, refused by a spent budget, timed and charged."""
+        price = self.price(model)
+        hold = price.cost(len(request.prompt) // 4, request.max_tokens * request.n) \
+            if price is not None and self.budget.run_cost is not None else 0.0
+        row.before_call(model.kind, model.name, price, hold)
+        try:
+            with timing() as latency:
+                done = self.secrets.masked(await self.scheduler.complete(model, request, self._turn(row)))
+        finally:
+            row.release(hold)
+        row.charge(done.prompt_tokens, done.completion_tokens, 0, model=model.name,
+                   seconds=latency[-1] if latency else None, price=price)
+        return done
+
     async def complete(self, model: Model, request: Request, handler: str = "") -> Completion:
         """One request through the cache and the scheduler; each sample is cached by its index.
         The run's secrets are masked in the texts before anything stores them (`RunSecrets`)."""
         row = current_row()
         self.secrets.learn(model)
         if self.cache is None:
-            row.before_call(model.kind)
-            done = self.secrets.masked(await self.scheduler.complete(model, request, self._turn(row)))
-            row.charge(done.prompt_tokens, done.completion_tokens, 0)
-            return done
+            return await self._request(model, request, row)
         # a request of temperature > 0 made again in the row (a retry) gets new samples, not the
         # first request's from the cache: its k-th occurrence takes sample indexes k*n .. k*n+n-1
         first = row.occurrence(self._sample_key(model, request, -1)) * request.n if request.temperature > 0 else 0
@@ -203,13 +237,11 @@ class Session:
         if not missing:
             row.charge(0, 0, request.n)
             return Completion(self.secrets.mask_all(f["text"] for f in found), cache_hits=request.n)
-        row.before_call(model.kind)
-        fresh = self.secrets.masked(
-            await self.scheduler.complete(model, dataclasses.replace(request, n=len(missing)), self._turn(row)))
+        fresh = await self._request(model, dataclasses.replace(request, n=len(missing)), row)
         for i, text in zip(missing, fresh.texts):
             found[i] = {"text": text}
             self.cache.put(keys[i], found[i])
-        row.charge(fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
+        row.charge(0, 0, request.n - len(missing))
         texts = self.secrets.mask_all(f["text"] for f in found)  # the hits among them too
         return Completion(texts, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
 
@@ -222,10 +254,12 @@ class Session:
         if value is not None:
             row.charge(0, 0, 1)
             return Score(value["logprob"], value["tokens"])
-        row.before_call(model.kind)
-        score = await self.scheduler.score(model, prompt, continuation, self._turn(row))
+        price = self.price(model)
+        row.before_call(model.kind, model.name, price)
+        with timing() as latency:
+            score = await self.scheduler.score(model, prompt, continuation, self._turn(row))
         self._store(key, {"logprob": score.logprob, "tokens": score.tokens})
-        row.charge(score.tokens, 0, 0)
+        row.charge(score.tokens, 0, 0, model=model.name, seconds=latency[-1] if latency else None, price=price)
         return score
 
     async def request(self, service: Service, method, args: tuple, *, cache: Mapping[str, Any] | None = None,

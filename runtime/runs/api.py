@@ -36,6 +36,7 @@ from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.session import Session
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE, Model, ModelSettings
+from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs.batch import run_rows
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
@@ -110,6 +111,9 @@ class RunOptions:
                    ones too, per row (10,000) and for the run
     max_memory_mb: the process's resident memory (MiB) past which a row's next call ends the row
     max_answer_mb: the most text (MiB of characters) one handler answer may hold (16; None: no limit)
+    max_cost:      money the run may spend on model requests (needs every model's price)
+    prices:        a prices file (JSON or TOML: model name -> price_in, price_out per million
+                   tokens; see `decomp.runtime.models.prices`)
     """
 
     model: str | None = None
@@ -134,10 +138,14 @@ class RunOptions:
     max_handler_calls: int | None = None
     max_memory_mb: float | None = None
     max_answer_mb: float | None = DEFAULT_ANSWER_MB
+    max_cost: float | None = None
+    prices: Path | None = None
 
     def __post_init__(self) -> None:
-        if self.cache_dir is not None and not isinstance(self.cache_dir, Path):
-            object.__setattr__(self, "cache_dir", Path(self.cache_dir))
+        for name in ("cache_dir", "prices"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                object.__setattr__(self, name, Path(value))
 
     def session(self, model: Model | None = None) -> Session:
         """A `Session` with these options. A `Model` instance given here replaces `model` and
@@ -148,13 +156,14 @@ class RunOptions:
             cache = StepCache((self.cache_dir or default_cache_dir()) / "steps.sqlite", self.cache_mode)
         budget = Budget(self.max_row_calls, self.max_row_tokens, self.max_calls, self.max_tokens,
                         row_handler_calls=self.max_row_handler_calls, run_handler_calls=self.max_handler_calls,
-                        memory_mb=self.max_memory_mb, answer_mb=self.max_answer_mb)
+                        memory_mb=self.max_memory_mb, answer_mb=self.max_answer_mb, run_cost=self.max_cost)
         settings = ModelSettings(base_url=self.base_url, transport=self.transport,
                                  attempt_deadline=self.attempt_deadline, call_deadline=self.call_deadline)
         return Session(model=model or self.model, settings=settings,
                        scheduler=Scheduler(self.concurrency, rpm=self.rpm, tpm=self.tpm), cache=cache,
                        budget=budget, max_depth=self.max_depth, max_steps=self.max_steps,
-                       handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb)
+                       handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb,
+                       prices=load_prices(self.prices) if self.prices is not None else None)
 
     @classmethod
     def of(cls, session: Session) -> "RunOptions":
@@ -172,7 +181,7 @@ class RunOptions:
                    handler_timeout=session.handler_timeout, handler_memory_mb=session.handler_memory_mb,
                    max_row_handler_calls=budget.row_handler_calls,
                    max_handler_calls=budget.run_handler_calls, max_memory_mb=budget.memory_mb,
-                   max_answer_mb=budget.answer_mb)
+                   max_answer_mb=budget.answer_mb, max_cost=budget.run_cost)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as run.json records them: paths as text, and `base_url` without the

@@ -559,8 +559,9 @@ class RunDir:
 def summarize(records: Iterable[dict], manifest: dict) -> dict:
     """The run's totals over its complete rows (all sessions): rows, failed (rows in error),
     score (mean over rows with gold) and its metric, scored_rows, the `outcomes`, usage
-    (calls, tokens, cache hits, service calls), wall_s (the sessions' seconds), sessions,
-    per-handler calls and latency."""
+    (calls: model requests; cache hits, handler_calls of every kind, service calls, tokens,
+    cost when every model used has a price), wall_s (the sessions' seconds), sessions,
+    per-handler calls and latency, and per-model requests, tokens, latency and cost (`models`)."""
     totals = Totals()
     for record in records:
         totals.add(record)
@@ -570,7 +571,7 @@ def summarize(records: Iterable[dict], manifest: dict) -> dict:
 def outcomes(records: Iterable[dict]) -> dict:
     """Success over rows: `failed_outcome` (rows that answered with a failed outcome),
     `success_rate` (rows answered with an ok outcome, over all rows), `calls_per_row` (model
-    requests, cache hits included); when
+    requests made: not cache hits, nor symbolic handlers' calls); when
     environments judged the rows (a summary's `success`), `env_success_rate` too (the paper
     found self-judged success inflated: both are kept); and, when their summaries name a
     `group` (TextCraft: the recipe depth), the same per group."""
@@ -613,6 +614,10 @@ class Totals:
     def summary(self, manifest: dict) -> dict:
         usage = self.usage.to_dict()
         handlers = usage.pop("handlers")
+        usage["handler_calls"] = self.usage.handler_total
+        usage["models"] = {name: model.latency() for name, model in sorted(self.usage.models.items())}
+        if "cost" in usage:
+            usage["cost"] = round(usage["cost"], 6)
         sessions = manifest.get("sessions", [])
         metric = {"metric": manifest.get("metric") or "em"} if self.scored else {}
         return {
@@ -643,9 +648,8 @@ class _Rates:
         verdict = _env_success(record)
         self.judged |= verdict is not None
         self.env_ok += bool(verdict)
-        usage = record.get("usage") or {}
-        # model requests a row made, whether the cache answered them or not: a re-run gives the same
-        self.calls += usage.get("calls", 0) + usage.get("cache_hits", 0)
+        # model requests the row made: a cache hit is none (a re-run from the cache makes 0)
+        self.calls += (record.get("usage") or {}).get("calls", 0)
 
     def result(self) -> dict:
         rows = self.rows or 1

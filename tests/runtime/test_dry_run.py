@@ -39,7 +39,13 @@ def test_dry_run_of_letter_cat_counts_nine_calls(tmp_path):
     estimate = last_json(result.output)
     # 4 decomposer lines (split, foreach, merge, [EOQ]) + split + 3 letters + merge: the split
     # prompt's first example has three words
-    assert estimate == {"rows": 1, "calls_per_row": 9, "max_calls_per_row": 9, "estimated_calls": 9}
+    assert {k: estimate[k] for k in ("rows", "calls_per_row", "max_calls_per_row", "estimated_calls")} == \
+        {"rows": 1, "calls_per_row": 9, "max_calls_per_row": 9, "estimated_calls": 9}
+    # tokens: chars / 4 of the prompts and of the stand-in's answers; the calls' max_tokens an
+    # upper bound (tests/runtime/runs/test_dryrun.py checks the sums exactly)
+    assert estimate["estimated_prompt_tokens"] > 9 * 50 and 0 < estimate["estimated_completion_tokens"] < 9 * 20
+    assert estimate["max_completion_tokens"] >= estimate["estimated_completion_tokens"]
+    assert "estimated_cost" not in estimate  # no price: no cost figure
     assert not cache_dir.exists()
     assert tree(env_cache) == before
 
@@ -66,7 +72,8 @@ def test_dry_run_of_a_symbolic_program_makes_no_calls():
     result = invoke("run", "decomp/letter_cat_symbolic", "--dry-run", "-q", q)
     assert result.exit_code == 0, result.output
     assert last_json(result.output) == {"rows": 1, "calls_per_row": 0, "max_calls_per_row": 0,
-                                        "estimated_calls": 0}
+                                        "estimated_calls": 0, "estimated_prompt_tokens": 0,
+                                        "estimated_completion_tokens": 0, "max_completion_tokens": 0}
 
 
 def test_dry_run_over_an_input_file(tmp_path):

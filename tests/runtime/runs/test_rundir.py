@@ -168,8 +168,9 @@ def test_summary_adds_rows_usage_and_sessions():
     manifest = {"sessions": [{"seconds": 1.5}, {"seconds": 0.5}, {"seconds": None}]}
     summary = summarize(records, manifest)
     assert summary == {"rows": 3, "failed": 2, "score": 0.5, "metric": "em", "scored_rows": 2, "failed_outcome": 0,
-                       "success_rate": 0.333333, "calls_per_row": 1.333, "calls": 3, "cache_hits": 1,
-                       "prompt_tokens": 10, "completion_tokens": 4, "wall_s": 2.0, "sessions": 3,
+                       "success_rate": 0.333333, "calls_per_row": 1.0, "calls": 3, "cache_hits": 1,
+                       "prompt_tokens": 10, "completion_tokens": 4, "handler_calls": 3, "models": {},
+                       "wall_s": 2.0, "sessions": 3,
                        "handlers": {"h": {"calls": 3, "seconds": 0.75, "mean_ms": 250.0}}}
     assert summarize([], {"sessions": []})["score"] is None
     assert "metric" not in summarize([], {"sessions": []})        # no gold: nothing was scored
