@@ -33,7 +33,7 @@ from decomp.runtime.runs.api import (
     with_fields,
 )
 from decomp.runtime.runs import dryrun
-from decomp.runtime.runs.datasets import Row, read_rows
+from decomp.runtime.runs.datasets import Row, read_rows, window
 from decomp.runtime.runs.rundir import RunDir, RunDirError
 from decomp.runtime.runs.shards import Shard, merge_runs
 from decomp.runtime.testing.fake import ReplayModel
@@ -251,10 +251,15 @@ def _session_options(command):
 @click.option("--shard", metavar="I/N", callback=lambda ctx, param, value: _shard(value),
               help="With --input: run only the rows whose position is I modulo N (0 <= I < N) into a run "
                    "directory of its own; join the shards with `decomp merge`.")
+@click.option("--offset", type=click.IntRange(0), default=0, metavar="K",
+              help="With --input: skip the first K rows of the dataset.")
+@click.option("--limit", type=click.IntRange(1), metavar="N",
+              help="With --input: run at most N rows (from --offset on); recorded in run.json, and a --resume "
+                   "must give the same --offset and --limit.")
 @_session_options
 @_trust_options
 def run(file, question, main_name, data, run_dir, resume, force, output, fields, show_trace, trace_out, verbose,
-        dry_run, shard, **opts) -> None:
+        dry_run, shard, offset, limit, **opts) -> None:
     """Run the program FILE on one --question or on every row of --input.
 
     A dataset run writes a run directory (results.jsonl, traces, summary.json, the program and
@@ -272,7 +277,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     """
     _check_run_usage(question, data, show_trace, trace_out,
                      {"--run-dir": run_dir, "--resume": resume, "--force": force, "--output": output,
-                      "--shard": shard})
+                      "--shard": shard, "--offset": offset, "--limit": limit})
     extra = dict(_field(f) for f in fields)
     plugins = opts.pop("plugins", ())
     options = RunOptions(**opts)
@@ -280,7 +285,8 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     _print_warnings(program)
     _load_plugins(plugins, program)
     if data is not None and not dry_run:
-        _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose, shard)
+        _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose, shard,
+                     (offset, limit))
         return
     session = options.session(ReplayModel() if dry_run else None)
     try:
@@ -289,7 +295,8 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
         fail(err)
     with allowing(roots=user_folders(extra)):  # a folder given with --field is the user's: readable
         if dry_run:
-            _dry_run(session, loaded, data, question, extra, session.spec_price(options.model or loaded.default_model))
+            _dry_run(session, loaded, data, question, extra, session.spec_price(options.model or loaded.default_model),
+                     (offset, limit))
         elif question is not None:
             _run_one(session, loaded, question, extra, show_trace, trace_out)
         else:
@@ -313,12 +320,13 @@ def _check_run_usage(question: str | None, data: Path | None, show_trace: bool, 
 
 def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str | None, run_dir: Path | None,
                  resume: bool, force: bool, output: Path | None, fields: dict[str, Any] | None = None,
-                 verbose: bool = False, shard: Shard | None = None) -> None:
+                 verbose: bool = False, shard: Shard | None = None, rows: tuple[int, int | None] = (0, None)) -> None:
     """`run_dataset`, its notes on stderr, its summary as one JSON line on stdout (and with
     `verbose`, each failed row's error on stderr)."""
     try:
         done = run_dataset(program, data, options=options, main=main_name, run_dir=run_dir, resume=resume,
                            force=force, output=output, progress=None, fields=fields, shard=shard,
+                           offset=rows[0], limit=rows[1],
                            on_note=lambda note: click.echo(f"note: {note}", err=True))
         failed = [record for record in done.records() if record.get("error")] if verbose else []
     except (DecompError, OSError, ValueError) as err:
@@ -359,7 +367,7 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> N
         sys.exit(EXIT_ERROR)
 
 
-def _dry_run(session, loaded, data, question, fields, price=None) -> None:
+def _dry_run(session, loaded, data, question, fields, price=None, window_=(0, None)) -> None:
     """Print how many model calls each row would make (estimated from the prompts' examples),
     their tokens, and their cost at `price` (the run's model's, when known).
 
@@ -369,7 +377,7 @@ def _dry_run(session, loaded, data, question, fields, price=None) -> None:
     to the failure are counted."""
     if data is not None:
         try:
-            rows = with_fields(read_rows(data), fields)
+            rows = with_fields(window(read_rows(data), *window_), fields)
         except (OSError, ValueError) as err:
             fail(err)
     elif question is not None:

@@ -250,7 +250,9 @@ class _Loader:
         cls = self.registry.kind(decl.kind)
         if cls is None:
             self.errors.append(CheckError(f"unknown handler kind '{decl.kind}'", decl.kind_span,
-                                          expected="one of: " + ", ".join(sorted(self.registry.kinds))))
+                                          expected="one of: " + ", ".join(sorted(self.registry.kinds))
+                                          + "; a kind a plugin registers needs `--plugin MODULE` (or the "
+                                          "plugin installed under the `decomp` entry-point group)"))
             return None
         options = self._options(cls, decl.options, f"kind '{decl.kind}'", decl.span)
         return None if options is None else cls(decl.name, options, decl, ctx)

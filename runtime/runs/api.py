@@ -38,7 +38,7 @@ from decomp.runtime.engine.session import Session
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE, Model, ModelSettings
 from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs.batch import run_rows
-from decomp.runtime.runs.datasets import Row, read_rows
+from decomp.runtime.runs.datasets import window, Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
 from decomp.runtime.runs.shards import Shard
 from decomp.runtime.runs.jsonl import json_line
@@ -232,7 +232,7 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
                 run_dir: str | Path | None = None, resume: bool = False, force: bool = False,
                 output: str | Path | None = None, progress: bool | None = False,
                 on_note: Callable[[str], None] | None = None, fields: Mapping[str, Any] | None = None,
-                shard: Shard | str | None = None) -> RunSummary:
+                shard: Shard | str | None = None, offset: int = 0, limit: int | None = None) -> RunSummary:
     """Run `program` on every row of `data` into a run directory: `decomp run PROGRAM --input DATA`.
 
     program:  a .decomp file, the name of a bundled program (`decomp/letter_cat`), or a module
@@ -260,6 +260,9 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     shard:    run only shard `I/N` of the rows (a `Shard` or "I/N": the rows whose index is I
               modulo N), recorded in run.json's options; `resume` is refused for another
               shard. `merge_runs` (`decomp merge`) joins the shards' run directories
+    offset, limit: run only the rows at input positions `offset` to `offset + limit - 1`
+              (`decomp run --offset K --limit N`; limit None: to the end), recorded in
+              run.json's options; `resume` is refused for another window
 
     Returns the `RunSummary` (its `to_dict()` is the line `decomp run` prints). A row that fails
     is recorded in its line and the run goes on. Raises `DecompError` for a program that does
@@ -277,7 +280,8 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
         raise RuntimeError("run_dataset cannot run inside a running event loop: await arun_dataset(...) instead")
     return asyncio.run(arun_dataset(program, data, model=model, options=options, session=session, main=main,
                                     run_dir=run_dir, resume=resume, force=force, output=output,
-                                    progress=progress, on_note=on_note, fields=fields, shard=shard))
+                                    progress=progress, on_note=on_note, fields=fields, shard=shard,
+                                    offset=offset, limit=limit))
 
 
 async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: str | Model | None = None,
@@ -285,7 +289,8 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
                        run_dir: str | Path | None = None, resume: bool = False, force: bool = False,
                        output: str | Path | None = None, progress: bool | None = False,
                        on_note: Callable[[str], None] | None = None,
-                       fields: Mapping[str, Any] | None = None, shard: Shard | str | None = None) -> RunSummary:
+                       fields: Mapping[str, Any] | None = None, shard: Shard | str | None = None,
+                       offset: int = 0, limit: int | None = None) -> RunSummary:
     """`run_dataset` in a running event loop."""
     session, options = _session(program, model, options, session)
     loaded, path = _load(session, program, main)
@@ -297,10 +302,14 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
     shard = Shard.parse(shard) if isinstance(shard, str) else shard
     if shard is not None:
         recorded["shard"] = str(shard)
+    if offset < 0 or (limit is not None and limit < 1):
+        raise ValueError(f"offset {offset}, limit {limit}: the offset counts rows from 0 and the limit is at least 1")
+    recorded.update({"offset": offset} if offset else {}, **({"limit": limit} if limit is not None else {}))
     manifest = make_manifest(path, loaded.main, loaded.files, data, recorded, metric=loaded.metric or "em")
 
     def rows() -> Iterator[Row]:  # read as they run, not all held: memory does not grow with the input
-        return (_with_field_values(row, fields) for row in read_rows(data) if shard is None or shard.takes(row.index))
+        return (_with_field_values(row, fields) for row in window(read_rows(data), offset, limit)
+                if shard is None or shard.takes(row.index))
 
     run = _open_run(path, data, manifest, loaded.files, run_dir, resume, force)
     try:

@@ -20,7 +20,7 @@ a program as the value it is; a null one is the row's error when it runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,18 @@ def read_rows(path: str | Path) -> Iterator[Row]:
     if drop is not None:
         return _drop_rows(drop, str(path))
     return _jsonl_rows(data, str(path))
+
+
+def window(rows: Iterable[Row], offset: int = 0, limit: int | None = None) -> Iterator[Row]:
+    """The rows whose input position is at least `offset` and below `offset + limit` (every row
+    from `offset` on when `limit` is None): `decomp run --offset K --limit N`. Positions are the
+    input's, so a window and a shard (`--shard I/N`) pick the same rows in either order."""
+    end = None if limit is None else offset + limit
+    for row in rows:
+        if row.index >= offset and (end is None or row.index < end):
+            yield row
+        elif end is not None and row.index >= end:
+            return
 
 
 # --- detection -------------------------------------------------------------------------------

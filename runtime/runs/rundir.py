@@ -58,7 +58,7 @@ MANIFEST, RESULTS, TRACES, SUMMARY, PROGRAM = "run.json", "results.jsonl", "trac
 #: Held (an exclusive `flock`) by the one process writing the run: a second writer is refused.
 LOCK = "run.lock"
 #: Options that change answers: resuming under different ones would mix two runs.
-BINDING_OPTIONS = ("model", "shard")
+BINDING_OPTIONS = ("model", "shard", "offset", "limit")
 
 
 class RunDirError(DecompError):
