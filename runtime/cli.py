@@ -10,6 +10,7 @@ from typing import Any
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.values import storable_json
@@ -34,7 +35,7 @@ from decomp.runtime.runs.api import (
 )
 from decomp.runtime.runs import dryrun
 from decomp.runtime.runs.datasets import Row, read_rows, window
-from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.runs.rundir import RunDir, RunDirError, latest_run, read_manifest, runs_root
 from decomp.runtime.runs.shards import Shard, merge_runs
 from decomp.runtime.testing.fake import ReplayModel
 from decomp.runtime.views.describe import describe
@@ -279,9 +280,12 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
                      {"--run-dir": run_dir, "--resume": resume, "--force": force, "--output": output,
                       "--shard": shard, "--offset": offset, "--limit": limit})
     extra = dict(_field(f) for f in fields)
+    program = resolve_program(file)
+    if resume and data is not None:
+        extra, main_name, offset, limit = _resumed_settings(click.get_current_context(), program, data, run_dir,
+                                                            shard, opts, extra, main_name, offset, limit)
     plugins = opts.pop("plugins", ())
     options = RunOptions(**opts)
-    program = resolve_program(file)
     _print_warnings(program)
     _load_plugins(plugins, program)
     if data is not None and not dry_run:
@@ -301,6 +305,33 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
             _run_one(session, loaded, question, extra, show_trace, trace_out)
         else:
             raise click.UsageError("give --question TEXT or --input DATA --output OUT.jsonl")
+
+
+def _resumed_settings(ctx: click.Context, program: Path, data: Path, run_dir: Path | None, shard: Shard | None,
+                      opts: dict, fields: dict, main_name: str | None, offset: int, limit: int | None):
+    """What `--resume` runs with: each setting the user left at its default is taken from the
+    run's run.json (model, base URL, fields, the row window, concurrency, budgets, ...; --main
+    when it is the same program file);
+    one given again is the user's, and a binding one that differs is refused when the run opens.
+    Returns the fields, main, offset and limit; `opts` (the session options) is updated in place.
+    A base URL recorded with its credentials hidden (***) is not taken: it must be given again."""
+    probe = {"program": {"path": str(program.resolve())}, "input": {"path": str(data.resolve())},
+             "options": {"shard": str(shard) if shard else None}}
+    try:
+        recorded_run = read_manifest(run_dir if run_dir is not None else latest_run(runs_root(), probe))
+    except (RunDirError, OSError):
+        return fields, main_name, offset, limit  # opening the run says what is wrong, in its words
+    recorded = recorded_run["options"]
+    same_program = recorded_run["program"].get("path") == probe["program"]["path"]  # else refused as another
+    unset = lambda name: ctx.get_parameter_source(name) in (None, ParameterSource.DEFAULT)  # noqa: E731
+    for name in opts:
+        if name in recorded and unset(name) and not (name == "base_url" and "***" in str(recorded[name] or "")):
+            value = recorded[name]
+            opts[name] = Path(value) if name in ("cache_dir", "prices") and isinstance(value, str) else value
+    return (recorded.get("fields") or {} if unset("fields") else fields,
+            recorded_run["program"].get("main") if unset("main_name") and same_program else main_name,
+            recorded.get("offset", 0) if unset("offset") else offset,
+            recorded.get("limit") if unset("limit") else limit)
 
 
 def _check_run_usage(question: str | None, data: Path | None, show_trace: bool, trace_out: Path | None,

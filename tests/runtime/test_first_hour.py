@@ -108,7 +108,8 @@ def test_dry_run_reports_failing_rows_and_exits_non_zero(echo, data):
     result = invoke("run", echo, "--dry-run", "--input", data)
     assert result.exit_code == 3  # as a dataset run with rows in error
     assert json.loads(result.stdout) == {"rows": 2, "calls_per_row": 0.0, "max_calls_per_row": 0,
-                                         "estimated_calls": 0, "failed": 1}
+                                         "estimated_calls": 0, "estimated_prompt_tokens": 0,
+                                         "estimated_completion_tokens": 0, "max_completion_tokens": 0, "failed": 1}
     assert "row a (index 0) would fail: " in result.stderr and "needs 'suffix'" in result.stderr
     assert "1 of 2 row(s) would fail" in result.stderr
 

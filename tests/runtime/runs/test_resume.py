@@ -528,3 +528,25 @@ def test_a_missing_row_id_in_a_run_is_a_clear_message(symbolic):
     _, _, done = symbolic
     outcome = CliRunner().invoke(main, ["trace", "show", str(done), "--row", "no-such-row"])
     assert_clear_failure(outcome, "no row 'no-such-row'")
+
+
+@pytest.mark.network
+def test_resume_takes_its_settings_from_run_json(server, dataset, baseline, tmp_path):
+    """`--resume` with none of the first run's flags: the model, base URL, cache mode and
+    concurrency come from run.json (issue 22: it used to refuse without --model and --base-url)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(baseline, run_dir)
+    results = run_dir / "results.jsonl"
+    data = results.read_bytes()
+    start = data.rstrip(b"\n").rfind(b"\n") + 1
+    results.write_bytes(data[:start])  # the last row lost: the resume must call the server for it
+    server.reset_stats()
+
+    outcome = invoke(["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(run_dir),
+                      "--resume", "--concurrency", "2"])
+    assert outcome.exit_code == 0, outcome.output
+    assert server.stats()["requests"] == CALLS_PER_ROW  # the recorded endpoint, for the one row left
+    recorded = json.loads((run_dir / "run.json").read_text())["options"]
+    assert (recorded["model"], recorded["base_url"], recorded["cache_mode"]) == ("openai:mock", server.base_url, "off")
+    assert sessions(run_dir)[-1]["rows"] == 1
+    assert_same_as(run_dir, baseline, ROWS, n_sessions=2)
