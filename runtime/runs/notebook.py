@@ -183,7 +183,7 @@ class Run:
     def __repr__(self) -> str:
         summary = self.summary
         score = summary.get("score")
-        scored = f", score={score:.3f} ({summary.get('metric', 'em')})" if isinstance(score, (int, float)) else ""
+        scored = f" score={score:.3f} ({summary.get('metric', 'em')})" if isinstance(score, (int, float)) else ""
         program = Path(self.manifest["program"]["path"]).name
         return f"<decomp.Run {str(self.path)!r} program={program!r} rows={summary.get('rows')} " \
                f"failed={summary.get('failed')}{scored}>"
