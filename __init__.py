@@ -1,6 +1,9 @@
 """decomp: a declarative prompt-program language and its interpreter.
 
-Public entry points: `Session` (load and run .decomp programs), `run_dataset` (run a program
+Public entry points: `load`, `run` / `arun` and `open_run` (the notebook API, docs/notebook.md:
+load a program, run it on one question or a dataset, read a run directory back as `Program`,
+`RunResult` and `Run`; the synchronous calls work inside Jupyter's running loop too),
+`Session` (load and run .decomp programs), `run_dataset` / `arun_dataset` (run a program
 over a dataset into a run directory, as `decomp run --input` does; with `RunOptions`,
 `RunSummary`), `FakeModel` (tests), `hookimpl` (write a plugin: see `decomp.handlers.plugins`),
 `handler_kind` / `python_handler` / `environment` (extend the language;
@@ -19,12 +22,14 @@ from decomp.handlers.registry import handler_kind, python_handler
 from decomp.handlers.service import Service
 from decomp.runtime.engine.session import RunResult, Session
 from decomp.runtime.models.base import Completion, Model, ModelSettings, Request
-from decomp.runtime.runs.api import RunOptions, RunSummary, run_dataset
+from decomp.runtime.runs.api import RunOptions, RunSummary, arun_dataset, run_dataset
+from decomp.runtime.runs.notebook import Program, Run, arun, load, open_run, run
 from decomp.runtime.testing.fake import FakeModel
 
 __all__ = [
     "Abort", "Call", "Completion", "Model", "ModelSettings", "Request", "DecompError", "Environment", "Failed", "Failure", "FakeModel", "Handler", "HandlerError", "Options", "RunOptions",
     "RunResult", "RunSummary", "Service", "Session", "handler_kind", "parse_fewshot", "parse_module", "parse_plan",
     "parse_step_line", "python_handler", "run_dataset", "StepResult", "environment", "hookimpl",
+    "Program", "Run", "arun", "arun_dataset", "load", "open_run", "run",
 ]
 __version__ = "0.1.0"

@@ -8,7 +8,6 @@ budgets and usage.
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from decomp.runtime.engine.call import EngineCall, named
 from decomp.runtime.engine.interpreter import RUNNER
 from decomp.runtime.engine.loader import LoadedModule, load
 from decomp.runtime.engine.scheduler import Scheduler, timing
+from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.engine.run_secrets import RunSecrets
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Completion, Model, ModelSettings, Request, Score
@@ -339,13 +339,15 @@ class Session:
         return RunResult(value, None, trace, row.usage, failed=not ok, environments=_finish_environments(row))
 
     def run(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None) -> RunResult:
-        """Synchronous `arun` for one row (closes the models' connections afterwards)."""
+        """Synchronous `arun` for one row (closes the models' connections afterwards). Inside a
+        running event loop (a Jupyter cell) it runs on a worker thread with a loop of its own
+        (`decomp.runtime.engine.syncrun`); `await session.arun(...)` there runs in that loop."""
         async def one() -> RunResult:
             try:
                 return await self.arun(module, fields, target)
             finally:
                 await self.aclose()
-        return asyncio.run(one())
+        return run_sync(one)
 
     async def arun_handler(self, handler: Handler, query: str, values: tuple = (),
                            inputs: Mapping[str, Any] | None = None) -> Any:
@@ -364,12 +366,13 @@ class Session:
 
     def run_handler(self, handler: Handler, query: str, values: tuple = (),
                     inputs: Mapping[str, Any] | None = None) -> Any:
-        """Synchronous `arun_handler`."""
-        return asyncio.run(self.arun_handler(handler, query, values, inputs))
+        """Synchronous `arun_handler` (inside a running loop, on a worker thread: see `run`)."""
+        return run_sync(lambda: self.arun_handler(handler, query, values, inputs))
 
     def run_sync(self, awaitable):
-        """Run one coroutine of this session (a `complete`, a `score`) to its end."""
-        return asyncio.run(awaitable)
+        """Run one coroutine of this session (a `complete`, a `score`) to its end (inside a
+        running loop, on a worker thread: see `run`)."""
+        return run_sync(lambda: awaitable)
 
     async def aclose(self) -> None:
         """Close model clients and other services (they are rebuilt on next use), call every

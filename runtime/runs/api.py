@@ -20,7 +20,6 @@ What shapes the run (model, endpoint limits, step cache, budgets) is a `RunOptio
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from decomp.runtime.engine.cache import StepCache, default_cache_dir
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.session import Session
+from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE, Model, ModelSettings
 from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs.batch import run_rows
@@ -270,18 +270,13 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     that cannot be used as asked (it holds a run and neither `resume` nor `force` is given, it
     holds something else, or it differs from what `resume` would continue); `OSError` for a
     file that cannot be read or written; `ValueError` for a data file in neither format.
-    Inside a running event loop (Jupyter), `await arun_dataset(...)` instead.
+    Inside a running event loop (a Jupyter cell) it runs on a worker thread with a loop of its
+    own (`decomp.runtime.engine.syncrun`); `await arun_dataset(...)` runs in that loop instead.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise RuntimeError("run_dataset cannot run inside a running event loop: await arun_dataset(...) instead")
-    return asyncio.run(arun_dataset(program, data, model=model, options=options, session=session, main=main,
-                                    run_dir=run_dir, resume=resume, force=force, output=output,
-                                    progress=progress, on_note=on_note, fields=fields, shard=shard,
-                                    offset=offset, limit=limit))
+    return run_sync(lambda: arun_dataset(program, data, model=model, options=options, session=session, main=main,
+                                         run_dir=run_dir, resume=resume, force=force, output=output,
+                                         progress=progress, on_note=on_note, fields=fields, shard=shard,
+                                         offset=offset, limit=limit))
 
 
 async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: str | Model | None = None,

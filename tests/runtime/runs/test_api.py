@@ -223,10 +223,9 @@ def test_inside_an_event_loop_await_arun_dataset(tmp_path):
     data = tmp_path / "rows.jsonl"
     data.write_text('{"id": "a", "question": "Reverse the sequence \\"a, b, c\\"."}\n')
 
-    async def in_a_loop():
-        with pytest.raises(RuntimeError, match="await arun_dataset"):
-            run_dataset("decomp/reverse_symbolic", data)
-        return await arun_dataset("decomp/reverse_symbolic", data, run_dir=tmp_path / "run")
+    async def in_a_loop():  # the sync call runs on a worker thread with its own loop (Jupyter)
+        inside = run_dataset("decomp/reverse_symbolic", data, run_dir=tmp_path / "sync")
+        return inside, await arun_dataset("decomp/reverse_symbolic", data, run_dir=tmp_path / "run")
 
-    done = asyncio.run(in_a_loop())
-    assert done.records()[0]["answer"] == "c, b, a"
+    inside, done = asyncio.run(in_a_loop())
+    assert done.records()[0]["answer"] == "c, b, a" == inside.records()[0]["answer"]
