@@ -40,7 +40,7 @@ __all__ = ["Program", "Run", "arun", "load", "open_run", "run"]
 #: The settings `load` and `run` take besides the model: the `RunOptions` fields.
 SETTINGS = tuple(f.name for f in dataclasses.fields(RunOptions) if f.name != "model")
 #: What only a dataset run takes (an error with a question).
-_DATASET_ONLY = ("run_dir", "resume", "force", "output", "shard")
+_DATASET_ONLY = ("run_dir", "resume", "force", "output", "shard", "offset", "limit")
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def load(program: str | Path, *, model: str | Model | None = None, main: str | N
 def run(program: Program | str | Path, question: str | None = None, *, fields: Mapping[str, Any] | None = None,
         dataset: str | Path | Iterable[Mapping[str, Any]] | None = None, run_dir: str | Path | None = None,
         resume: bool = False, force: bool = False, output: str | Path | None = None, progress: bool | None = False,
-        shard: str | None = None, **settings: Any) -> RunResult | Run:
+        shard: str | None = None, offset: int = 0, limit: int | None = None, **settings: Any) -> RunResult | Run:
     """Run `program` on one question (a `RunResult`) or on every row of `dataset` (a `Run`).
 
     program:  a `Program` from `load`, or what `load` takes (loaded here with `settings`)
@@ -128,7 +128,8 @@ def run(program: Program | str | Path, question: str | None = None, *, fields: M
     dataset:  a JSONL or DROP-style JSON file, or a list of row dicts ({id, question, ...,
               answer?}), written once to `inputs/rows-HASH.jsonl` beside the run directory
               so that the run records its input file like any other (and can be resumed)
-    run_dir, resume, force, output, shard, progress: as `run_dataset` takes them (a dataset only)
+    run_dir, resume, force, output, shard, offset, limit, progress: as `run_dataset` takes them
+              (a dataset only)
     settings: what `load` takes (model, main, trust, allow_roots, `RunOptions` fields); given
               with a `Program`, it is loaded again with them changed
 
@@ -137,19 +138,22 @@ def run(program: Program | str | Path, question: str | None = None, *, fields: M
     runs in the caller's loop.
     """
     return run_sync(lambda: arun(program, question, fields=fields, dataset=dataset, run_dir=run_dir, resume=resume,
-                                 force=force, output=output, progress=progress, shard=shard, **settings))
+                                 force=force, output=output, progress=progress, shard=shard, offset=offset,
+                                 limit=limit, **settings))
 
 
 async def arun(program: Program | str | Path, question: str | None = None, *,
                fields: Mapping[str, Any] | None = None,
                dataset: str | Path | Iterable[Mapping[str, Any]] | None = None, run_dir: str | Path | None = None,
                resume: bool = False, force: bool = False, output: str | Path | None = None,
-               progress: bool | None = False, shard: str | None = None, **settings: Any) -> RunResult | Run:
+               progress: bool | None = False, shard: str | None = None, offset: int = 0, limit: int | None = None,
+               **settings: Any) -> RunResult | Run:
     """`run` in the caller's event loop: `await decomp.arun(program, question=...)`."""
     program = _program(program, settings)
     fields = dict(fields or {})
     if dataset is None:
-        given = [name for name, value in zip(_DATASET_ONLY, (run_dir, resume, force, output, shard)) if value]
+        given = [name for name, value in zip(_DATASET_ONLY, (run_dir, resume, force, output, shard, offset, limit))
+                 if value]
         if given:
             raise TypeError(f"{', '.join(given)} go with dataset=..., not with one question")
         return await _one(program, question, fields)
@@ -159,7 +163,8 @@ async def arun(program: Program | str | Path, question: str | None = None, *,
     with allowing(program.trust, program.allow_roots):
         done = await arun_dataset(program.path, data, model=program.model, options=program.options,
                                   main=program.main, run_dir=run_dir, resume=resume, force=force, output=output,
-                                  progress=progress, fields=fields, shard=shard)
+                                  progress=progress, fields=fields, shard=shard,
+                                  offset=offset, limit=limit)
     return Run(done.run_dir, done)
 
 

@@ -80,3 +80,12 @@ def test_dry_run_counts_the_window():
                                        "--limit", "10"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout.strip().splitlines()[-1])["rows"] == 2
+
+
+def test_notebook_run_takes_the_window(tmp_path):
+    import decomp
+
+    run = decomp.run(PROGRAM, dataset=DATA, run_dir=tmp_path / "run", offset=2, limit=3)
+    assert [row["index"] for row in run.rows()] == [2, 3, 4]
+    with pytest.raises(TypeError, match="limit"):
+        decomp.run(PROGRAM, "a question", limit=3)
