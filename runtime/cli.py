@@ -544,20 +544,48 @@ def _open_run_dir(path: Path) -> RunDir:
 @trace_group.command("show")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--row", "row_id", metavar="ID", help="The row to show (its id, or its index); default: the rows' table.")
-def trace_show(run_dir: Path, row_id: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON instead: the run's summary and rows, or with --row that row and its tree.")
+def trace_show(run_dir: Path, row_id: str | None, as_json: bool) -> None:
     """Print RUN_DIR's rows as a table, or one row's decomposition tree (failures in red)."""
     from rich.console import Console
 
+    from decomp.runtime.views import export
     from decomp.runtime.views import tree as trace_view
 
     run = _open_run_dir(run_dir)
     console = Console()
     try:
-        if row_id is None:
+        if as_json:
+            shown = export.rows_json(run) if row_id is None else export.row_json(run, run.find(row_id))
+            click.echo(json.dumps(shown, ensure_ascii=False, indent=2))
+        elif row_id is None:
             trace_view.show_rows(run, console)
         else:
             record = run.find(row_id)
             trace_view.show_tree(record, run.trace(record["index"]), console)
+    except (RunDirError, OSError) as err:
+        fail(err)
+
+
+@trace_group.command("export")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--jsonl", "as_jsonl", is_flag=True, required=True,
+              help="One JSON line per row, in input order: its results line and its tree (\"trace\").")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not to stdout.")
+def trace_export(run_dir: Path, as_jsonl: bool, output: Path | None) -> None:
+    """Export RUN_DIR's rows with their decomposition trees as JSON lines."""
+    from decomp.runtime.views import export
+
+    run = _open_run_dir(run_dir)
+    try:
+        lines = export.export_lines(run)
+        if output is None:
+            for line in lines:
+                click.echo(line)
+        else:
+            with output.open("w", encoding="utf-8") as out:
+                out.writelines(line + "\n" for line in lines)
     except (RunDirError, OSError) as err:
         fail(err)
 
