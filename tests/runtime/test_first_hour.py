@@ -80,14 +80,15 @@ def test_field_with_input_is_set_in_every_row_overriding_the_rows_own(echo, data
     manifest = json.loads((run_dir / "run.json").read_text())
     assert manifest["options"]["fields"] == {"suffix": "S"}
 
-    # resuming with other fields (or none) would mix two runs: refused; with the same ones it goes on
+    # resuming with other fields would mix two runs: refused; with none given, run.json's; with the same, too
     before = (run_dir / "run.json").read_text()
     other = invoke("run", echo, "--input", data, "--field", "suffix=T", "--run-dir", run_dir, "--resume")
     assert (run_dir / "run.json").read_text() == before  # refused before anything there is touched
     assert other.exit_code == 1
     assert "--field suffix=S" in other.output and "--field suffix=T" in other.output
-    none = invoke("run", echo, "--input", data, "--run-dir", run_dir, "--resume")
-    assert none.exit_code == 1 and "no --field" in none.output
+    none = invoke("run", echo, "--input", data, "--run-dir", run_dir, "--resume")  # the fields of run.json
+    assert none.exit_code == 0, none.output
+    assert json.loads(none.stdout)["sessions"] == 2 and (run_dir / "run.json").read_text() != before
     same = invoke("run", echo, "--input", data, "--field", "suffix=S", "--run-dir", run_dir, "--resume")
     assert same.exit_code == 0, same.output
 
