@@ -53,3 +53,15 @@ def test_bad_calls_are_clear_errors():
         decomp.load("decomp/letter_cat_symbolic", cache="off")
     with pytest.raises(TypeError, match="row 1"):
         decomp.run(program, dataset=[{"question": Q}, "text"])
+
+
+def test_trust_is_settable_from_python(tmp_path):
+    from decomp.dsl.errors import DecompError
+    path = tmp_path / "p.decomp"
+    path.write_text('handler h = python(function="string:capwords")\nmain h\n', encoding="utf-8")
+    with pytest.raises(DecompError, match="'string:capwords' is not allowed"):
+        decomp.load(path)
+    program = decomp.load(path, trust=["string"])
+    assert decomp.run(program, question="hello big world").answer == "Hello Big World"
+    assert decomp.run(program, dataset=[{"id": "r", "question": "a b"}]).rows()[0]["answer"] == "A B"
+    assert "trust=['string']" in repr(program)
