@@ -65,3 +65,17 @@ def test_trust_is_settable_from_python(tmp_path):
     assert decomp.run(program, question="hello big world").answer == "Hello Big World"
     assert decomp.run(program, dataset=[{"id": "r", "question": "a b"}]).rows()[0]["answer"] == "A B"
     assert "trust=['string']" in repr(program)
+
+
+def test_allowed_folders_are_settable_from_python(tmp_path):
+    from decomp.dsl.errors import DecompError
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "few.txt").write_text("Q: what?\nA: this\n", encoding="utf-8")
+    path = tmp_path / "p" / "m.decomp"
+    path.parent.mkdir()
+    path.write_text('handler q = prompt(file="../outside/few.txt")\nmain q\n', encoding="utf-8")
+    with pytest.raises(DecompError):
+        decomp.load(path)
+    program = decomp.load(path, allow_roots=[outside])
+    assert "allow_roots=" in repr(program) and program.allow_roots == (str(outside),)
