@@ -53,3 +53,29 @@ def test_bad_calls_are_clear_errors():
         decomp.load("decomp/letter_cat_symbolic", cache="off")
     with pytest.raises(TypeError, match="row 1"):
         decomp.run(program, dataset=[{"question": Q}, "text"])
+
+
+def test_trust_is_settable_from_python(tmp_path):
+    from decomp.dsl.errors import DecompError
+    path = tmp_path / "p.decomp"
+    path.write_text('handler h = python(function="string:capwords")\nmain h\n', encoding="utf-8")
+    with pytest.raises(DecompError, match="'string:capwords' is not allowed"):
+        decomp.load(path)
+    program = decomp.load(path, trust=["string"])
+    assert decomp.run(program, question="hello big world").answer == "Hello Big World"
+    assert decomp.run(program, dataset=[{"id": "r", "question": "a b"}]).rows()[0]["answer"] == "A B"
+    assert "trust=['string']" in repr(program)
+
+
+def test_allowed_folders_are_settable_from_python(tmp_path):
+    from decomp.dsl.errors import DecompError
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "few.txt").write_text("Q: what?\nA: this\n", encoding="utf-8")
+    path = tmp_path / "p" / "m.decomp"
+    path.parent.mkdir()
+    path.write_text('handler q = prompt(file="../outside/few.txt")\nmain q\n', encoding="utf-8")
+    with pytest.raises(DecompError):
+        decomp.load(path)
+    program = decomp.load(path, allow_roots=[outside])
+    assert "allow_roots=" in repr(program) and program.allow_roots == (str(outside),)
