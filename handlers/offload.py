@@ -93,6 +93,23 @@ def memory_scope(mb: float | None) -> Iterator[None]:
         yield
 
 
+_RUN_ANSWER: contextvars.ContextVar[float | None] = contextvars.ContextVar("decomp_answer_limit", default=None)
+
+
+def answer_limit() -> float | None:
+    """The row's answer size limit (MiB of text) within `answer_scope`; None: none known here
+    (the engine still sizes every answer it receives)."""
+    return _RUN_ANSWER.get()
+
+
+@contextmanager
+def answer_scope(mb: float | None) -> Iterator[None]:
+    """Within the block, a kind whose answer is made elsewhere (a worker process) refuses there an
+    answer over `mb` MiB of text, before it reaches the run's process (None: no limit)."""
+    with _setting(_RUN_ANSWER, mb, "answer size limit", "MB"):
+        yield
+
+
 @contextmanager
 def _setting(var: contextvars.ContextVar, value: float | None, what: str, unit: str) -> Iterator[None]:
     """`var` set to `value` (> 0, or None) within the block."""

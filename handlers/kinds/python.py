@@ -41,11 +41,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from decomp.dsl.errors import CheckError, HandlerError
+from decomp.dsl.sizes import answer_size, over_answer_limit
 from decomp.dsl.text import shorten
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
-from decomp.handlers.offload import TimeLimitError, run_memory
+from decomp.handlers.offload import TimeLimitError, answer_limit, run_memory
 from decomp.handlers.imports import first_on_path, import_module, local_module_file, module_file
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.workers import call_in_worker, capped, use_workers
@@ -199,11 +200,13 @@ class PythonHandler(Handler):
         payload = {"target": target, "folder": None if self._folder is None else str(self._folder),
                    "sources": [(s.module, str(s.path), s.sha256) for s in sources], "plan": plan,
                    "query": call.query, "values": list(call.values) if "values" in plan else None,
-                   "inputs": dict(call.inputs) if "inputs" in plan else None}
+                   "inputs": dict(call.inputs) if "inputs" in plan else None, "answer_mb": answer_limit()}
         reply = await call_in_worker(WORKER_ENTRY, payload, limit=self.time_limit(), memory_mb=self.memory_limit(),
                                      what=what, option=self._timeout_option)
         if "answer" in reply:
             return Failed(reply["answer"]) if reply.get("failed") else reply["answer"]
+        if "over_size" in reply:  # sized in the worker: the answer never came into this process
+            raise over_answer_limit(self.name, reply["over_size"], payload["answer_mb"])
         if "not_json" in reply:
             raise HandlerError(f"{what} {reply['not_json']}", call.span)
         if "raised" in reply:
@@ -522,7 +525,8 @@ def worker_target(fn: Callable[..., Any]) -> dict[str, Any] | None:
 def answer_in_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """In a worker: import the function `payload["target"]` names (the file the parent allowed,
     re-imported when its sources changed), call it under the memory cap and return
-    {"answer": JSON, "failed"?}, {"raised": "Type: message", "details": traceback},
+    {"answer": JSON, "failed"?}, {"over_size": characters} (an answer over `payload["answer_mb"]`
+    MiB of text, never sent), {"raised": "Type: message", "details": traceback},
     {"not_json": why} or {"unloadable": why, "details": traceback}. Every exception the function
     raises is its answer here (SystemExit, KeyboardInterrupt, CancelledError, ... too), except
     the MemoryError of the cap, which the worker reports itself."""
@@ -543,6 +547,9 @@ def answer_in_worker(payload: dict[str, Any]) -> dict[str, Any]:
         except BaseException as err:  # the call's error, never the worker's end
             return {"raised": [type(err).__name__, str(err)], "builtin": type(err).__module__ == "builtins",
                     "details": user_traceback(err)}
+    limit = payload.get("answer_mb")
+    if limit is not None and (size := answer_size(answer)) > limit * 2**20:
+        return {"over_size": size}
     if isinstance(answer, Failed):
         return {"answer": answer.value, "failed": True}
     return {"answer": answer}

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from decomp.dsl.errors import BudgetExceeded
-from decomp.dsl.values import Failed
+from decomp.dsl.sizes import CYCLIC, answer_size, over_answer_limit
 from decomp.runtime.models.prices import Price
 
 
@@ -376,8 +376,7 @@ class RowContext:
             raise BudgetExceeded(f"limit exceeded: the answer of [{handler}] holds itself (a list or dict within "
                                  "itself), which no text can write out")
         if budget.answer_mb is not None and size > budget.answer_mb * 2**20:
-            raise BudgetExceeded(f"limit exceeded: the answer of [{handler}] holds {size / 2**20:,.1f} MiB of text, "
-                                 f"over the limit of {budget.answer_mb:g} MiB (raise it with --max-answer-size MB)")
+            raise over_answer_limit(handler, size, budget.answer_mb)
         if budget.memory_mb is not None:
             _UNCHECKED[0] += size
             if _UNCHECKED[0] >= MEMORY_CHECK_CHARS:
@@ -423,55 +422,6 @@ def _check(what: str, used: int, limit: int | None, flag: str | None = None) -> 
 
 
 _UNCHECKED = [0]  # characters of answers since the process's memory was last checked
-#: What `answer_size` counts for a value that is not text (a number, a boolean, None, ...).
-_SCALAR = 8
-
-
-def answer_size(value: Any) -> int:
-    """The characters of text `value` holds: its strings (dict keys too) by length, anything else
-    `_SCALAR` each; a list or dict met twice (shared) counts twice, as its JSON would, computed
-    once (time linear in the distinct values, no recursion). `CYCLIC` for a value within itself."""
-    if isinstance(value, str):
-        return len(value)
-    sizes: dict[int, int] = {}
-    opened: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(value, False)]
-    keep: list[Any] = []  # the containers sized, so that no id() is reused meanwhile
-    while stack:
-        item, expanded = stack.pop()
-        key = id(item)
-        if not expanded and key in sizes:
-            continue
-        children = _children(item)
-        if children is None:
-            sizes[key] = _SCALAR
-        elif not expanded:
-            if key in opened:
-                return CYCLIC
-            opened.add(key)
-            keep.append(item)
-            stack.append((item, True))
-            stack.extend((child, False) for child in children if not isinstance(child, str))
-        else:
-            opened.discard(key)
-            sizes[key] = sum(len(c) if isinstance(c, str) else sizes[id(c)] for c in children)
-    return sizes[id(value)]
-
-
-#: What `answer_size` says of a list or dict that holds itself.
-CYCLIC = sys.maxsize
-
-
-def _children(value: Any) -> list[Any] | None:
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    if isinstance(value, dict):
-        return [part for pair in value.items() for part in pair]
-    if isinstance(value, Failed):
-        return [value.value]
-    return None
-
-
 def check_memory(limit_mb: float) -> None:
     """Raise `BudgetExceeded` when the process's resident memory is over `limit_mb` MiB."""
     used = resident_mb()

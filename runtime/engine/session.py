@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping
 from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.dsl.values import json_text, outcome
 from decomp.handlers.base import Handler
-from decomp.handlers.offload import memory_scope, timeout_scope
+from decomp.handlers.offload import answer_scope, memory_scope, timeout_scope
 from decomp.handlers.workers import workers_scope
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, default_registry
@@ -314,7 +314,7 @@ class Session:
     def _limits(self) -> Iterator[None]:
         """The run's bounds on handler work, for the tasks started within."""
         with timeout_scope(self.handler_timeout), memory_scope(self.handler_memory_mb), \
-                workers_scope(self.python_workers):
+                answer_scope(self.budget.answer_mb), workers_scope(self.python_workers):
             yield
 
     async def arun(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None,

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from decomp.dsl.values import json_kind
 from decomp.runtime.engine import deepjson
-from decomp.runtime.engine.budgets import answer_size
+from decomp.dsl.sizes import answer_size
 
 
 @dataclass(slots=True, repr=False)

@@ -84,4 +84,4 @@ def test_answers_over_the_size_limit_are_refused_before_the_cache_keeps_them(tmp
                "--max-answer-size MB)" in e for e in errors), errors
     cached = sum(p.stat().st_size for p in (tmp_path / "cache").rglob("*") if p.is_file())
     assert cached < 2**20, cached  # was 1.1 GB: no refused answer reaches the step cache
-    assert peak < 500
+    assert peak < 250, peak  # sized in the worker: no 50 MiB answer enters the run's process (was 385-605)

@@ -374,3 +374,15 @@ def test_a_session_may_run_python_in_this_process_for_test_doubles(program):
     assert answer(session, module).answer == os.getpid()
     session, module = program("pid")
     assert answer(session, module).answer != os.getpid()
+
+
+def test_an_answer_over_the_rows_answer_limit_is_sized_in_the_worker_and_never_sent(program, monkeypatch):
+    from decomp.runtime.engine.budgets import Budget
+    monkeypatch.setattr(workers, "MAX_ANSWER_BYTES", 2**10)  # a reply that crossed would be refused by its JSON
+    session, module = program("big", budget=Budget(answer_mb=1))
+    error = answer(session, module).error
+    assert error.endswith("big.decomp:3:5: limit exceeded: the answer of [f] holds 2.0 MiB of text, over the "
+                          "limit of 1 MiB (raise it with --max-answer-size MB)"), error
+    monkeypatch.setattr(workers, "MAX_ANSWER_BYTES", 4 * 2**20)
+    session, module = program("big", budget=Budget(answer_mb=3))
+    assert answer(session, module).answer == "x" * 2 * 2**20

@@ -19,7 +19,8 @@ from decomp.handlers.base import Handler, Options
 from decomp.handlers.offload import TimeLimitError
 from decomp.handlers.registry import handler_kind
 from decomp.handlers.plugins import builtin_registry
-from decomp.runtime.engine.budgets import CYCLIC, Budget, answer_size
+from decomp.dsl.sizes import CYCLIC, answer_size
+from decomp.runtime.engine.budgets import Budget
 from decomp.runtime.engine.containment import contained
 from decomp.runtime.engine.session import Session
 from decomp.runtime.testing.fake import FakeModel
