@@ -364,6 +364,9 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
         fail(err)
     for record in failed:
         click.echo(f"row {record.get('id')} (index {record.get('index')}) failed: {record['error']}", err=True)
+        for also in record.get("also_failed") or ():
+            click.echo(f"row {record.get('id')} (index {record.get('index')}) also failed, at the same time: "
+                       f"{also}", err=True)
     if done.failed:
         hint = "" if verbose else "; -v prints each"
         click.echo(f"error: {done.failed} of {done.rows} row(s) ended in an error (in "
@@ -384,10 +387,7 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> N
         if show_trace:
             click.echo(text, err=True)
     if result.error is not None:
-        click.echo(f"error: {result.error}", err=True)
-        details = result.trace.failure_details()
-        if details:
-            click.echo(details.rstrip("\n"), err=True)
+        _print_errors(result.trace, result.error, result.also_failed)
         sys.exit(EXIT_ERROR)
     answer = result.answer
     click.echo(answer if isinstance(answer, str) else storable_json(answer))
@@ -396,6 +396,16 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> N
     if result.failed:
         click.echo("outcome: failed (the answer above is what the program's last step gave)", err=True)
         sys.exit(EXIT_ERROR)
+
+
+def _print_errors(trace, error: str, also_failed=()) -> None:
+    """The row's error, then each other step's that failed at the same time, each followed by
+    its own details (a Python handler's traceback) and never by another's."""
+    for number, message in enumerate([error, *also_failed]):
+        click.echo(f"{'error' if number == 0 else 'error (at the same time)'}: {message}", err=True)
+        details = trace.failure_details(message)
+        if details:
+            click.echo(details.rstrip("\n"), err=True)
 
 
 def _dry_run(session, loaded, data, question, fields, price=None, window_=(0, None)) -> None:

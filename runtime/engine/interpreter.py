@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from decomp.dsl import nodes
-from decomp.dsl.errors import DecompError, DepthExceeded, Failure
+from decomp.dsl.errors import DecompError, DepthExceeded, Failure, RunError
 from decomp.dsl.operators import OperatorError, combine, item_for_query, items_of, parse_operator
 from decomp.dsl.values import Failed, item_text, json_text, named_text, outcome, substitute
 from decomp.dsl.walks import ends_program, iter_steps
@@ -50,6 +50,7 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
         _failed(node, failure)
         if failure is err:
             raise
+        with_others(failure, also_failed(err))
         raise failure from err
     finally:
         if node is not None:
@@ -118,11 +119,42 @@ async def run_step(step: nodes.Step, answers: Mapping[int, Any], scope: Scope, t
         else:
             answer = await _select(op, step, answers, scope, node)
     except DecompError as err:
+        _name_step(err, step, scope)
         node.error = node.error or str(err)
         raise
     node.answer, ok = outcome(answer)
     node.failed = not ok
     return answer
+
+
+def _name_step(err: DecompError, step: nodes.Step, scope: Scope) -> None:
+    """A run error no handler call named (a reference to no answer, a list a fan-out cannot
+    iterate) is named after the step's handler and line, as the errors of its calls are."""
+    handler = scope.module.handlers.get(step.handler)
+    if isinstance(err, RunError) and handler is not None:
+        err.locate(handler.name, handler.kind, step.span)
+
+
+# ------------------------------------------------------------------ failures at the same time
+def also_failed(err: BaseException) -> tuple[BaseException, ...]:
+    """The failures of other steps (or items) that happened alongside `err`, before the row it
+    ended stopped them: each with its own message (naming its handler and line) and details,
+    earliest first. Empty when `err` failed alone."""
+    return getattr(err, "also_failed", ())
+
+
+def with_others(first: BaseException, others) -> BaseException:
+    """`first` with `others` (and the failures each carried) attached as its `also_failed`:
+    the steps that failed at the same time are kept, each under its own message, instead of
+    one step's error standing for all (and their tracebacks shown under it)."""
+    seen = [first, *also_failed(first)]
+    for other in others:
+        for err in (other, *also_failed(other)):
+            if not any(err is known for known in seen):
+                seen.append(err)
+    if len(seen) > 1:
+        first.also_failed = tuple(seen[1:])
+    return first
 
 
 async def _select(op, step, answers, scope, node) -> Any:
@@ -233,6 +265,22 @@ class ProgramState:
     side: list[asyncio.Task] = field(default_factory=list)
     #: The last step started that acts on an environment: the next such step waits for it.
     effect: asyncio.Task | None = None
+    #: The failures of steps and branches, in the order they happened.
+    failures: list[BaseException] = field(default_factory=list)
+
+    def started(self, task: asyncio.Task) -> asyncio.Task:
+        """Follow `task` (a step or a branch): its failure is noted as it happens."""
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.failures.append(task.exception())
+
+    def first_failure(self) -> BaseException:
+        """The failure that happened first, with those of the steps that failed at the same
+        time (before this one could stop them) attached (`with_others`)."""
+        return with_others(self.failures[0], self.failures[1:])
 
     @property
     def last(self) -> Any:
@@ -249,18 +297,15 @@ class ProgramState:
             await asyncio.gather(*waiting)
 
     async def settle(self) -> None:
-        """Wait for everything started so far (the first failure is raised)."""
-        while True:
+        """Wait for everything started so far (the first failure to happen is raised, with
+        those that happened alongside it: `first_failure`)."""
+        while not self.failures:
             pending = [t for t in [*self.tasks.values(), *self.side] if not t.done()]
             if not pending:
                 break
-            await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
-            for task in pending:
-                if task.done() and not task.cancelled() and task.exception() is not None:
-                    raise task.exception()
-        for task in [*self.tasks.values(), *self.side]:
-            if task.exception() is not None:
-                raise task.exception()
+            await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)  # after `_ended` ran
+        if self.failures:
+            raise self.first_failure()
 
     def cancel(self) -> None:
         """Cancel what still runs; the failures of steps that failed at the same time as the one
@@ -304,7 +349,7 @@ async def run_body(body: tuple, numbers: Mapping[nodes.Span, int], state: Progra
                 if await _branch(stmt, numbers, state, scope, node):
                     return True
             else:
-                state.side.append(asyncio.ensure_future(_branch(stmt, numbers, state, scope, node)))
+                state.side.append(state.started(asyncio.ensure_future(_branch(stmt, numbers, state, scope, node))))
         elif stmt.is_end:
             await state.settle()
             return True
@@ -312,7 +357,7 @@ async def run_body(body: tuple, numbers: Mapping[nodes.Span, int], state: Progra
             number = numbers[stmt.span]
             node = trace.child("step")  # placed now, so the trace keeps program order
             after = state.effect if _effectful(stmt, scope) else None
-            task = asyncio.ensure_future(_step_task(stmt, number, state, scope, trace, node, after))
+            task = state.started(asyncio.ensure_future(_step_task(stmt, number, state, scope, trace, node, after)))
             state.tasks[number] = task
             if _effectful(stmt, scope):
                 state.effect = task
@@ -348,10 +393,24 @@ async def in_order(coroutines) -> list:
 
 
 async def gather_all(coroutines) -> list:
-    """Run coroutines at once, results in order; on the first failure cancel the rest and raise it."""
+    """Run coroutines at once, results in order; on the first failure cancel the rest and raise
+    it, with the failures of those that failed at the same time attached (`with_others`)."""
+    failures: list[BaseException] = []
+
+    def ended(task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            failures.append(task.exception())
+
     tasks = [asyncio.ensure_future(c) for c in coroutines]
+    for task in tasks:
+        task.add_done_callback(ended)
     try:
         return list(await asyncio.gather(*tasks))
+    except Exception as err:  # the first failure: `ended` saw it, and those alongside it
+        for task in tasks:
+            task.cancel()
+        with_others(err, [failure for failure in failures if failure is not err])
+        raise
     except BaseException:
         for task in tasks:
             task.cancel()

@@ -26,7 +26,7 @@ from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, Usage
 from decomp.runtime.engine.cache import StepCache, cache_key
 from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.call import EngineCall, named
-from decomp.runtime.engine.interpreter import RUNNER
+from decomp.runtime.engine.interpreter import RUNNER, also_failed
 from decomp.runtime.engine.loader import LoadedModule, load
 from decomp.runtime.engine.scheduler import Scheduler, timing
 from decomp.runtime.engine.syncrun import run_sync
@@ -50,6 +50,9 @@ class RunResult:
     failed: bool = False
     #: What each environment the row used reports, by handler name.
     environments: dict[str, Any] = field(default_factory=dict)
+    #: The errors of other steps that failed at the same time as the one in `error`, earliest
+    #: first, each naming its own handler and line (their details are on their trace nodes).
+    also_failed: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -328,7 +331,8 @@ class Session:
                 answer = await self._entry(module, target, fields, trace)
         except DecompError as err:
             trace.error, trace.details = str(err), getattr(err, "details", None)
-            return RunResult(None, str(err), trace, row.usage, environments=_finish_environments(row))
+            return RunResult(None, str(err), trace, row.usage, environments=_finish_environments(row),
+                             also_failed=tuple(str(other) for other in also_failed(err)))
         except Exception as err:  # a bug in the interpreter must not end the run: record it on the row
             trace.error = str(InternalError.of(err))
             return RunResult(None, trace.error, trace, row.usage, environments=_finish_environments(row))

@@ -149,10 +149,12 @@ class TraceNode:
             yield node
             stack.extend(reversed(node.children))
 
-    def failure_details(self) -> str | None:
+    def failure_details(self, error: str | None = None) -> str | None:
         """The details (a Python handler's traceback of the user's code) of the first failed
-        node below that has any, or None."""
-        return next((node.details for node in self.walk() if node.error is not None and node.details), None)
+        node below that has any, or None. With `error`: of a node that failed with that very
+        message, so a step's traceback is never shown under another step's error."""
+        return next((node.details for node in self.walk() if node.error is not None and node.details
+                     and (error is None or node.error == error)), None)
 
 
 _FIELDS = frozenset(f.name for f in fields(TraceNode))

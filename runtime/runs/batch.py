@@ -105,6 +105,8 @@ async def _run_row(session: Session, module: LoadedModule, row: Row) -> tuple[di
                               "outcome": "error" if result.error is not None else "failed" if result.failed else "ok"}
     if result.error is not None:
         record["error"] = result.error
+    if result.also_failed:  # other steps that failed at the same time, each under its own name
+        record["also_failed"] = list(result.also_failed)
     if result.environments:
         record["environment"] = result.environments
     if row.gold is not None:

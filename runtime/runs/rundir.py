@@ -297,6 +297,7 @@ class RunDir:
             _require_writable(Path(path), "resume the run in it")
             lock = writer_lock(Path(path))
         try:
+            last_write = _last_write(Path(path))  # before a repair touches the files
             run = cls.open(path, repair=True, keep=False)
             run._lock, run._writing = lock, True
             run._check_same(manifest)
@@ -304,6 +305,7 @@ class RunDir:
         except BaseException:
             release(lock)
             raise
+        run._close_killed_sessions(last_write)
         run._start_session(resumed=True)
         return run
 
@@ -529,8 +531,26 @@ class RunDir:
 
     # ---- sessions and the summary
     def _start_session(self, resumed: bool) -> None:
-        self.manifest["sessions"].append({"started": _now(), "resumed": resumed, "rows": 0, "seconds": None})
+        self.manifest["sessions"].append({"started": _now(), "resumed": resumed, "rows": 0, "seconds": None,
+                                          "rows_before": len(self.indices)})
         self._write_manifest()
+
+    def _close_killed_sessions(self, last_write: float | None) -> None:
+        """Give each earlier session that never ended (its process was killed) the rows it
+        wrote, counted from the rows done when it and the next one started, and, for the last
+        one, its seconds up to its last write of a row (None when it wrote none): what it
+        did, as far as the run directory tells. Each is marked `"killed": true`."""
+        sessions = self.manifest["sessions"]
+        before = _rows_before(sessions)
+        for number, session in enumerate(sessions):
+            if session.get("ended") or session.get("killed"):
+                continue
+            last = number == len(sessions) - 1
+            rows = (len(self.indices) if last else before[number + 1]) - before[number]
+            session.update(rows=max(0, rows), killed=True)
+            started = _parsed_time(session.get("started"))
+            if last and rows > 0 and last_write is not None and started is not None and last_write >= started:
+                session["seconds"] = round(last_write - started, 3)
 
     def finish(self, rows: int, seconds: float) -> dict:
         """Close the session (rows run, wall time) and write summary.json; returns the summary."""
@@ -554,6 +574,34 @@ class RunDir:
 
     def _write_manifest(self) -> None:
         write_json(self.path / MANIFEST, self.manifest)
+
+
+def _rows_before(sessions: list[dict]) -> list[int]:
+    """The rows done when each session started: as recorded (`rows_before`), else (runs
+    written before sessions recorded it) the rows of the sessions before it."""
+    before, total = [], 0
+    for session in sessions:
+        recorded = session.get("rows_before")
+        total = recorded if _row_index(recorded) else total
+        before.append(total)
+        rows = session.get("rows")
+        total += rows if _row_index(rows) else 0
+    return before
+
+
+def _last_write(path: Path) -> float | None:
+    """When a row was last written to the run in `path` (its results or traces), as a POSIX time."""
+    times = [file.stat().st_mtime for file in (path / RESULTS, path / TRACES, path / (TRACES + "-wal"))
+             if file.is_file()]
+    return max(times) if times else None
+
+
+def _parsed_time(text: Any) -> float | None:
+    """A session's `started` (ISO 8601) as a POSIX time, None when it is not one."""
+    try:
+        return _dt.datetime.fromisoformat(text).timestamp() if isinstance(text, str) else None
+    except ValueError:
+        return None
 
 
 def summarize(records: Iterable[dict], manifest: dict) -> dict:

@@ -195,3 +195,73 @@ def test_textcraft_generate_skips_crafting_commands_that_are_not_text(tmp_path, 
     expected = invoke("textcraft", "generate", "--from", str(clean), *args)
     assert result.output == expected.output
     assert len(result.output.splitlines()) == 3
+
+
+TOGETHER_PLUGIN = '''
+import asyncio
+
+from decomp import Handler, Options, handler_kind
+from decomp.dsl.errors import HandlerError
+
+
+class TogetherOptions(Options):
+    role: str
+
+
+GO = {}
+
+
+@handler_kind("cli_together")
+class Together(Handler):
+    """[calc] and [most] wait for [gate]; they then fail in the same turn of the event loop."""
+    Options = TogetherOptions
+    contained = False  # its calls share an event: they run on the run's loop
+
+    async def run(self, call):
+        go = GO.setdefault(id(asyncio.get_running_loop()), asyncio.Event())
+        if self.options.role == "gate":
+            for _ in range(5):
+                await asyncio.sleep(0)
+            go.set()
+            return "open"
+        await go.wait()
+        if self.options.role == "calc":
+            raise HandlerError("division by zero")
+        raise HandlerError("function most raised ValueError: no most",
+                           details="Traceback (most recent call last):\\nValueError: no most")
+'''
+
+TOGETHER = '''handler calc = cli_together(role="calc")
+handler most = cli_together(role="most")
+handler gate = cli_together(role="gate")
+program p(question) {
+    QS: [calc] #question
+    QS: [most] #question
+    QS: [gate] #question
+    QS: [gate] #1 #2 #3
+}
+main p
+'''
+
+
+def test_steps_failing_together_print_each_error_with_its_own_traceback(tmp_path):
+    (tmp_path / "together.py").write_text(TOGETHER_PLUGIN)
+    (tmp_path / "two.decomp").write_text(TOGETHER)
+    (tmp_path / "rows.jsonl").write_text('{"id": "r1", "question": "q"}\n')
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "two.decomp"), "--plugin", str(tmp_path / "together.py"),
+                                       "-q", "q", "--cache", "off"])
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"error: [calc] cli_together, {tmp_path / 'two.decomp'}:5:5: division by zero"
+    assert lines[1] == (f"error (at the same time): [most] cli_together, {tmp_path / 'two.decomp'}:6:5: "
+                        "function most raised ValueError: no most")
+    assert lines[2:] == ["Traceback (most recent call last):", "ValueError: no most"]  # under [most] only
+    # a dataset run keeps both in the row's line, and -v prints both, each under its step
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "two.decomp"), "--plugin", str(tmp_path / "together.py"),
+                                       "--input", str(tmp_path / "rows.jsonl"), "--run-dir", str(tmp_path / "run"),
+                                       "--cache", "off", "-v"])
+    assert result.exit_code == 3
+    record = json.loads((tmp_path / "run" / "results.jsonl").read_text())
+    assert record["error"].startswith("[calc] cli_together") and record["also_failed"][0].startswith("[most]")
+    assert "row r1 (index 0) failed: [calc] cli_together" in result.stderr
+    assert "row r1 (index 0) also failed, at the same time: [most] cli_together" in result.stderr

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from decomp.dsl.errors import DecompError
+from decomp.dsl.errors import DecompError, HandlerError
 from decomp.dsl.parser import parse_step_line
 from decomp.runtime.testing.fake import FakeModel
 from decomp.runtime.engine.session import RunResult, Session
@@ -738,3 +738,95 @@ def test_trace_of_nested_program_calls():
     inner_steps = [n for c in calls[0].children for n in ([c] if c.kind == "step" else c.children)
                    if n.kind == "step"]
     assert [s.handler for s in inner_steps] == ["zero"]
+
+
+# --- steps that fail at the same time (issue 22 item 4) ------------------------------------------
+
+TWO_FAIL = '''
+handler calc = fn(fn="calc")
+handler most = fn(fn="most")
+handler gate = fn(fn="gate")
+program p(question) {
+    QS: [calc] #question
+    QS: [most] #question
+    QS: [gate] #question
+    QS: [gate] #1 #2 #3
+}
+main p
+'''
+
+TRACEBACK = 'Traceback (most recent call last):\n  File "most.py", line 2, in most\nValueError: no most'
+
+
+def failing_together() -> dict:
+    """[calc] and [most] both wait for [gate], which lets them go after a few turns of the event
+    loop; they resume in the order they began waiting and fail in the same turn, [calc] first
+    (before the row's end can cancel [most]). [most]'s error carries a traceback as details."""
+    go = asyncio.Event()
+
+    async def gate(query):
+        for _ in range(5):
+            await asyncio.sleep(0)
+        go.set()
+        return "open"
+
+    async def calc(query):
+        await asyncio.wait_for(go.wait(), HANG_GUARD)
+        raise HandlerError("division by zero")
+
+    async def most(query):
+        await asyncio.wait_for(go.wait(), HANG_GUARD)
+        raise HandlerError("function most raised ValueError: no most", details=TRACEBACK)
+
+    return {"gate": gate, "calc": calc, "most": most}
+
+
+def test_steps_failing_at_the_same_time_are_each_named_under_their_own_step():
+    for _ in range(5):  # the same every time: no race decides it
+        result = run_src(TWO_FAIL, {"question": "q"}, failing_together())
+        assert result.error == "[calc] fn, x.decomp:6:5: division by zero"
+        assert result.also_failed == ("[most] fn, x.decomp:7:5: function most raised ValueError: no most",)
+        steps = {n.handler: n for n in result.trace.walk() if n.kind == "step" and n.error}
+        assert sorted(steps) == ["calc", "most"]
+        assert steps["calc"].error == result.error and steps["most"].error == result.also_failed[0]
+        # each error's details are its own: [most]'s traceback is never under [calc]'s message
+        assert result.trace.failure_details(result.error) is None
+        assert result.trace.failure_details(result.also_failed[0]) == TRACEBACK
+
+
+def test_a_step_failing_alone_has_nothing_also_failed():
+    functions = {**failing_together(), "most": lambda q: "fine"}
+    result = run_src(TWO_FAIL, {"question": "q"}, functions)
+    assert result.error == "[calc] fn, x.decomp:6:5: division by zero"
+    assert result.also_failed == ()
+
+
+def test_items_of_a_fan_out_failing_at_the_same_time_are_each_kept():
+    go = asyncio.Event()
+
+    async def item(query):
+        await asyncio.wait_for(go.wait(), HANG_GUARD)
+        raise HandlerError(f"bad item {query}")
+
+    src = '''
+handler item = fn(fn="item")
+handler gate = fn(fn="gate")
+program p(question) {
+    QS: [gate] #question
+    QS: (foreach) [item] #1
+}
+main p
+'''
+    # the items wait for an event set before they start: they fail in the same turn, "a" first
+    go_first = {"item": item, "gate": lambda q: (go.set(), ["a", "b"])[1]}
+    result = run_src(src, {"question": "q"}, go_first)
+    assert result.error.endswith("bad item a") and result.error.startswith("[item] fn")
+    assert len(result.also_failed) == 1 and result.also_failed[0].endswith("bad item b")
+
+
+def test_a_reference_error_names_the_step_handler_and_line():
+    model = FakeModel(script={"do it": ["[echo] first", "[echo] use #5", "[EOQ]"]})
+    session = session_with({"echo": echo}, model=model)
+    result = session.run(session.load("x.decomp", text=DECOMPOSER), {"question": "do it"})
+    assert result.error.startswith("[echo] fn")
+    assert "#5 refers to an answer that does not exist" in result.error

@@ -276,6 +276,14 @@ def test_killed_at_several_points_then_resumed_equals_an_uninterrupted_run(serve
     ran = sessions(run_dir)
     assert [s["resumed"] for s in ran] == [False, True, True, True]
     assert ran[-1]["rows"] == ROWS - len(history[-2])
+    # each killed session is recorded with the rows it wrote, not as `"rows": 0, "seconds": null`
+    wrote = [len(after) - len(before) for before, after in pairwise([{}, *history])]
+    assert [s["rows"] for s in ran] == wrote and sum(wrote) == ROWS
+    assert [s.get("killed", False) for s in ran] == [True, True, True, False]
+    assert ran[0]["seconds"] is None  # it wrote no row: how long it ran is not known
+    assert all(s["seconds"] is not None and 0 <= s["seconds"] < TIMEOUT for s in ran[1:])
+    assert json.loads((run_dir / "summary.json").read_text())["wall_s"] == \
+        round(sum(s["seconds"] or 0 for s in ran), 3)
     assert_same_as(run_dir, baseline, ROWS, n_sessions=4)
 
 
@@ -389,6 +397,9 @@ def test_killed_at_an_exact_point_then_resumed(symbolic, tmp_path, point, note):
     assert ("cut off" in outcome.stderr) == note, outcome.stderr
     assert all(complete_records(run_dir)[i] == record for i, record in written.items())
     assert sessions(run_dir)[-1]["rows"] == 13 - len(written)
+    killed = sessions(run_dir)[0]
+    assert killed["killed"] is True and killed["rows"] == len(written)  # not 0: it wrote them
+    assert killed["seconds"] is not None and 0 <= killed["seconds"] < TIMEOUT
     assert_same_as(run_dir, done, 13, n_sessions=2)
 
 

@@ -259,3 +259,55 @@ def test_a_results_line_with_fields_of_the_wrong_type_is_corrupt(tmp_path, data,
     (tmp_path / "run" / "results.jsonl").write_text(line + "\n")
     with pytest.raises(RunDirError, match=r"results.jsonl:1: not a results line"):
         RunDir.open(tmp_path / "run")
+
+
+def _bare_manifest(tmp_path):
+    (tmp_path / "p.decomp").write_text("main x\n", encoding="utf-8")
+    (tmp_path / "d.jsonl").write_text("", encoding="utf-8")
+    return make_manifest(tmp_path / "p.decomp", None, [], tmp_path / "d.jsonl", {})
+
+
+def _record(index):
+    return {"id": f"r{index}", "index": index, "answer": "a", "outcome": "ok", "usage": {}, "seconds": 0.1}
+
+
+def test_sessions_that_never_ended_get_the_rows_they_wrote_on_resume(tmp_path):
+    """A session whose process was killed (here: closed without `finish`) is recorded, once the
+    run is resumed, with the rows it wrote and its seconds up to its last write; one that wrote
+    nothing keeps `seconds` null. Earlier sessions' counts stay as they were."""
+    manifest = _bare_manifest(tmp_path)
+    run = RunDir.create(tmp_path / "run", manifest)
+    for index in range(4):
+        run.add(_record(index), TraceNode("row"))
+    run.close()  # killed: no finish
+    run = RunDir.resume(tmp_path / "run", manifest)
+    run.close()  # killed again, before any row
+    run = RunDir.resume(tmp_path / "run", manifest)
+    run.add(_record(4), TraceNode("row"))
+    summary = run.finish(1, 0.5)
+    sessions = json.loads((tmp_path / "run" / "run.json").read_text())["sessions"]
+    assert [s["rows"] for s in sessions] == [4, 0, 1]
+    assert [s.get("killed", False) for s in sessions] == [True, True, False]
+    assert [s["rows_before"] for s in sessions] == [0, 4, 4]
+    assert sessions[0]["seconds"] is not None and 0 <= sessions[0]["seconds"] < 60
+    assert sessions[1]["seconds"] is None and sessions[2]["seconds"] == 0.5
+    assert summary["rows"] == 5 and summary["sessions"] == 3
+
+
+def test_killed_sessions_of_a_run_written_before_rows_before_are_counted_too(tmp_path):
+    manifest = _bare_manifest(tmp_path)
+    run = RunDir.create(tmp_path / "run", manifest)
+    run.add(_record(0), TraceNode("row"))
+    run.finish(1, 0.2)
+    run = RunDir.resume(tmp_path / "run", manifest)
+    run.add(_record(1), TraceNode("row"))
+    run.add(_record(2), TraceNode("row"))
+    run.close()  # killed
+    path = tmp_path / "run" / "run.json"
+    written = json.loads(path.read_text())
+    for session in written["sessions"]:
+        del session["rows_before"]  # as an older decomp wrote them
+    path.write_text(json.dumps(written))
+    RunDir.resume(tmp_path / "run", manifest).close()
+    sessions = json.loads(path.read_text())["sessions"]
+    assert [s["rows"] for s in sessions[:2]] == [1, 2] and sessions[1]["killed"] is True
