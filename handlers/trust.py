@@ -56,6 +56,12 @@ def allowing(trust: Iterable[str] = (), roots: Iterable[str | Path] = ()) -> Ite
             _roots.remove(folder)
 
 
+def allowed_now() -> tuple[tuple[str, ...], tuple[Path, ...]]:
+    """The modules trusted and the folders allowed by the `allowing(...)` blocks open now (not
+    the defaults, nor the environment's): what a run directory records as the run's trust."""
+    return tuple(dict.fromkeys(_trusted)), tuple(dict.fromkeys(_roots))
+
+
 def trusted_modules() -> tuple[str, ...]:
     """The modules trusted now: `DEFAULT_TRUSTED`, `allowing(...)` ones, then those of
     `DECOMP_TRUST`."""

@@ -35,7 +35,8 @@ from decomp.runtime.runs.api import (
 )
 from decomp.runtime.runs import dryrun
 from decomp.runtime.runs.datasets import Row, read_rows, window
-from decomp.runtime.runs.rundir import RunDir, RunDirError, latest_run, read_manifest, runs_root
+from decomp.runtime.runs.resumed import recorded_run
+from decomp.runtime.runs.rundir import RunDir, RunDirError
 from decomp.runtime.runs.shards import Shard, merge_runs
 from decomp.runtime.testing.fake import ReplayModel
 from decomp.runtime.views.describe import describe
@@ -310,28 +311,18 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
 def _resumed_settings(ctx: click.Context, program: Path, data: Path, run_dir: Path | None, shard: Shard | None,
                       opts: dict, fields: dict, main_name: str | None, offset: int, limit: int | None):
     """What `--resume` runs with: each setting the user left at its default is taken from the
-    run's run.json (model, base URL, fields, the row window, concurrency, budgets, ...; --main
-    when it is the same program file);
-    one given again is the user's, and a binding one that differs is refused when the run opens.
-    Returns the fields, main, offset and limit; `opts` (the session options) is updated in place.
-    A base URL recorded with its credentials hidden (***) is not taken: it must be given again."""
-    probe = {"program": {"path": str(program.resolve())}, "input": {"path": str(data.resolve())},
-             "options": {"shard": str(shard) if shard else None}}
-    try:
-        recorded_run = read_manifest(run_dir if run_dir is not None else latest_run(runs_root(), probe))
-    except (RunDirError, OSError):
+    run's run.json (`decomp.runtime.runs.resumed`; the trust is taken when the run opens).
+    Returns the fields, main, offset and limit; `opts` (the session options) is updated in place."""
+    known = recorded_run(program, data, run_dir, shard)
+    if known is None:
         return fields, main_name, offset, limit  # opening the run says what is wrong, in its words
-    recorded = recorded_run["options"]
-    same_program = recorded_run["program"].get("path") == probe["program"]["path"]  # else refused as another
     unset = lambda name: ctx.get_parameter_source(name) in (None, ParameterSource.DEFAULT)  # noqa: E731
-    for name in opts:
-        if name in recorded and unset(name) and not (name == "base_url" and "***" in str(recorded[name] or "")):
-            value = recorded[name]
-            opts[name] = Path(value) if name in ("cache_dir", "prices") and isinstance(value, str) else value
-    return (recorded.get("fields") or {} if unset("fields") else fields,
-            recorded_run["program"].get("main") if unset("main_name") and same_program else main_name,
-            recorded.get("offset", 0) if unset("offset") else offset,
-            recorded.get("limit") if unset("limit") else limit)
+    for name, value in known.session_options([name for name in opts if unset(name)]).items():
+        opts[name] = Path(value) if name in ("cache_dir", "prices") and isinstance(value, str) else value
+    return (known.fields if unset("fields") else fields,
+            known.main if unset("main_name") else main_name,
+            known.offset if unset("offset") else offset,
+            known.limit if unset("limit") else limit)
 
 
 def _check_run_usage(question: str | None, data: Path | None, show_trace: bool, trace_out: Path | None,

@@ -40,6 +40,7 @@ from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs.batch import run_rows
 from decomp.runtime.runs.datasets import window, Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
+from decomp.runtime.runs.resumed import recorded_run, recorded_trust, trust_record
 from decomp.runtime.runs.shards import Shard
 from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.runs.rundir import (
@@ -245,7 +246,11 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     run_dir:  the run directory; None: runs/PROGRAM-INPUT-TIME, under $DECOMP_RUNS_DIR if set
     resume:   finish the run in `run_dir` (None: the latest run of this program on this input),
               running only the rows it lacks; refused when the program, the input, `main` or
-              the model differ from that run's
+              the model differ from that run's. What is left at its default is taken from the
+              run's run.json (`decomp.runtime.runs.resumed`): with no `options` (nor `session`)
+              its options, `model` replacing the recorded one when given; `main` (same program
+              file), `fields`, the row window (`offset`/`limit` both at their defaults), and its
+              trusted modules and allowed folders when no `allowing(...)` block gives any
     force:    start over in `run_dir`, deleting the run there (never a folder holding no run)
     output:   also write every row's results line to this file, in input order
     progress: draw a progress bar on stderr (None: when stderr is a terminal)
@@ -287,14 +292,30 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
                        fields: Mapping[str, Any] | None = None, shard: Shard | str | None = None,
                        offset: int = 0, limit: int | None = None) -> RunSummary:
     """`run_dataset` in a running event loop."""
+    data = Path(data)
+    shard = Shard.parse(shard) if isinstance(shard, str) else shard
+    known = None
+    if resume and not force and session is None and not isinstance(program, LoadedModule):
+        known = recorded_run(find_program(program), data, Path(run_dir) if run_dir is not None else None, shard)
+    if known is not None:  # what is left at its default is the run's own (`decomp.runtime.runs.resumed`)
+        if options is None:
+            options = RunOptions(**known.session_options(f.name for f in dataclasses.fields(RunOptions)))
+        main = main if main is not None else known.main
+        fields = fields if fields is not None else known.fields
+        offset, limit = (known.offset, known.limit) if (offset, limit) == (0, None) else (offset, limit)
+    with recorded_trust(known, on_note):
+        return await _arun_dataset(program, data, model, options, session, main, run_dir, resume, force, output,
+                                   progress, on_note, fields, shard, offset, limit)
+
+
+async def _arun_dataset(program, data: Path, model, options, session, main, run_dir, resume, force, output,
+                        progress, on_note, fields, shard, offset, limit) -> RunSummary:
     session, options = _session(program, model, options, session)
     loaded, path = _load(session, program, main)
-    data = Path(data)
     fields = dict(fields or {})
-    recorded = {**options.to_dict(), "model": session.default_model_spec(loaded)}
+    recorded = {**options.to_dict(), "model": session.default_model_spec(loaded), **trust_record()}
     if fields:
         recorded["fields"] = fields
-    shard = Shard.parse(shard) if isinstance(shard, str) else shard
     if shard is not None:
         recorded["shard"] = str(shard)
     if offset < 0 or (limit is not None and limit < 1):

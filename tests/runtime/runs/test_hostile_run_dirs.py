@@ -42,7 +42,8 @@ def good(tmp_path_factory) -> tuple[Path, Path]:
     data.write_text("".join(json.dumps(r) + "\n" for r in [
         {"id": "a", "question": _question("ab cd"), "answer": "a c"},
         {"id": "b", "question": _question("ef gh"), "answer": "e g"}]), encoding="utf-8")
-    result = invoke("run", PROGRAM, "--input", data, "--run-dir", folder / "run", "--shard", "0/1", "--cache", "off")
+    result = invoke("run", PROGRAM, "--input", data, "--run-dir", folder / "run", "--shard", "0/1", "--cache", "off",
+                    "--concurrency", "1")  # row a on line 1, as the damage below assumes
     assert result.exit_code == 0, result.output
     return folder / "run", data
 
