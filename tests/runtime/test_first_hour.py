@@ -97,8 +97,10 @@ def test_run_dataset_fields(echo, data, tmp_path):
     done = run_dataset(echo, data, fields={"suffix": "S"}, run_dir=tmp_path / "run")
     assert done.failed == 0 and done.score == 0.5  # row b's gold expects its own suffix
     assert [r["answer"] for r in done.records()] == ["one S", "two S"]
-    with pytest.raises(RunDirError, match="--field suffix=S"):
-        run_dataset(echo, data, run_dir=tmp_path / "run", resume=True)
+    with pytest.raises(RunDirError, match="--field suffix=S"):  # other fields given: refused
+        run_dataset(echo, data, run_dir=tmp_path / "run", resume=True, fields={})
+    again = run_dataset(echo, data, run_dir=tmp_path / "run", resume=True)  # none given: run.json's
+    assert again.failed == 0 and [r["answer"] for r in again.records()] == ["one S", "two S"]
     plain = run_dataset(echo, data, run_dir=tmp_path / "plain")
     assert "fields" not in json.loads((tmp_path / "plain" / "run.json").read_text())["options"]
     assert plain.failed == 1  # row a lacks the suffix
