@@ -74,6 +74,18 @@ def fn_registry():
 
 
 # ---- TextCraft (tests/fixtures/textcraft/: ADaPT's 40 dev tasks, MIT)
+#: A program of three model calls in a row (the counters' and progress bar's tests).
+THREE_CALLS = '''
+handler ask = prompt(text="Q: x?\\nA: y\\n")
+program p(question) {
+    QS: [ask] #question
+    QS: [ask] again #1
+    QS: [ask] and again #2
+}
+main p
+'''
+
+
 TEXTCRAFT_DEV = FIXTURES / "textcraft" / "tasks_dev.jsonl"
 
 

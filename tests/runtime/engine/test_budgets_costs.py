@@ -19,15 +19,7 @@ from decomp.runtime.runs.batch import run_rows
 from decomp.runtime.runs.datasets import Row
 from decomp.runtime.testing.fake import FakeModel, fake_tokens
 
-THREE_CALLS = '''
-handler ask = prompt(text="Q: x?\\nA: y\\n")
-program p(question) {
-    QS: [ask] #question
-    QS: [ask] again #1
-    QS: [ask] and again #2
-}
-main p
-'''
+from conftest import THREE_CALLS
 
 
 class SlowFake(FakeModel):

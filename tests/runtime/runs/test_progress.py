@@ -16,15 +16,7 @@ from decomp.runtime.runs import api
 from decomp.runtime.runs.progress import eta, progress
 from decomp.runtime.testing.fake import FakeModel, fake_tokens
 
-THREE_CALLS = '''
-handler ask = prompt(text="Q: x?\\nA: y\\n")
-program p(question) {
-    QS: [ask] #question
-    QS: [ask] again #1
-    QS: [ask] and again #2
-}
-main p
-'''
+from conftest import THREE_CALLS
 
 
 def console() -> Console:
