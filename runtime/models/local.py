@@ -55,6 +55,52 @@ def _load_problem(path: Path, err: Exception) -> str:
     return f"llama.cpp cannot load the local model file {path} ({err})"
 
 
+_IDENTITIES: dict[tuple, tuple[dict, dict]] = {}
+
+
+def gguf_identity(path: Path) -> tuple[dict, dict]:
+    """What a soft prompt trained on the GGUF file at `path` is bound to: the weights
+    `{"name", "architecture", "hidden_size", "vocab_size", "sha256"}` (sha256 of the file) and
+    the tokenizer `{"vocab_size", "sha256"}` (sha256 of its token texts in id order). Read with
+    llama.cpp's vocabulary-only load; remembered per file (path, size, modification time)."""
+    import hashlib
+
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _IDENTITIES:
+        try:
+            import llama_cpp
+            from llama_cpp import Llama
+        except ImportError as err:
+            raise ModelError(INSTALL_HINT) from err
+        _quiet_llama_logs()
+        try:
+            vocab_only = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        except ValueError as err:
+            raise ModelError(_load_problem(path, err)) from err
+        try:
+            vocab = llama_cpp.llama_model_get_vocab(vocab_only.model)
+            tokens = hashlib.sha256()
+            n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+            for token in range(n_vocab):
+                tokens.update(llama_cpp.llama_vocab_get_text(vocab, token) + b"\0")
+            meta = vocab_only.metadata
+            architecture = meta.get("general.architecture", "")
+            hidden = int(meta.get(f"{architecture}.embedding_length", vocab_only.n_embd()))
+            name = meta.get("general.name", path.name)
+        finally:
+            vocab_only.close()
+        weights = hashlib.sha256()
+        with path.open("rb") as file:
+            for block in iter(lambda: file.read(1 << 22), b""):
+                weights.update(block)
+        _IDENTITIES[key] = ({"name": name, "architecture": architecture, "hidden_size": hidden,
+                             "vocab_size": n_vocab, "sha256": weights.hexdigest()},
+                            {"vocab_size": n_vocab, "sha256": tokens.hexdigest()})
+    return _IDENTITIES[key]
+
+
 class LocalModel(Model):
     """A GGUF model in this process; one request at a time."""
 
