@@ -198,10 +198,10 @@ class LocalModel(Model):
 
         soft = request.soft_prompt
         tokens = _prompt_tokens(llm, sendable(request.prompt))
-        room = llm.n_ctx() - soft.n_tokens - len(tokens)
+        room = _context(llm) - soft.n_tokens - len(tokens)
         if room <= 0:
             raise ModelError(f"{self.name}: prompt too long ({soft.n_tokens} soft prompt tokens and {len(tokens)} "
-                             f"of the prompt, context {llm.n_ctx()})")
+                             f"of the prompt, context {_context(llm)})")
         _prefill(llm, soft)
         llm.set_seed((request.seed or 0) + index)
         stops = [s.encode("utf-8") for s in request.stop if s]
@@ -253,10 +253,10 @@ class LocalModel(Model):
         head = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
         tokens = llm.tokenize((prompt + continuation).encode("utf-8"), add_bos=True, special=False)
         virtual = soft.n_tokens if soft is not None else 0
-        if virtual + len(tokens) > llm.n_ctx():
+        if virtual + len(tokens) > _context(llm):
             with_soft = f" after {virtual} soft prompt tokens" if virtual else ""
             raise ModelError(f"{self.name}: text too long to score ({len(tokens)} tokens{with_soft}, "
-                             f"context {llm.n_ctx()})")
+                             f"context {_context(llm)})")
         start = max(1, next((i for i, (a, b) in enumerate(zip(head, tokens)) if a != b), len(head)))
         if start >= len(tokens):
             return Score(0.0, 0)
@@ -282,6 +282,12 @@ class LocalModel(Model):
                 llm.close()
         self._llm = self._scorer = None
         self._worker.shutdown(wait=False)
+
+
+def _context(llm) -> int:
+    """The positions `llm` holds: the context asked for (llama.cpp may pad its own `n_ctx()`
+    beyond it, but llama-cpp-python's token and logit buffers have the size asked for)."""
+    return min(llm.n_ctx(), len(llm.input_ids))
 
 
 def _prompt_tokens(llm, prompt: str) -> list[int]:
