@@ -69,6 +69,7 @@ def _kl(p_log, q_log):
     return float((np.exp(p_log) * (p_log - q_log)).sum())
 
 
+@pytest.mark.slow  # loads the weights into transformers too (about a minute)
 def test_llama_cpp_reads_the_embeddings_as_transformers_does(local):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
