@@ -125,7 +125,8 @@ class LocalModel(Model):
         self._llm: Any = None
         self._scorer: Any = None
         self._identity: str | None = None
-        self._fits: dict[str, str | None] = {}  # soft prompt digest -> why it cannot serve (None: it can)
+        #: (soft prompt digest, weights identity) -> why it cannot serve (None: it can)
+        self._fits: dict[tuple[str, str], str | None] = {}
 
     def cache_identity(self) -> str:
         """The name and what the weights are: for the bundled model, the version of the package
@@ -222,13 +223,14 @@ class LocalModel(Model):
 
     def _check_fit(self, soft: SoftPrompt) -> None:
         """Refuse a soft prompt trained for other weights, another tokenizer or hidden size
-        (compared once per file content)."""
+        (compared once per file content and weights file)."""
         from decomp.handlers.soft_prompts import mismatch
 
-        if soft.digest not in self._fits:
+        key = (soft.digest, self.cache_identity())
+        if key not in self._fits:
             model, tokenizer = gguf_identity(weights_path(self._model_name))
-            self._fits[soft.digest] = mismatch(soft, model, tokenizer)
-        why = self._fits[soft.digest]
+            self._fits[key] = mismatch(soft, model, tokenizer)
+        why = self._fits[key]
         if why is not None:
             raise ModelError(f"{self.name} cannot use the soft prompt {soft.path}: {why}")
 
