@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.environment import Environment
     from decomp.handlers.registry import Registry
     from decomp.handlers.service import Service
+    from decomp.handlers.soft_prompts import SoftPrompt
 
 
 class Call:
@@ -45,13 +46,17 @@ class Call:
 
     # ---- models
     async def complete(self, prompt: str, *, model: str | None = None, stop: tuple[str, ...] = (),
-                       max_tokens: int = 256, temperature: float = 0.0, n: int = 1) -> list[str]:
+                       max_tokens: int = 256, temperature: float = 0.0, n: int = 1,
+                       soft_prompt: "SoftPrompt | None" = None) -> list[str]:
         """`n` completions of `prompt` from the handler's model (`model=`: a declared name or a
-        spec; None: the module's or session's default), cut at `stop`."""
+        spec; None: the module's or session's default), cut at `stop`. With `soft_prompt`, the
+        model reads its embeddings before the prompt (a model that cannot is a `ModelError`)."""
         raise NotImplementedError
 
-    async def score(self, prefix: str, text: str, *, model: str | None = None) -> tuple[float, int]:
-        """The log-likelihood of `text` after `prefix` and the number of tokens it spans."""
+    async def score(self, prefix: str, text: str, *, model: str | None = None,
+                    soft_prompt: "SoftPrompt | None" = None) -> tuple[float, int]:
+        """The log-likelihood of `text` after `prefix` (after `soft_prompt`'s embeddings, when
+        given) and the number of tokens it spans."""
         raise NotImplementedError
 
     # ---- any other outbound service

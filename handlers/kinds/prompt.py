@@ -8,6 +8,8 @@ with StrictUndefined: a missing variable is an error, not an empty string. A tem
 loop, within the handler's time limit (`timeout=` seconds; not written: the run's
 `--handler-timeout`), where the render stops itself; and so does `answer_regex` on the model's
 output. `decomp check` warns about a template whose output can grow without bound.
+`soft_prompt=FILE` puts a trained soft prompt before the rendered prompt (local model only:
+see `decomp.handlers.kinds.soft_prompt_option`).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from decomp.dsl.parser import read_text
 from decomp.dsl.values import parse_output
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
+from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems
 from decomp.handlers.template_growth import growth_warnings
 from decomp.handlers.templates import JINJA, RENDER_GRACE
 
@@ -41,6 +44,7 @@ class PromptOptions(Options):
     answer_regex: str | None = None
     context: str | None = None
     timeout: float | None = None
+    soft_prompt: str | None = None
 
 
 def source_problems(handler: Handler, what: str = "") -> list[CheckError]:
@@ -111,7 +115,7 @@ class PromptHandler(Handler):
                 regex.compile(self.options.answer_regex)
             except regex.error as err:
                 return [CheckError(f"answer_regex does not compile: {err}", self.error_span("answer_regex"))]
-        return self.timeout_problems()
+        return soft_prompt_problems(self) + self.timeout_problems()
 
     def warnings(self) -> list[CheckWarning]:
         self._prepare()
@@ -161,8 +165,8 @@ class PromptHandler(Handler):
         # there: see `render`); few-shot text is put together at once
         prompt = await self.offload(self.render, call, what="the template", grace=RENDER_GRACE) if self.is_template \
             else self.render(call)
-        texts = await call.complete(prompt, model=opts.model, stop=tuple(opts.stop),
-                                    max_tokens=opts.max_tokens, temperature=opts.temperature, n=opts.n)
+        texts = await call.complete(prompt, model=opts.model, stop=tuple(opts.stop), max_tokens=opts.max_tokens,
+                                    temperature=opts.temperature, n=opts.n, soft_prompt=handler_soft_prompt(self))
         if opts.answer_regex:
             answers = await self.offload(lambda: [self._extract(t, call) for t in texts], what="answer_regex")
         else:

@@ -5,7 +5,9 @@
 
 `prefix` is the text the continuation follows (a sandboxed Jinja template when it contains
 `{{`, seeing the named inputs). Needs a model that offers log-likelihoods: the local model, or
-an OpenAI-compatible completions endpoint that echoes prompt logprobs.
+an OpenAI-compatible completions endpoint that echoes prompt logprobs. `soft_prompt=FILE` puts a
+trained soft prompt before the prefix (local model only: see
+`decomp.handlers.kinds.soft_prompt_option`).
 """
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ from typing import Any
 
 from jinja2 import TemplateError
 
-from decomp.dsl.errors import CheckWarning, HandlerError
+from decomp.dsl.errors import CheckError, CheckWarning, HandlerError
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.kinds.prompt import template_warnings
+from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems
 from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 
@@ -23,6 +26,7 @@ class ScoreOptions(Options):
     prefix: str = ""
     model: str | None = None
     per_token: bool = False
+    soft_prompt: str | None = None
 
 
 class ScoreHandler(Handler):
@@ -34,13 +38,17 @@ class ScoreHandler(Handler):
     cacheable = False  # the engine caches the score itself, by model and text
     reads_inputs = True  # the prefix template sees them
 
+    def check(self) -> list[CheckError]:
+        return soft_prompt_problems(self)
+
     def warnings(self) -> list[CheckWarning]:
         return template_warnings(self, self.options.prefix, "prefix") if "{{" in self.options.prefix else []
 
     async def run(self, call: Call) -> Any:
         prefix = await self.offload(self._prefix, call, what="the prefix template", grace=RENDER_GRACE) \
             if "{{" in self.options.prefix else self.options.prefix
-        logprob, tokens = await call.score(prefix, call.query, model=self.options.model)
+        logprob, tokens = await call.score(prefix, call.query, model=self.options.model,
+                                           soft_prompt=handler_soft_prompt(self))
         return logprob / max(1, tokens) if self.options.per_token else logprob
 
     def _prefix(self, call: Call) -> str:

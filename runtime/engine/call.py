@@ -25,6 +25,7 @@ from decomp.runtime.models.base import Request
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.dsl.nodes import Span, Step
     from decomp.handlers.base import Handler
+    from decomp.handlers.soft_prompts import SoftPrompt
 
 
 class Runner(Protocol):
@@ -69,10 +70,12 @@ class EngineCall(Call):
 
     # ---- models
     async def complete(self, prompt: str, *, model: str | None = None, stop: tuple[str, ...] = (),
-                       max_tokens: int = 256, temperature: float = 0.0, n: int = 1) -> list[str]:
+                       max_tokens: int = 256, temperature: float = 0.0, n: int = 1,
+                       soft_prompt: "SoftPrompt | None" = None) -> list[str]:
         chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
         node = self.trace.child("model", handler=self.handler.name, prompt=prompt)
-        request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n)
+        request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n,
+                          soft_prompt=soft_prompt)
         started = time.perf_counter()
         try:
             completion = await self.session.complete(chosen, request, self.handler.name)
@@ -88,12 +91,13 @@ class EngineCall(Call):
         node.cache_hit = completion.cache_hits == len(texts)
         return texts
 
-    async def score(self, prefix: str, text: str, *, model: str | None = None) -> tuple[float, int]:
+    async def score(self, prefix: str, text: str, *, model: str | None = None,
+                    soft_prompt: "SoftPrompt | None" = None) -> tuple[float, int]:
         chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
         node = self.trace.child("model", handler=self.handler.name, prompt=prefix + text)
         started = time.perf_counter()
         try:
-            result = await self.session.score(chosen, prefix, text, self.handler.name)
+            result = await self.session.score(chosen, prefix, text, self.handler.name, soft_prompt=soft_prompt)
         except RunError as err:
             _failed(node, started, err, chosen)
             raise

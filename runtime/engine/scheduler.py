@@ -26,11 +26,14 @@ import itertools
 import random
 import time
 from collections import defaultdict
-from typing import Awaitable, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterator, TypeVar
 
 from decomp.dsl.errors import TransientServiceError
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
 from decomp.runtime.models.base import Completion, Model, Request, Score
+
+if TYPE_CHECKING:  # pragma: no cover
+    from decomp.handlers.soft_prompts import SoftPrompt
 
 T = TypeVar("T")
 
@@ -195,10 +198,14 @@ class Scheduler:
         tokens = len(request.prompt) / 4 + request.max_tokens * request.n
         return self.call(model, model.complete, (request,), priority, tokens)
 
-    def score(self, model: Model, prompt: str, continuation: str, priority: int = 0) -> Awaitable[Score]:
-        """`model.score(prompt, continuation)` under the limits, retried (a coroutine to await)."""
+    def score(self, model: Model, prompt: str, continuation: str, priority: int = 0,
+              soft_prompt: "SoftPrompt | None" = None) -> Awaitable[Score]:
+        """`model.score(prompt, continuation, soft_prompt)` under the limits, retried (a coroutine
+        to await); without a soft prompt, `model.score(prompt, continuation)`, as a backend of
+        before soft prompts takes it."""
         tokens = (len(prompt) + len(continuation)) / 4
-        return self.call(model, model.score, (prompt, continuation), priority, tokens)
+        args = (prompt, continuation) if soft_prompt is None else (prompt, continuation, soft_prompt)
+        return self.call(model, model.score, args, priority, tokens)
 
     async def call(self, service: Service, method: Callable[..., Awaitable[T]], args: tuple, priority: int = 0,
                    tokens: float = 0) -> T:

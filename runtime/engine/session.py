@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.dsl.values import json_text, outcome
@@ -34,6 +34,9 @@ from decomp.runtime.engine.run_secrets import RunSecrets
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Completion, Model, ModelSettings, Request, Score
 from decomp.runtime.models.prices import Price, find_price, price_from_options
+
+if TYPE_CHECKING:  # pragma: no cover
+    from decomp.handlers.soft_prompts import SoftPrompt
 
 
 @dataclass
@@ -229,6 +232,7 @@ class Session:
         The run's secrets are masked in the texts before anything stores them (`RunSecrets`)."""
         row = current_row()
         self.secrets.learn(model)
+        _takes_soft_prompt(model, request.soft_prompt)
         if self.cache is None:
             return await self._request(model, request, row)
         # a request of temperature > 0 made again in the row (a retry) gets new samples, not the
@@ -248,11 +252,13 @@ class Session:
         texts = self.secrets.mask_all(f["text"] for f in found)  # the hits among them too
         return Completion(texts, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
 
-    async def score(self, model: Model, prompt: str, continuation: str, handler: str = "") -> Score:
-        """Log-likelihood of `continuation` after `prompt`, cached like completions."""
+    async def score(self, model: Model, prompt: str, continuation: str, handler: str = "", *,
+                    soft_prompt: SoftPrompt | None = None) -> Score:
+        """Log-likelihood of `continuation` after `prompt` (after `soft_prompt`'s embeddings, when
+        given), cached like completions."""
         row = current_row()
-        key = cache_key({"op": "score", "model": model.cache_identity(), "prompt": prompt,
-                         "continuation": continuation})
+        _takes_soft_prompt(model, soft_prompt)
+        key = self._score_key(model, prompt, continuation, soft_prompt)
         value = self._cached(key, f"[{handler}] on {model.name}", _SCORE)
         if value is not None:
             row.charge(0, 0, 1)
@@ -260,7 +266,7 @@ class Session:
         price = self.price(model)
         row.before_call(model.kind, model.name, price)
         with timing() as latency:
-            score = await self.scheduler.score(model, prompt, continuation, self._turn(row))
+            score = await self.scheduler.score(model, prompt, continuation, self._turn(row), soft_prompt)
         self._store(key, {"logprob": score.logprob, "tokens": score.tokens})
         row.charge(score.tokens, 0, 0, model=model.name, seconds=latency[-1] if latency else None, price=price)
         return score
@@ -298,8 +304,14 @@ class Session:
         sample = index if request.temperature > 0 else 0
         # the model's identity, not only its name: a fake model's file or a weights file edited
         # under the same name must miss
-        return cache_key({"op": "complete", "model": model.cache_identity(), "sampling": sampling,
-                          "sample": sample, "prompt": request.prompt})
+        parts = {"op": "complete", "model": model.cache_identity(), "sampling": sampling, "sample": sample,
+                 "prompt": request.prompt}
+        return cache_key(_with_soft_prompt(parts, request.soft_prompt))
+
+    @staticmethod
+    def _score_key(model: Model, prompt: str, continuation: str, soft_prompt: SoftPrompt | None) -> str:
+        parts = {"op": "score", "model": model.cache_identity(), "prompt": prompt, "continuation": continuation}
+        return cache_key(_with_soft_prompt(parts, soft_prompt))
 
     def _cached(self, key: str, what: str, shape: Mapping[str, Any]) -> Any:
         """The cached value of `key` when it has `shape` (else a miss: see `StepCache.get`)."""
@@ -434,6 +446,18 @@ class Session:
             if failure is err:
                 raise
             raise failure from err
+
+
+def _takes_soft_prompt(model: Model, soft_prompt: SoftPrompt | None) -> None:
+    """Refuse a soft prompt for a model that cannot read one (every backend but the local one)."""
+    if soft_prompt is not None and not model.soft_prompts:
+        raise ModelError(f"{model.name} cannot take a soft prompt (soft_prompt= needs a local: model)")
+
+
+def _with_soft_prompt(parts: dict[str, Any], soft_prompt: SoftPrompt | None) -> dict[str, Any]:
+    """A cache key's parts with the soft prompt's file digest, when there is one: the keys of
+    calls without one stay as they were, so caches made before soft prompts still answer."""
+    return parts if soft_prompt is None else {**parts, "soft_prompt": soft_prompt.digest}
 
 
 def _finish_environments(row: RowContext) -> dict[str, Any]:

