@@ -5,18 +5,35 @@ The file resolves like `file=` (from the handler's folder, never outside the pro
 folders) and is read once per handler, by `decomp check` / load (`soft_prompt_problems`), or at
 its first call. A handler whose model is known to be an endpoint (its `model=`, or the module's
 `model default`, declares a scheme other than `local:`) is a check error: only the local model
-takes embeddings as input.
+takes embeddings as input. While `decomp tune` loads the program whose soft prompt it trains
+(`pending_soft_prompts`), a file not written yet is no error: it is what the command writes.
 """
 from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+from typing import Iterator
 
 from decomp.dsl.errors import CheckError, HandlerError
 from decomp.handlers.base import Handler
 from decomp.handlers.soft_prompts import SoftPrompt, SoftPromptError, read_soft_prompt
 from decomp.handlers.trust import PathRefused
 
-__all__ = ["endpoint_spec", "handler_soft_prompt", "soft_prompt_problems"]
+__all__ = ["endpoint_spec", "handler_soft_prompt", "pending_soft_prompts", "soft_prompt_problems"]
 
 _READ = "_soft_prompt_read"
+_PENDING: ContextVar[bool] = ContextVar("decomp_pending_soft_prompts", default=False)
+
+
+@contextlib.contextmanager
+def pending_soft_prompts() -> Iterator[None]:
+    """Within: a `soft_prompt=` file that does not exist yet passes the check (its path must
+    still lie in the allowed folders); one that exists must still be a soft prompt."""
+    token = _PENDING.set(True)
+    try:
+        yield
+    finally:
+        _PENDING.reset(token)
 
 
 def soft_prompt_problems(handler: Handler) -> list[CheckError]:
@@ -32,6 +49,8 @@ def soft_prompt_problems(handler: Handler) -> list[CheckError]:
                            "model cannot take a soft prompt, only a local: model", span,
                            expected='model="local:..." (or no model=, with no endpoint as the default)')]
     try:
+        if _PENDING.get() and not handler.ctx.resolve(handler.options.soft_prompt).exists():
+            return []
         _read(handler)
     except (PathRefused, SoftPromptError) as err:
         return [CheckError(getattr(err, "message", None) or str(err), span)]

@@ -59,6 +59,22 @@ def test_a_missing_soft_prompt_file_is_a_check_error_at_the_option(tmp_path, kin
 
 
 @KINDS
+def test_while_tuning_a_soft_prompt_not_written_yet_passes_but_others_still_fail(tmp_path, kind):
+    """`decomp tune` loads the program whose soft prompt it is about to write: the missing file
+    is no error then, a bad file or a path outside the folders still is, and after it is again."""
+    with option.pending_soft_prompts():
+        Session(model=FakeModel()).load(tmp_path / "m.decomp", text=source(kind))
+        (tmp_path / "bad.safetensors").write_text("not one")
+        (err,) = load_errors(tmp_path / "m.decomp", source(kind, file="bad.safetensors"))
+        assert "not a safetensors file" in err.message
+        (tmp_path / "prog").mkdir()
+        (err,) = load_errors(tmp_path / "prog" / "m.decomp", source(kind, file="../x.safetensors"))
+        assert "outside the program's folder" in err.message
+    (err,) = load_errors(tmp_path / "m.decomp", source(kind))
+    assert "cannot read soft prompt file" in err.message
+
+
+@KINDS
 def test_a_file_that_is_not_safetensors_is_a_check_error(tmp_path, kind):
     (tmp_path / "sp.safetensors").write_text("not a soft prompt at all", encoding="utf-8")
     text = source(kind)
