@@ -2,7 +2,7 @@
 runs the bundled model both ways: trained with transformers (which reads GGUF) and served by
 llama.cpp.
 
-    path = write_tiny_gemma3(tmp / "tiny.gguf", seed=0)      # ~0.1 GB, a few seconds
+    path = write_tiny_gemma3(tmp / "tiny.gguf", seed=0)      # about 75 MB, a few seconds
     model = build_tiny_gemma3(seed=0)                         # the same weights, in memory
 
 The model has the bundled model's architecture (its config as transformers reads it from the
@@ -24,6 +24,7 @@ gguf, torch and transformers are imported inside the functions: the module impor
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -86,18 +87,35 @@ _NUMPY = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 
 _STRING, _ARRAY = 8, 9
 
 
-@functools.lru_cache(maxsize=2)
-def read_metadata(path: str) -> dict[str, tuple[int, int | None, Any]]:
-    """A GGUF file's metadata, `{key: (type, array item type or None, value)}`, strings as their
-    bytes, numeric arrays as lists. A reader of its own: gguf.GGUFReader takes seconds (tens of
-    seconds on a loaded machine) over the 262144-token vocabulary, this one a fraction of one."""
+def read_metadata(path: str | Path) -> dict[str, tuple[int, int | None, Any]]:
+    """A GGUF file's metadata, `{key: (type, array item type or None, value)}` (the types
+    gguf.GGUFValueType's numbers), strings as their bytes, numeric arrays as lists."""
+    return read_gguf(path)[0]
+
+
+def read_tensors(path: str | Path) -> dict[str, tuple[tuple[int, ...], int]]:
+    """A GGUF file's tensor table, `{name: (shape as ggml lists it, fastest-moving first; ggml
+    type number)}`, in the file's order."""
+    return read_gguf(path)[1]
+
+
+def read_gguf(path: str | Path) -> tuple[dict, dict]:
+    """`(read_metadata(path), read_tensors(path))`, read once for each version of the file. A
+    reader of its own: gguf.GGUFReader takes seconds (tens of seconds on a loaded machine) over
+    a 262144-token vocabulary, this one a fraction of a second."""
+    stat = Path(path).stat()
+    return _read_gguf(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_gguf(path: str, _mtime_ns: int, _size: int) -> tuple[dict, dict]:
     import mmap
     import struct
 
     import numpy as np
 
     with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as blob:
-        magic, version, _tensors, count = struct.unpack_from("<4sIQQ", blob, 0)
+        magic, version, tensor_count, count = struct.unpack_from("<4sIQQ", blob, 0)
         if magic != b"GGUF" or version not in (2, 3):
             raise ValueError(f"{path} is not a GGUF v2/v3 file")
         pos = 24
@@ -134,7 +152,15 @@ def read_metadata(path: str) -> dict[str, tuple[int, int | None, Any]]:
                     element, pos = scalar(item, pos)
                     value.append(element)
             metadata[key.decode()] = (kind, item, value)
-        return metadata
+        tensors = {}
+        for _ in range(tensor_count):
+            name, pos = string(pos)
+            (dims,) = struct.unpack_from("<I", blob, pos)
+            shape = struct.unpack_from(f"<{dims}Q", blob, pos + 4)
+            ggml_type, _offset = struct.unpack_from("<IQ", blob, pos + 4 + 8 * dims)
+            pos += 4 + 8 * dims + 12
+            tensors[name.decode()] = (tuple(shape), ggml_type)
+        return metadata, tensors
 
 
 def reference_config(reference: str | Path | None = None):
@@ -148,7 +174,7 @@ def reference_config(reference: str | Path | None = None):
     from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
 
     values = {}
-    metadata = read_metadata(str(_reference_path(reference)))
+    metadata = read_metadata(_reference_path(reference))
     for key, (_kind, _item, value) in metadata.items():
         prefix, _, name = key.partition(".")
         rename = GGUF_CONFIG_MAPPING.get(prefix, {}).get(name) if prefix in ("gemma3", "tokenizer") else None
@@ -185,9 +211,11 @@ def build_tiny_gemma3(*, seed: int = 0, hidden: int = 64, layers: int = 6, heads
                       kv_heads: int = 1, head_dim: int = 256, intermediate: int = 128,
                       sliding_window: int | None = None, reference: str | Path | None = None):
     """A Gemma3ForCausalLM in float32 with random weights drawn from `seed` (the same weights
-    for the same arguments): linear layers N(0, 1/fan_in), the token embedding N(0, 0.5^2) (so
-    the tied output head gives peaked distributions), the RMSNorm weights N(0, 0.1^2) (so the
-    (1 + w) convention is exercised)."""
+    for the same arguments): linear layers N(0, 1/fan_in); the RMSNorm weights N(0, 0.1^2), so
+    the (1 + w) convention is exercised; the token embedding N(0, 0.1^2), so the layers' outputs
+    outweigh a token's own embedding in the residual stream (else the tied head predicts the
+    input token again); the final norm's weights N(4, 0.1^2), a gain of about 5 that makes the
+    tied head's logits vary by about 4 (distributions neither flat nor one-hot)."""
     import torch
     from transformers import Gemma3ForCausalLM
 
@@ -198,39 +226,36 @@ def build_tiny_gemma3(*, seed: int = 0, hidden: int = 64, layers: int = 6, heads
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():  # the tied lm_head is listed once, as embed_tokens
-            if name.endswith("norm.weight"):
+            mean, std = 0.0, 0.1 if name.endswith("norm.weight") else param.shape[1] ** -0.5
+            if name == "model.embed_tokens.weight":
                 std = 0.1
-            elif name == "model.embed_tokens.weight":
-                std = 0.5
-            else:
-                std = param.shape[1] ** -0.5
-            param.copy_(torch.randn(param.shape, generator=generator, dtype=torch.float32) * std)
+            elif name == "model.norm.weight":
+                mean = 4.0
+            param.copy_(mean + std * torch.randn(param.shape, generator=generator, dtype=torch.float32))
     return model
 
 
-def write_gemma3_gguf(model, path: str | Path, *, reference: str | Path | None = None,
-                      embedding_f16: bool = False) -> Path:
+def write_gemma3_gguf(model, path: str | Path, *, reference: str | Path | None = None) -> Path:
     """Write a Gemma3ForCausalLM to `path` as llama.cpp's converter would, with the reference
-    file's (the bundled model's) tokenizer metadata; every tensor F32 (`embedding_f16`: the
-    token embedding F16)."""
+    file's (the bundled model's) tokenizer metadata; every tensor F32."""
     import gguf
     import numpy as np
 
     ref = str(_reference_path(reference))
     config = model.config
     path = Path(path)
-    writer = gguf.GGUFWriter(str(path), "gemma3")
+    part = path.with_name(path.name + ".part")
+    writer = gguf.GGUFWriter(str(part), "gemma3")
     writer.add_type("model")
     writer.add_name("tiny random Gemma 3")
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if embedding_f16 else gguf.LlamaFileType.ALL_F32)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     metadata = read_metadata(ref)
     missing = [key for key in metadata if key.startswith("gemma3.") and key not in ARCH_KEYS]
     if missing:
         raise ValueError(f"the reference file has gemma3 keys this writer does not know: {missing}")
     for key, (attribute, kind) in ARCH_KEYS.items():
-        value = config.rope_parameters["full_attention"]["rope_theta"] if attribute == "rope_theta" \
-            else getattr(config, attribute)
+        value = _rope_theta(config) if attribute == "rope_theta" else getattr(config, attribute)
         getattr(writer, f"add_{kind}")(key, value)
     for key, (kind, item, value) in metadata.items():  # copied as they are
         if key.startswith("tokenizer."):
@@ -244,8 +269,6 @@ def write_gemma3_gguf(model, path: str | Path, *, reference: str | Path | None =
         array = tensor.detach().to("cpu").float().numpy()
         if name.endswith("norm.weight"):
             array = array + np.float32(1.0)  # Gemma's RMSNorm scales by (1 + w); llama.cpp by w
-        if embedding_f16 and name == "model.embed_tokens.weight":
-            array = array.astype(np.float16)
         tensors[gguf_name(name)] = np.ascontiguousarray(array)
     for name in sorted(tensors, key=_tensor_order):
         writer.add_tensor(name, tensors[name])
@@ -253,7 +276,16 @@ def write_gemma3_gguf(model, path: str | Path, *, reference: str | Path | None =
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    os.replace(part, path)
     return path
+
+
+def _rope_theta(config) -> float:
+    """The full-attention layers' rope theta (transformers 5: rope_parameters; 4.x: rope_theta)."""
+    parameters = getattr(config, "rope_parameters", None)
+    if parameters and "full_attention" in parameters:
+        return parameters["full_attention"]["rope_theta"]
+    return config.rope_theta
 
 
 def _tensor_order(name: str) -> tuple:
@@ -264,11 +296,11 @@ def _tensor_order(name: str) -> tuple:
 def write_tiny_gemma3(path: str | Path, *, seed: int = 0, hidden: int = 64, layers: int = 6,
                       heads: int = 2, kv_heads: int = 1, head_dim: int = 256,
                       intermediate: int = 128, sliding_window: int | None = None,
-                      embedding_f16: bool = False, reference: str | Path | None = None) -> Path:
+                      reference: str | Path | None = None) -> Path:
     """Build `build_tiny_gemma3(...)` and write it to `path` (see `write_gemma3_gguf`); returns
     the path. `reference` is the GGUF file whose config and tokenizer are copied (default: the
     bundled Gemma 3 270M)."""
     model = build_tiny_gemma3(seed=seed, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
                               head_dim=head_dim, intermediate=intermediate,
                               sliding_window=sliding_window, reference=reference)
-    return write_gemma3_gguf(model, path, reference=reference, embedding_f16=embedding_f16)
+    return write_gemma3_gguf(model, path, reference=reference)
