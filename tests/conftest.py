@@ -198,3 +198,23 @@ def browser(tmp_path_factory):
         yield driver
     finally:
         driver.quit()
+
+
+# ---- a tiny random Gemma 3 as a GGUF file (runtime/testing/tiny_gguf.py)
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory) -> Path:
+    """A tiny random Gemma 3 GGUF file (`write_tiny_gemma3(path)` with its defaults, seed 0:
+    `build_tiny_gemma3()` rebuilds the same weights in memory), that transformers and llama.cpp
+    both load, with the bundled model's tokenizer. Skipped without the tune extra (torch,
+    transformers, gguf) or the bundled model's weights, whose config and tokenizer it copies."""
+    for module in ("torch", "transformers", "gguf"):
+        pytest.importorskip(module, reason="the tune extra is not installed")
+    from decomp.dsl.errors import ModelError
+    from decomp.runtime.models.local import DEFAULT, weights_path
+    from decomp.runtime.testing.tiny_gguf import write_tiny_gemma3
+
+    try:
+        reference = weights_path(DEFAULT)
+    except ModelError as err:
+        pytest.skip(f"the bundled model's weights are not available: {err}")
+    return write_tiny_gemma3(tmp_path_factory.mktemp("tiny-gguf") / "tiny-gemma3.gguf", reference=reference)
