@@ -181,7 +181,7 @@ def _stop(steps: int, options: TrainOptions, deadline: float | None) -> str | No
 def initial_embeddings(torch, base: Base, text: str, size: int):
     """The input embeddings of `text`'s tokens (beginning-of-text left out), repeated or cut
     to `size` rows: where a soft prompt starts."""
-    ids = base.encode(text)[1:] or base.encode(" ")[1:]
+    ids = base.encode(text)[1:] or base.encode(" ")[1:] or base.encode("")[:1]
     repeated = (ids * math.ceil(size / len(ids)))[:size]
     with torch.no_grad():
         return base.model.get_input_embeddings()(torch.tensor(repeated)).detach().clone().float()
