@@ -9,9 +9,11 @@ from typing import Iterator
 
 import click
 
+from decomp.dsl.errors import DecompError
 from decomp.handlers.plugins import fail, hookimpl
 from decomp.handlers.soft_prompts import MAX_TOKENS
-from decomp.runtime.tuning.examples import TuneError
+from decomp.handlers.trust import allowing
+from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.tuning.trainer import Progress, TrainOptions
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -51,7 +53,7 @@ def _sizes(ctx, param, value: str) -> tuple[int, ...]:
 @click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--max-steps", type=click.IntRange(min=1), help="At most this many steps per size.")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True),
-              help="Time budget for all sizes: stop then and write what was trained.")
+              help="Training time for all sizes (the model's load aside): stop then and write what was trained.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.01, show_default=True,
               help="Adam's learning rate.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True)
@@ -63,12 +65,19 @@ def _sizes(ctx, param, value: str) -> tuple[int, ...]:
 @click.option("--target", metavar="FIELD", default="completion", show_default=True,
               help="The row field holding the expected output (a score handler: the text whose likelihood is raised).")
 @click.option("--threads", type=click.IntRange(min=1), help="torch's CPU threads (default: $DECOMP_THREADS, else torch's).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
+              help="Import this module first, as `decomp run --plugin` does (repeatable).")
+@click.option("--trust", multiple=True, metavar="MODULE",
+              help="Let the program's python handlers call functions of MODULE, as `decomp run --trust` (repeatable).")
+@click.option("--allow-root", "allow_roots", multiple=True, metavar="DIR",
+              help="Let `import` and file= options read files in DIR too, as `decomp run --allow-root` (repeatable).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @click.pass_context
 def tune_command(ctx: click.Context, program: str, handler: str, data: Path, out: Path, model: str,
                  sizes: tuple[int, ...], init_text: str | None, epochs: int, max_steps: int | None,
                  max_seconds: float | None, lr: float, batch_size: int, seed: int, validation: Path | None,
-                 validation_split: float, query: str | None, target: str, threads: int | None, quiet: bool) -> None:
+                 validation_split: float, query: str | None, target: str, threads: int | None,
+                 plugins: tuple[str, ...], trust: tuple[str, ...], allow_roots: tuple[str, ...], quiet: bool) -> None:
     """Train a soft prompt for the prompt or score handler HANDLER of PROGRAM on the local model.
 
     Each row of --input is rendered by the handler (its fields are the inputs); training raises
@@ -81,13 +90,15 @@ def tune_command(ctx: click.Context, program: str, handler: str, data: Path, out
     recorded = {_CLI_NAMES.get(key, key): (list(value) if isinstance(value, tuple) else
                                            str(value) if isinstance(value, Path) else value)
                 for key, value in ctx.params.items()}
-    _threads(threads)
+    _threads(threads, quiet)
     try:
-        with _progress(quiet) as progress:
+        with allowing(trust, allow_roots), _progress(quiet) as progress:
+            for plugin in plugins:
+                load_plugin(plugin, Path(program).parent)
             tuned = tune(program, handler, data, out, options, model=model, validation=validation,
                          validation_split=validation_split, query=query, target=target, init_text=init_text,
                          recorded=recorded, progress=progress)
-    except TuneError as err:
+    except DecompError as err:  # a TuneError, a program that does not load, a plugin that fails
         fail(err)
     if tuned.stopped == "max_seconds":
         click.echo(f"note: stopped at the time limit (--max-seconds {max_seconds:g}); the soft prompt as trained "
@@ -95,12 +106,17 @@ def tune_command(ctx: click.Context, program: str, handler: str, data: Path, out
     click.echo(tuned.summary())
 
 
-def _threads(threads: int | None) -> None:
+def _threads(threads: int | None, quiet: bool) -> None:
+    """torch's threads as asked; with `quiet`, transformers' own progress bars off too."""
     threads = threads or int(os.environ.get("DECOMP_THREADS") or 0)
     if threads:
         import torch
 
         torch.set_num_threads(threads)
+    if quiet:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
 
 
 @contextlib.contextmanager

@@ -129,3 +129,28 @@ def test_bad_rows_stop_before_the_model_loads(tmp_path):
     with pytest.raises(TuneError, match="no 'completion' field"):
         tune(program, "capital", data, tmp_path / "out.safetensors", TrainOptions(), load=load)
     assert not (tmp_path / "out.safetensors").exists()
+
+
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing:FutureWarning")
+def test_the_loss_is_peft_prompt_tunings_for_the_same_embeddings(tmp_path, base):
+    """The layout serving and peft share: the virtual tokens before every token, beginning-of-text
+    included; the loss the mean over the target tokens."""
+    import torch
+
+    peft = pytest.importorskip("peft")
+    from decomp.runtime.tuning.trainer import batch_loss, initial_embeddings
+
+    program, data = setup_files(tmp_path)
+    _, handler = find_handler(program, "capital")
+    [example] = encode_examples(base, read_examples(data, handler, query="question")[:1])
+    soft = initial_embeddings(torch, base, "capital city", 3)
+    with torch.no_grad():
+        ours, count = batch_loss(torch, base.model, soft, [example])
+        wrapped = peft.get_peft_model(tiny_model(), peft.PromptTuningConfig(task_type=peft.TaskType.CAUSAL_LM,
+                                                                             num_virtual_tokens=3))
+        wrapped.prompt_encoder["default"].embedding.weight.copy_(soft)
+        ids = torch.tensor([example.ids])
+        labels = ids.clone()
+        labels[0, :example.start] = -100
+        theirs = wrapped(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
+    assert math.isclose((ours / count).item(), theirs.item(), rel_tol=1e-5)
