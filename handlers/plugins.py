@@ -62,6 +62,7 @@ BUILTIN_PLUGINS = (
     "decomp.runtime.testing.scripted",
     "decomp.runtime.runs.scoring",
     "decomp.taskgraph.commands",
+    "decomp.runtime.tuning.command",
 )
 
 hookspec = pluggy.HookspecMarker(PROJECT)

@@ -163,3 +163,12 @@ def test_soak_every_hostile_row_ends_in_its_own_words_and_every_other_is_answere
     assert r["rows"] == 28 and r["right"] == 28, r
     assert r["wrong"] == r["crashes"] == r["hangs"] == 0 and r["exit_code"] == 3  # rows failed, as meant
     assert set(r["cases"]) >= {"ordinary", "kind-sleep", "python-memory", "template-bomb", "server-trickle"}
+
+
+@pytest.mark.slow
+def test_tune_step(elsewhere):
+    pytest.importorskip("torch")
+    r = _run("tune_step", "--tiny", "--steps", "1", "--batch", "2", "--length", "20", "--target", "4", "--compare",
+             cwd=elsewhere)
+    assert r["model"] == "tiny" and r["batch"] == 2 and len(r["steps_s"]) == 1
+    assert r["step_s"] > 0 and r["full_logits_step_s"] > 0 and r["peak_rss_mb"] > 0
