@@ -198,7 +198,7 @@ class LocalModel(Model):
         import llama_cpp
 
         soft = request.soft_prompt
-        tokens = _prompt_tokens(llm, sendable(request.prompt))
+        tokens = prompt_tokens(llm, sendable(request.prompt))
         room = _context(llm) - soft.n_tokens - len(tokens)
         if room <= 0:
             raise ModelError(f"{self.name}: prompt too long ({soft.n_tokens} soft prompt tokens and {len(tokens)} "
@@ -252,8 +252,7 @@ class LocalModel(Model):
             self._scorer = self._load(logits_all=True)
         llm = self._scorer
         prompt, continuation = sendable(prompt), sendable(continuation)
-        head = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
-        tokens = llm.tokenize((prompt + continuation).encode("utf-8"), add_bos=True, special=False)
+        head, tokens = score_tokens(llm, prompt), score_tokens(llm, prompt + continuation)
         virtual = soft.n_tokens if soft is not None else 0
         if virtual + len(tokens) > _context(llm):
             with_soft = f" after {virtual} soft prompt tokens" if virtual else ""
@@ -292,9 +291,17 @@ def _context(llm) -> int:
     return min(llm.n_ctx(), len(llm.input_ids))
 
 
-def _prompt_tokens(llm, prompt: str) -> list[int]:
+def score_tokens(llm, text: str) -> list[int]:
+    """The tokens `score` reads a text as: beginning-of-text, then the text, special tokens'
+    texts read as plain text (as `decomp tune` tokenises a score handler's examples)."""
+    return llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+
+
+def prompt_tokens(llm, prompt: str) -> list[int]:
     """The tokens llama-cpp's `create_completion` makes of a prompt: its beginning-of-text token
-    (when the model adds one), then the text, special tokens' texts read as such."""
+    (when the model adds one), then the text, special tokens' texts read as such. `decomp tune`
+    tokenises a prompt handler's examples with it, so a soft prompt is trained on the tokens it
+    is served with."""
     bos = [llm.token_bos()] if llm._model.add_bos_token() and llm.token_bos() != -1 else []
     return bos + (llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True) if prompt else [])
 

@@ -15,6 +15,7 @@ from decomp.handlers.soft_prompts import write_soft_prompt
 from decomp.runtime.tuning.base import Base, load_base
 from decomp.runtime.tuning.examples import (
     TuneError,
+    declared_soft_prompt,
     find_handler,
     prompt_source,
     read_examples,
@@ -46,12 +47,13 @@ class Tuned:
         return f"{self.path}: {self.n_tokens} virtual tokens, {what}{early.get(self.stopped, '')}"
 
 
-def tune(program: str | Path, handler: str, data: str | Path, out: str | Path, options: TrainOptions, *,
+def tune(program: str | Path, handler: str, data: str | Path, out: str | Path | None, options: TrainOptions, *,
          model: str = "local:gemma-3-270m", validation: str | Path | None = None, validation_split: float = 0.2,
          query: str | None = None, target: str = "completion", init_text: str | None = None,
          recorded: Mapping[str, Any] | None = None, base: Base | None = None,
-         load: Callable[[str], Base] = load_base, progress: Progress | None = None) -> Tuned:
-    """Train `handler` of `program` on the rows of `data` and write its soft prompt to `out`.
+         load: Callable[[str, bool], Base] = load_base, progress: Progress | None = None) -> Tuned:
+    """Train `handler` of `program` on the rows of `data` and write its soft prompt to `out`
+    (None: the file the handler's `soft_prompt=` option names).
 
     `validation` is a file of held-out rows; without one, `validation_split` of the rows (a
     seeded draw) is held out. `init_text` starts each soft prompt (None: the handler's prompt
@@ -65,12 +67,14 @@ def tune(program: str | Path, handler: str, data: str | Path, out: str | Path, o
         training, held = rows, read_examples(validation, found, query=query, target=target)
     else:
         training, held = split_examples(rows, validation_split, options.seed)
-    out = Path(out)
+    out = Path(out) if out is not None else declared_soft_prompt(found)
+    if out is None:
+        raise TuneError(f"[{handler}] has no soft_prompt= option to write to: give --out FILE.safetensors")
     if out.is_dir():
         raise TuneError(f"--out {out} is a folder: give the soft prompt's file name (FILE.safetensors)")
     text = init_text if init_text is not None else (prompt_source(found) or training[0].prompt + training[0].target)
     options = TrainOptions(**{**options.__dict__, "init_text": text})
-    base = base if base is not None else load(model)
+    base = base if base is not None else load(model, found.kind == "score")
     trained = train(base, encode_examples(base, training), encode_examples(base, held), options, progress)
     chosen = trained.chosen
     meta = _metadata(base, program, program_path, found, data, validation, training, held, options, trained,

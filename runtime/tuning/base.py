@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from decomp.runtime.models.base import ModelError, sendable
-from decomp.runtime.models.local import DEFAULT, _quiet_llama_logs, gguf_identity, weights_path
+from decomp.runtime.models.local import (DEFAULT, _quiet_llama_logs, gguf_identity, prompt_tokens, score_tokens,
+                                         weights_path)
 from decomp.runtime.tuning.examples import TuneError
 
 __all__ = ["Base", "LlamaTokenizer", "load_base", "model_path"]
@@ -31,17 +32,19 @@ class Base:
 
 
 class LlamaTokenizer:
-    """llama.cpp's tokenizer of a GGUF file (a vocabulary-only load), as `LocalModel` tokenises:
-    beginning-of-text added, special-token text read as plain text."""
+    """llama.cpp's tokenizer of a GGUF file (a vocabulary-only load), as `LocalModel` tokenises
+    what it serves: a prompt as a completion reads it (`prompt_tokens`), or with `scoring`, a
+    text as `score` reads it (`score_tokens`)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, scoring: bool = False):
         from llama_cpp import Llama
 
         _quiet_llama_logs()
         self._vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        self._tokens = score_tokens if scoring else prompt_tokens
 
     def __call__(self, text: str) -> list[int]:
-        return self._vocab.tokenize(sendable(text).encode("utf-8"), add_bos=True, special=False)
+        return self._tokens(self._vocab, sendable(text))
 
 
 def model_path(spec: str) -> Path:
@@ -65,14 +68,14 @@ def model_path(spec: str) -> Path:
     return path
 
 
-def load_base(spec: str) -> Base:
+def load_base(spec: str, scoring: bool = False) -> Base:
     """The model `spec` names (see `model_path`), loaded for training: its identity first (a
     file llama.cpp cannot read fails fast), then the weights in transformers, float32, eager
-    attention."""
+    attention; its tokenizer reads text as a completion's prompt, or with `scoring` as `score`."""
     path = model_path(spec)
     try:
         identity = gguf_identity(path)
-        encode = LlamaTokenizer(path)
+        encode = LlamaTokenizer(path, scoring)
     except (ModelError, ValueError) as err:
         raise TuneError(f"cannot load the model {spec}: {err}") from None
     import torch

@@ -42,8 +42,8 @@ def _sizes(ctx, param, value: str) -> tuple[int, ...]:
 @click.option("--handler", "handler", required=True, help="The prompt or score handler to train a soft prompt for.")
 @click.option("--input", "data", required=True, type=_FILE, help="Training rows (JSONL): each row's fields are the "
               "handler's inputs.")
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="The soft prompt file to write "
-              "(FILE.safetensors).")
+@click.option("--out", type=click.Path(path_type=Path), help="The soft prompt file to write (FILE.safetensors); "
+              "default: the file the handler's soft_prompt= option names.")
 @click.option("--model", default="local:gemma-3-270m", show_default=True,
               help="The model to tune on: local:gemma-3-270m or local:/path/to/file.gguf.")
 @click.option("--tokens", "sizes", default="8", show_default=True, callback=_sizes, metavar="N[,N...]",
@@ -73,7 +73,7 @@ def _sizes(ctx, param, value: str) -> tuple[int, ...]:
               help="Let `import` and file= options read files in DIR too, as `decomp run --allow-root` (repeatable).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
 @click.pass_context
-def tune_command(ctx: click.Context, program: str, handler: str, data: Path, out: Path, model: str,
+def tune_command(ctx: click.Context, program: str, handler: str, data: Path, out: Path | None, model: str,
                  sizes: tuple[int, ...], init_text: str | None, epochs: int, max_steps: int | None,
                  max_seconds: float | None, lr: float, batch_size: int, seed: int, validation: Path | None,
                  validation_split: float, query: str | None, target: str, threads: int | None,

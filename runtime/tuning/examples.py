@@ -22,11 +22,12 @@ from decomp.handlers.base import Handler
 from decomp.handlers.kinds.prompt import PromptHandler, source_text
 from decomp.handlers.kinds.score import ScoreHandler
 from decomp.handlers.registry import default_registry
+from decomp.handlers.kinds.soft_prompt_option import pending_soft_prompts
 from decomp.runtime.engine.loader import load
 from decomp.runtime.runs.api import find_program
 from decomp.runtime.runs.jsonl import read_lines
 
-__all__ = ["Example", "TuneError", "TUNABLE", "find_handler", "prompt_source", "read_examples", "split_examples",
+__all__ = ["Example", "TuneError", "TUNABLE", "declared_soft_prompt", "find_handler", "prompt_source", "read_examples", "split_examples",
            "template_sha256"]
 
 #: The kinds a soft prompt can be trained for.
@@ -60,11 +61,19 @@ class _RowCall:
     stack: tuple = ()
 
 
+def declared_soft_prompt(handler: Handler) -> Path | None:
+    """Where the handler's `soft_prompt=` option says its soft prompt lies (the default `--out`),
+    or None when it has none."""
+    written = getattr(handler.options, "soft_prompt", None)
+    return handler.ctx.resolve(written) if written else None
+
+
 def find_handler(program: str | Path, name: str) -> tuple[Path, Handler]:
     """The program file (a path or a bundled program's name) and its handler `name`, loaded and
     checked; a `TuneError` when there is none of that name or its kind cannot be tuned."""
     path = find_program(program)
-    loaded = load(path, default_registry)
+    with pending_soft_prompts():  # the handler's soft_prompt= file may be the one about to be written
+        loaded = load(path, default_registry)
     handler = loaded.handlers.get(name)
     if handler is None:
         raise TuneError(f"{path} has no handler named {name!r} (it has: {', '.join(sorted(loaded.handlers))})")

@@ -123,7 +123,7 @@ def test_a_non_finite_loss_stops_at_its_step_and_writes_nothing(tmp_path):
 def test_bad_rows_stop_before_the_model_loads(tmp_path):
     program, data = setup_files(tmp_path, [{"question": "no target"}])
 
-    def load(spec):
+    def load(spec, scoring=False):
         raise AssertionError("the model was loaded")
 
     with pytest.raises(TuneError, match="no 'completion' field"):
