@@ -121,16 +121,22 @@ def _threads(threads: int | None, quiet: bool) -> None:
 
 @contextlib.contextmanager
 def _progress(quiet: bool) -> Iterator[Progress | None]:
-    """A progress bar on stderr, a task per size with its last loss; None when quiet."""
+    """A progress bar on stderr, a task per size with its last loss (on a terminal; else a line
+    per step); None when quiet."""
     if quiet:
         yield None
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 
+    console = Console(stderr=True)
+    if not console.is_terminal:  # a log file: one line per step, not a bar redrawn in place
+        yield lambda size, step, total, loss: click.echo(f"{size} tokens: step {step}/{total}, loss {loss:.4f}",
+                                                         err=True)
+        return
     tasks: dict[int, int] = {}
     with Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-             console=Console(stderr=True), transient=False) as bar:
+             console=console, transient=False) as bar:
         def update(size: int, step: int, total: int, loss: float) -> None:
             if size not in tasks:
                 tasks[size] = bar.add_task(f"{size} tokens", total=total)

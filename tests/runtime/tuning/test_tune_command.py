@@ -52,3 +52,16 @@ def test_tune_trains_two_steps_on_the_bundled_model(tmp_path):
     assert soft.embeddings.shape == (8, 640) and soft.meta["base_model"]["hidden_size"] == 640
     assert soft.meta["training"]["steps"] == 2 and soft.meta["training"]["stopped"] == "max_steps"
     assert soft.meta["training"]["options"]["input"] == str(Path(data))
+
+
+def test_progress_off_a_terminal_is_one_line_per_step(capsys):
+    """In a log file a bar redrawn in place shows nothing until the end: each step is a line."""
+    from decomp.runtime.tuning.command import _progress
+
+    with _progress(quiet=False) as update:
+        update(8, 1, 30, 2.5)
+        update(8, 2, 30, 2.25)
+    assert capsys.readouterr().err.splitlines() == ["8 tokens: step 1/30, loss 2.5000",
+                                                   "8 tokens: step 2/30, loss 2.2500"]
+    with _progress(quiet=True) as update:
+        assert update is None
