@@ -78,7 +78,7 @@ def tune_command(ctx: click.Context, program: str, handler: str, data: Path, out
                  max_seconds: float | None, lr: float, batch_size: int, seed: int, validation: Path | None,
                  validation_split: float, query: str | None, target: str, threads: int | None,
                  plugins: tuple[str, ...], trust: tuple[str, ...], allow_roots: tuple[str, ...], quiet: bool) -> None:
-    """Train a soft prompt for the prompt or score handler HANDLER of PROGRAM on the local model.
+    """Train a soft prompt for the prompt or score handler --handler of PROGRAM on the local model.
 
     Each row of --input is rendered by the handler (its fields are the inputs); training raises
     the likelihood of the row's --target text after it. Writes one safetensors file with what it
