@@ -141,6 +141,7 @@ def write_soft_prompt(path: str | os.PathLike, embeddings: np.ndarray, meta: Map
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(handle, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
         with os.fdopen(handle, "wb") as file:
             file.write(data)
         os.replace(temporary, path)
@@ -148,6 +149,12 @@ def write_soft_prompt(path: str | os.PathLike, embeddings: np.ndarray, meta: Map
         Path(temporary).unlink(missing_ok=True)
         raise
     return hashlib.sha256(data).hexdigest()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def mismatch(soft: SoftPrompt, model: Mapping[str, Any], tokenizer: Mapping[str, Any]) -> str | None:

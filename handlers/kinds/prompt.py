@@ -25,7 +25,7 @@ from decomp.dsl.parser import read_text
 from decomp.dsl.values import parse_output
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
-from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems
+from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems, soft_prompt_warnings
 from decomp.handlers.template_growth import growth_warnings
 from decomp.handlers.templates import JINJA, RENDER_GRACE
 
@@ -119,9 +119,10 @@ class PromptHandler(Handler):
 
     def warnings(self) -> list[CheckWarning]:
         self._prepare()
+        soft = soft_prompt_warnings(self, self._source)
         if not self.is_template:
-            return []
-        return template_warnings(self, self._source, "file" if self.options.file else "text")
+            return soft
+        return template_warnings(self, self._source, "file" if self.options.file else "text") + soft
 
     @property
     def is_template(self) -> bool:

@@ -18,7 +18,7 @@ from jinja2 import TemplateError
 from decomp.dsl.errors import CheckError, CheckWarning, HandlerError
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.kinds.prompt import template_warnings
-from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems
+from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems, soft_prompt_warnings
 from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 
@@ -42,7 +42,8 @@ class ScoreHandler(Handler):
         return soft_prompt_problems(self)
 
     def warnings(self) -> list[CheckWarning]:
-        return template_warnings(self, self.options.prefix, "prefix") if "{{" in self.options.prefix else []
+        soft = soft_prompt_warnings(self, self.options.prefix)
+        return (template_warnings(self, self.options.prefix, "prefix") if "{{" in self.options.prefix else []) + soft
 
     async def run(self, call: Call) -> Any:
         prefix = await self.offload(self._prefix, call, what="the prefix template", grace=RENDER_GRACE) \

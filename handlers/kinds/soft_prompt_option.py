@@ -14,12 +14,15 @@ import contextlib
 from contextvars import ContextVar
 from typing import Iterator
 
-from decomp.dsl.errors import CheckError, HandlerError
+import hashlib
+
+from decomp.dsl.errors import CheckError, CheckWarning, HandlerError
 from decomp.handlers.base import Handler
 from decomp.handlers.soft_prompts import SoftPrompt, SoftPromptError, read_soft_prompt
 from decomp.handlers.trust import PathRefused
 
-__all__ = ["endpoint_spec", "handler_soft_prompt", "pending_soft_prompts", "soft_prompt_problems"]
+__all__ = ["endpoint_spec", "handler_soft_prompt", "pending_soft_prompts", "soft_prompt_problems",
+           "soft_prompt_warnings"]
 
 _READ = "_soft_prompt_read"
 _PENDING: ContextVar[bool] = ContextVar("decomp_pending_soft_prompts", default=False)
@@ -55,6 +58,24 @@ def soft_prompt_problems(handler: Handler) -> list[CheckError]:
     except (PathRefused, SoftPromptError) as err:
         return [CheckError(getattr(err, "message", None) or str(err), span)]
     return []
+
+
+def soft_prompt_warnings(handler: Handler, source: str) -> list[CheckWarning]:
+    """A soft prompt trained for another prompt than the handler's `source` now (its template,
+    few-shot text or score prefix, edited since `decomp tune` ran), or for a handler of another
+    name or kind: it still serves, but what it learned was for other text (`decomp check`)."""
+    if not getattr(handler.options, "soft_prompt", None) or _READ not in handler.__dict__:
+        return []
+    trained = handler.__dict__[_READ].meta.get("handler") or {}
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+    if trained.get("template_sha256") == digest and trained.get("kind") == handler.kind:
+        return []
+    what = f"[{trained.get('name')}] of {trained.get('program')}" if trained.get("name") else "another handler"
+    return [CheckWarning(f"the soft prompt of [{handler.name}] was trained for another prompt than its own now "
+                         f"({what}, prompt sha256 {str(trained.get('template_sha256'))[:12]})",
+                         handler.error_span("soft_prompt"),
+                         expected="the prompt it was trained for, or a soft prompt trained again for this one "
+                                  "(decomp tune)")]
 
 
 def handler_soft_prompt(handler: Handler) -> SoftPrompt | None:

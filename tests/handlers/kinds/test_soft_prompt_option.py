@@ -124,6 +124,25 @@ def test_a_local_model_with_a_soft_prompt_loads(tmp_path, kind):
     assert module.handlers["h"].options.soft_prompt == "sp.safetensors"
 
 
+@KINDS
+def test_check_warns_when_the_soft_prompt_was_trained_for_another_prompt(tmp_path, kind):
+    """A template edited after `decomp tune` ran: the soft prompt still serves, `decomp check`
+    says it was trained for other text; trained for this very prompt, no warning."""
+    from decomp.runtime.engine.checking import check_file
+
+    prompt = "p: " if kind == "score" else ""
+    meta = {**META, "handler": {"program": "m.decomp", "name": "h", "kind": kind,
+                                "template_sha256": hashlib.sha256(prompt.encode()).hexdigest()}}
+    write_soft_prompt(tmp_path / "sp.safetensors", np.ones((2, 4), np.float32), meta)
+    (tmp_path / "m.decomp").write_text(source(kind))
+    assert check_file(tmp_path / "m.decomp").warnings == []
+    edited = source(kind).replace('text=""', 'text="Q: x\\nA: y\\n"').replace('prefix="p: "', 'prefix="q: "')
+    (tmp_path / "m.decomp").write_text(edited)
+    (warning,) = check_file(tmp_path / "m.decomp").warnings
+    assert "trained for another prompt than its own now ([h] of m.decomp" in warning.message
+    assert at_option(edited, warning, '"sp.safetensors"')
+
+
 class Embedding(FakeModel):
     """A fake model that takes soft prompts, and records the ones it got."""
 
