@@ -200,6 +200,11 @@ CASES = [
     ("adapt/textcraft_symbolic", "plan_execute", CRAFT_ROW, "none", [FETCH, CRAFT], False),
 ]
 CASE_IDS = [f"{program}:{main or 'main'}" for program, main, *_ in CASES]
+# the soft-prompt tuned programs run on the bundled local model only (tests/programs/
+# test_tasklama_spt.py runs them there): from the wheel, a fake model gives the row's clear error
+SPT_CASES = [*[("tasklama/steps", f"{method}{variant}", STEP_ROW)
+               for method in ("spt", "multseq_spt", "sf_spt", "multseq_sf_spt") for variant in ("", "_noctx")],
+             ("tasklama/graphs", "pairwise_spt", GRAPH_ROW)]
 
 
 def _env() -> dict:
@@ -243,7 +248,7 @@ def test_every_bundled_entry_point_has_a_case(installed, tmp_path):
     the rows its main runs on (tasklama/steps' icl, multseq, sf, ... are all entry points)."""
     names = _decomp(installed, "programs", cwd=tmp_path).stdout.split()
     assert sorted(names) == sorted({program for program, *_ in CASES})
-    covered = {(program, main) for program, main, *_ in CASES}
+    covered = {(program, main) for program, main, *_ in CASES + SPT_CASES}
     for name in names:
         module = json.loads(_decomp(installed, "check", "--json", name, cwd=tmp_path).stdout)
         params = {p["name"]: {q["name"] for q in p.get("params") or []} for p in module["programs"]}
@@ -259,6 +264,20 @@ def test_bundled_programs_load_from_the_installed_wheel(installed, tmp_path):
     for program in sorted({program for program, *_ in CASES}):
         out = _decomp(installed, "check", program, cwd=tmp_path).stdout.strip()
         assert out == f"{site / 'decomp' / 'programs' / program}.decomp: ok"
+
+
+@pytest.mark.parametrize("program, main, given", SPT_CASES, ids=[f"{p}:{m}" for p, m, _ in SPT_CASES])
+def test_spt_programs_load_their_soft_prompts_from_the_wheel_and_need_the_local_model(installed, tmp_path,
+                                                                                       program, main, given):
+    """The soft prompts are in the wheel (the program loads, its check reads them); on the fake
+    model the row ends with the error that says why, and the run goes on to its summary."""
+    fake = tmp_path / "answers.json"
+    fake.write_text(json.dumps(ANSWERS["steps"]), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    proc = _decomp(installed, "run", program, "--main", main, "--model", f"fake:{fake}",
+                   *_input_args(tmp_path, given), "--output", out, cwd=tmp_path, check=False)
+    (row,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert "cannot take a soft prompt (soft_prompt= needs a local: model)" in row["error"], (row, proc.stderr)
 
 
 @pytest.mark.parametrize("program, main, given, answers, expected, uses_model", CASES, ids=CASE_IDS)
