@@ -23,12 +23,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+
+from decomp.handlers.files import write_whole
 
 __all__ = ["FORMAT", "SoftPrompt", "SoftPromptError", "TENSOR", "mismatch", "read_soft_prompt",
            "write_soft_prompt"]
@@ -139,22 +140,8 @@ def write_soft_prompt(path: str | os.PathLike, embeddings: np.ndarray, meta: Map
     data = save({TENSOR: embeddings}, metadata={"decomp": json.dumps(full, sort_keys=True, allow_nan=False)})
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(handle, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_whole(path, data)
     return hashlib.sha256(data).hexdigest()
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def mismatch(soft: SoftPrompt, model: Mapping[str, Any], tokenizer: Mapping[str, Any]) -> str | None:

@@ -15,10 +15,10 @@ What tests (and other tools) can rely on in the page:
 from __future__ import annotations
 
 import html
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from decomp.handlers.files import write_whole
 
 WIDTH = 80
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -212,11 +212,4 @@ def write_html(result: dict, output: Path, *, force: bool = False) -> None:
         raise IsADirectoryError(f"{output} is a folder: name the page's file")
     if output.exists() and not force:
         raise FileExistsError(f"{output} exists: pass --force to overwrite it")
-    handle, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as file:
-            file.write(render_html(result))
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_whole(output, render_html(result).encode("utf-8", "backslashreplace"))

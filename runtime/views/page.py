@@ -65,12 +65,11 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from decomp.handlers.files import write_whole
 from decomp.runtime.engine import deepjson
 from decomp.runtime.runs.rundir import RunDir, RunDirError
 
@@ -115,15 +114,8 @@ def write_page(run: RunDir, output: Path, *, force: bool = False) -> None:
     if output.exists() and not force:
         raise RunDirError(f"{output} exists: pass --force to overwrite it")
     page = render_html(run)
-    handle, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-    try:
-        # `_esc` and the JSON leave no lone surrogate; backslashreplace keeps that a promise
-        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as file:
-            file.write(page)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # `_esc` and the JSON leave no lone surrogate; backslashreplace keeps that a promise
+    write_whole(output, page.encode("utf-8", "backslashreplace"))
 
 
 def page_data(run: RunDir) -> dict:
