@@ -63,6 +63,7 @@ BUILTIN_PLUGINS = (
     "decomp.runtime.runs.scoring",
     "decomp.taskgraph.commands",
     "decomp.runtime.tuning.command",
+    "decomp.runtime.optimize.command",
 )
 
 hookspec = pluggy.HookspecMarker(PROJECT)

@@ -1,7 +1,6 @@
 """The `decomp` command line. Each command parses its arguments and calls the library."""
 from __future__ import annotations
 
-import functools
 import json
 import re
 import sys
@@ -17,12 +16,8 @@ from decomp.dsl.values import storable_json
 from decomp.handlers import plugins
 from decomp.handlers.plugins import fail
 from decomp.handlers.trust import allowing
-from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS
-from decomp.runtime.engine.cache import MODES
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import load_plugin
-from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE
-from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs import evaluation
 from decomp.runtime.runs.api import (
     PROGRAMS_DIR,
@@ -34,6 +29,7 @@ from decomp.runtime.runs.api import (
     with_fields,
 )
 from decomp.runtime.runs import dryrun
+from decomp.runtime.runs.command_options import session_options, trust_options
 from decomp.runtime.runs.datasets import Row, read_rows, window
 from decomp.runtime.runs.resumed import recorded_run
 from decomp.runtime.runs.rundir import RunDir, RunDirError
@@ -76,29 +72,12 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     click.echo(f"warning: {message}", err=True)
 
 
-def _trust_options(command):
-    """`--trust MODULE` and `--allow-root DIR` (both repeatable): what the program may reach
-    beyond its own folder, for the duration of the command (see `decomp.handlers.trust`)."""
-    @functools.wraps(command)
-    def wrapped(*args, trust: tuple[str, ...] = (), allow_roots: tuple[str, ...] = (), **kwargs):
-        with allowing(trust, allow_roots):
-            return command(*args, **kwargs)
-
-    wrapped = click.option("--allow-root", "allow_roots", multiple=True, metavar="DIR",
-                           help="Let `import` and file= options read files in DIR too, not only in the program's "
-                                "folder and the bundled programs (repeatable; also $DECOMP_ALLOW_ROOTS).")(wrapped)
-    return click.option("--trust", "trust", multiple=True, metavar="MODULE",
-                        help="Let python(function=\"MODULE:f\") handlers call functions of MODULE (and its "
-                             "submodules), not only registered ones and the program's own modules (repeatable; "
-                             "also $DECOMP_TRUST, comma-separated).")(wrapped)
-
-
 @main.command()
 @click.argument("file")
 @click.option("--json", "as_json", is_flag=True, help="Print the parsed module or few-shot examples as JSON.")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
               help="Import this module first, as `decomp run --plugin` does, so the kinds it registers are known.")
-@_trust_options
+@trust_options
 def check(file: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Check FILE (a .decomp module, a few-shot prompt file or a fake model's JSON file) without
     running anything.
@@ -159,74 +138,6 @@ def _load_plugins(plugins: tuple[str, ...], program: Path) -> None:
             fail(err)
 
 
-def _prices(ctx, param, value: Path | None) -> Path | None:
-    """--prices FILE, read now so that a bad file is a usage error naming it."""
-    if value is not None:
-        try:
-            load_prices(value)
-        except (OSError, ValueError) as err:
-            raise click.BadParameter(str(err)) from None
-    return value
-
-
-def _session_options(command):
-    """The options that shape a run: model, endpoint limits, cache, budgets."""
-    options = [
-        click.option("--model", help="Model for handlers that name none: local:..., openai:NAME, fake:FILE.json."),
-        click.option("--base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
-        click.option("--transport", type=click.Choice(["auto", "aiohttp", "openai"]), default="auto",
-                     show_default=True, help="How openai: models send requests: aiohttp (auto) or the official "
-                                             "openai client. A model declaration's transport= wins."),
-        click.option("--attempt-deadline", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_ATTEMPT_DEADLINE,
-                     show_default=True, metavar="SECONDS",
-                     help="Seconds one request of an openai: model may take in all, however slowly its reply "
-                          "comes (then retried). A model declaration's attempt_deadline= wins."),
-        click.option("--call-deadline", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_CALL_DEADLINE,
-                     show_default=True, metavar="SECONDS",
-                     help="Seconds one openai: model call may take in all, its retries and backoff included. "
-                          "A model declaration's call_deadline= wins."),
-        click.option("--concurrency", default=8, show_default=True, help="Model calls in flight at once, per endpoint."),
-        click.option("--rpm", type=float, help="At most this many requests per minute, per endpoint."),
-        click.option("--tpm", type=float, help="At most this many tokens per minute, per endpoint."),
-        click.option("--cache", "cache_mode", type=click.Choice(MODES), default="read-write", show_default=True,
-                     help="Step cache: reuse results, recompute them, ignore the cache, or only replay it."),
-        click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
-                     help="Where the step cache lives (default: $DECOMP_CACHE_DIR or ~/.cache/decomp)."),
-        click.option("--max-calls", type=int, help="Budget: model calls for the whole run."),
-        click.option("--max-tokens", type=int, help="Budget: tokens for the whole run."),
-        click.option("--max-row-calls", type=int, help="Budget: model calls per row."),
-        click.option("--max-row-tokens", type=int, help="Budget: tokens per row."),
-        click.option("--max-cost", type=click.FloatRange(min=0), metavar="X",
-                     help="Budget: money for the whole run's model requests (needs each model's price)."),
-        click.option("--prices", type=click.Path(exists=True, dir_okay=False, path_type=Path), callback=_prices,
-                     metavar="FILE", help="Prices per million tokens (JSON or TOML: model name -> price_in, "
-                                          "price_out): a cost figure in summaries, progress and dry runs."),
-        click.option("--max-depth", type=int, default=64, show_default=True, help="Deepest nesting of programs."),
-        click.option("--max-steps", type=int, help="Most steps any decomposer may take."),
-        click.option("--max-row-handler-calls", type=click.IntRange(1), default=DEFAULT_ROW_HANDLER_CALLS,
-                     show_default=True, help="Budget: handler calls of every kind (symbolic ones too) per row."),
-        click.option("--max-handler-calls", type=click.IntRange(1),
-                     help="Budget: handler calls of every kind for the whole run."),
-        click.option("--max-memory", "max_memory_mb", type=click.FloatRange(min=1), metavar="MB",
-                     help="Budget: past this resident memory (MiB) of the process, a row's next call ends it."),
-        click.option("--max-answer-size", "max_answer_mb", type=click.FloatRange(min=0, min_open=True),
-                     default=DEFAULT_ANSWER_MB, show_default=True, metavar="MB",
-                     help="Limit: a handler answer holding more text than this (MiB of characters) ends its row "
-                          "before it is kept, cached or traced."),
-        click.option("--handler-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-                     help="Seconds any handler call may take unless its timeout= option says [default: 10]."),
-        click.option("--handler-memory", "handler_memory_mb", type=click.FloatRange(min=1), metavar="MB",
-                     help="MiB any python handler call may add to its worker process unless its memory= option "
-                          "says [default: 1024]."),
-        click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
-                     help="Import this module first (a module name, or a path to a .py file), so the handler "
-                          "kinds and functions it registers can be used (repeatable)."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
 @main.command()
 @click.argument("file")
 @click.option("--question", "-q", help="Run on this one question and print the answer.")
@@ -258,8 +169,8 @@ def _session_options(command):
 @click.option("--limit", type=click.IntRange(1), metavar="N",
               help="With --input: run at most N rows (from --offset on); recorded in run.json, and a --resume "
                    "must give the same --offset and --limit.")
-@_session_options
-@_trust_options
+@session_options
+@trust_options
 def run(file, question, main_name, data, run_dir, resume, force, output, fields, show_trace, trace_out, verbose,
         dry_run, shard, offset, limit, **opts) -> None:
     """Run the program FILE on one --question or on every row of --input.
@@ -467,7 +378,7 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
                    "metric when --pred is a run (its program's `metric` statement, recorded in run.json), else em.")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
               help="Import this module first, as `decomp run --plugin` does, so the metrics it registers are known.")
-@_trust_options
+@trust_options
 @click.pass_context
 def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str | None,
                  plugins: tuple[str, ...] = ()) -> None:
@@ -648,7 +559,7 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
 @click.option("--html", "html_page", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write an HTML page with charts (scores and differences with their intervals).")
 @click.option("--force", is_flag=True, help="Overwrite the --html page if it exists.")
-@_trust_options
+@trust_options
 def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: str | None, seed: int, method: str,
                     resamples: int, as_json: bool, html_page: Path | None, force: bool) -> None:
     """Compare run directories: RUN_A (the baseline) against RUN_B [RUN_C ...].

@@ -143,6 +143,12 @@ class PromptHandler(Handler):
         qc_style = self._fewshot is not None and any(e.question_kind == "QC" for e in self._fewshot.examples)
         self._head = (examples + "\n\n" if examples.strip() else "", qc_style)
 
+    def fewshot_head(self) -> tuple[str, bool] | None:
+        """The few-shot text every rendered prompt starts with (the examples and a blank line)
+        and whether the examples are QC-style; None for a template."""
+        self._prepare()
+        return None if self.is_template else self._head
+
     def render(self, call: Call) -> str:
         """The exact prompt text sent to the model for this call."""
         self._prepare()

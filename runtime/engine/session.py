@@ -104,9 +104,14 @@ class Session:
                  cache: StepCache | None = None, budget: Budget | None = None,
                  max_depth: int = 64, max_steps: int | None = None, default_model: str | None = DEFAULT_MODEL,
                  handler_timeout: float | None = None, handler_memory_mb: float | None = None,
-                 python_workers: bool = True, prices: Mapping[str, Price] | None = None):
+                 python_workers: bool = True, prices: Mapping[str, Price] | None = None,
+                 temperature: float | None = None, rollout: int = 0):
         if handler_timeout is not None and not handler_timeout > 0:
             raise ValueError(f"handler_timeout must be > 0 seconds, got {handler_timeout}")
+        if temperature is not None and not temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if rollout < 0:
+            raise ValueError(f"rollout must be >= 0, got {rollout}")
         if handler_memory_mb is not None and not handler_memory_mb > 0:
             raise ValueError(f"handler_memory_mb must be > 0 MiB, got {handler_memory_mb}")
         self.registry = load_plugins(registry or default_registry)
@@ -126,6 +131,11 @@ class Session:
         self.handler_memory_mb = handler_memory_mb
         #: Whether python handlers' functions run in worker processes (else in threads here).
         self.python_workers = python_workers
+        #: The temperature of every model request, over the handlers' own (None: theirs).
+        self.temperature = temperature
+        #: Which rollout this session's samples are: at temperature > 0, samples of rollout k > 0
+        #: have keys of their own, so a retry of a whole run draws new samples, not the cache's.
+        self.rollout = rollout
         self.usage = Usage()
         self._override = model
         #: The secrets of the models and services used so far, masked in every model reply.
@@ -233,12 +243,15 @@ class Session:
         row = current_row()
         self.secrets.learn(model)
         _takes_soft_prompt(model, request.soft_prompt)
+        if self.temperature is not None:
+            request = dataclasses.replace(request, temperature=self.temperature)
         if self.cache is None:
             return await self._request(model, request, row)
         # a request of temperature > 0 made again in the row (a retry) gets new samples, not the
         # first request's from the cache: its k-th occurrence takes sample indexes k*n .. k*n+n-1
-        first = row.occurrence(self._sample_key(model, request, -1)) * request.n if request.temperature > 0 else 0
-        keys = [self._sample_key(model, request, first + i) for i in range(request.n)]
+        first = (row.occurrence(self._sample_key(model, request, -1, self.rollout)) * request.n
+                 if request.temperature > 0 else 0)
+        keys = [self._sample_key(model, request, first + i, self.rollout) for i in range(request.n)]
         found = [self._cached(k, f"[{handler}] on {model.name}", _SAMPLE) for k in keys]
         missing = [i for i, value in enumerate(found) if value is None]
         if not missing:
@@ -298,10 +311,12 @@ class Session:
         return self.scheduler.turn(row.priority, row.usage.calls - 1)
 
     @staticmethod
-    def _sample_key(model: Model, request: Request, index: int) -> str:
+    def _sample_key(model: Model, request: Request, index: int, rollout: int = 0) -> str:
         sampling = {"max_tokens": request.max_tokens, "temperature": request.temperature,
                     "stop": list(request.stop), "seed": request.seed}
         sample = index if request.temperature > 0 else 0
+        if rollout and request.temperature > 0:  # in the key only then: other keys stay as they were
+            sampling["rollout"] = rollout
         # the model's identity, not only its name: a fake model's file or a weights file edited
         # under the same name must miss
         parts = {"op": "complete", "model": model.cache_identity(), "sampling": sampling, "sample": sample,

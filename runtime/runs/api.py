@@ -115,6 +115,10 @@ class RunOptions:
     max_cost:      money the run may spend on model requests (needs every model's price)
     prices:        a prices file (JSON or TOML: model name -> price_in, price_out per million
                    tokens; see `decomp.runtime.models.prices`)
+    temperature:   every model request's temperature, over the handlers' own (None: theirs)
+    rollout:       which rollout the run's samples are: at temperature > 0, rollout k > 0 draws
+                   samples of its own instead of the cache's (`decomp optimize`'s retry rounds).
+                   Both are recorded in run.json only when set.
     """
 
     model: str | None = None
@@ -141,6 +145,8 @@ class RunOptions:
     max_answer_mb: float | None = DEFAULT_ANSWER_MB
     max_cost: float | None = None
     prices: Path | None = None
+    temperature: float | None = None
+    rollout: int = 0
 
     def __post_init__(self) -> None:
         for name in ("cache_dir", "prices"):
@@ -164,7 +170,8 @@ class RunOptions:
                        scheduler=Scheduler(self.concurrency, rpm=self.rpm, tpm=self.tpm), cache=cache,
                        budget=budget, max_depth=self.max_depth, max_steps=self.max_steps,
                        handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb,
-                       prices=load_prices(self.prices) if self.prices is not None else None)
+                       prices=load_prices(self.prices) if self.prices is not None else None,
+                       temperature=self.temperature, rollout=self.rollout)
 
     @classmethod
     def of(cls, session: Session) -> "RunOptions":
@@ -182,7 +189,8 @@ class RunOptions:
                    handler_timeout=session.handler_timeout, handler_memory_mb=session.handler_memory_mb,
                    max_row_handler_calls=budget.row_handler_calls,
                    max_handler_calls=budget.run_handler_calls, max_memory_mb=budget.memory_mb,
-                   max_answer_mb=budget.answer_mb, max_cost=budget.run_cost)
+                   max_answer_mb=budget.answer_mb, max_cost=budget.run_cost, temperature=session.temperature,
+                   rollout=session.rollout)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as run.json records them: paths as text, and `base_url` without the
@@ -191,7 +199,14 @@ class RunOptions:
         recorded = {f.name: (str(value) if isinstance(value, Path) else value)
                     for f in dataclasses.fields(self) for value in [getattr(self, f.name)]}
         recorded["base_url"] = redact_url(self.base_url)
+        for name, unset in _UNRECORDED.items():  # recorded only when set: older run.json files stay the same
+            if recorded[name] == unset:
+                del recorded[name]
         return recorded
+
+
+#: Options run.json records only when they are not at these values.
+_UNRECORDED = {"temperature": None, "rollout": 0}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,83 @@
+"""`decomp optimize`: the command line of demonstration bootstrapping, a built-in plugin (the
+plugin table's `register_commands`)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from decomp.dsl.errors import DecompError
+from decomp.handlers.plugins import fail, hookimpl
+from decomp.runtime.engine.loader import load_plugin
+from decomp.runtime.runs.command_options import session_options, trust_options
+
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@hookimpl
+def register_commands(cli):
+    cli.add_command(optimize_command)
+
+
+@click.command("optimize")
+@click.argument("program")
+@click.option("--train", required=True, type=_FILE, help="Training rows (JSONL or DROP-style JSON): the teacher runs "
+              "on them, and those the metric accepts give demonstrations.")
+@click.option("--dev", required=True, type=_FILE, help="Development rows: every candidate is scored on them.")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The folder to write the optimised program to (new, empty, or an earlier optimisation's, "
+                   "which is resumed).")
+@click.option("--teacher", metavar="MODEL", help="The model whose traces give the demonstrations (default: --model).")
+@click.option("--metric", help="em, f1, set_em, outcome, or module:function (function(row, answer, trace) -> float); "
+              "default: the program's metric, else em.")
+@click.option("--threshold", type=float, default=1.0, show_default=True,
+              help="A training row gives demonstrations when the metric scores it at least this.")
+@click.option("--candidates", type=click.IntRange(min=0), default=8, show_default=True,
+              help="Seeded random candidates, besides zero-shot, labelled and bootstrapped.")
+@click.option("--max-demos", type=click.IntRange(min=1), default=4, show_default=True,
+              help="The most demonstrations any candidate adds to one handler.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the random candidates.")
+@click.option("--foreach-demos", type=click.IntRange(min=1), default=1, show_default=True,
+              help="The most demonstrations one row gives a handler from the items of foreach steps.")
+@click.option("--no-own-examples", "keep_examples", flag_value=False, default=True,
+              help="Candidates show only the demonstrations, not the handlers' own examples before them.")
+@click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Teacher rounds: the training rows that did not pass run again, each round new samples.")
+@click.option("--teacher-temperature", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="The temperature of the teacher's rounds after the first.")
+@click.option("--main", "main_name", metavar="NAME", help="Optimise this program of PROGRAM instead of its `main`.")
+@click.option("--force", is_flag=True, help="Discard an earlier optimisation's work in --out and start over.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars or notes; only the summary line.")
+@session_options
+@trust_options
+def optimize_command(program: str, train: Path, dev: Path, out: Path, teacher: str | None, metric: str | None,
+                     threshold: float, candidates: int, max_demos: int, seed: int, foreach_demos: int,
+                     keep_examples: bool, rounds: int, teacher_temperature: float, main_name: str | None,
+                     force: bool, quiet: bool, plugins: tuple[str, ...], max_calls: int | None, **opts) -> None:
+    """Improve PROGRAM's few-shot prompts and decomposers with demonstrations from its own
+    successful traces.
+
+    The teacher runs PROGRAM over --train; from the traces of the rows the metric accepts, each
+    prompt and decomposer gets demonstrations in its own format. Candidates (zero-shot, labelled,
+    bootstrapped, --candidates random draws) are scored on --dev; the best is written to --out as
+    an ordinary program folder (the .decomp files changed only in file= options) with
+    report.json. The projected model calls are printed first, and --max-calls bounds them all.
+    Run the same command again to resume. Prints one summary line.
+    """
+    from decomp.runtime.optimize.search import OptimizeSettings, optimize
+    from decomp.runtime.runs.api import RunOptions, find_program
+
+    note = (lambda text: None) if quiet else (lambda text: click.echo(text, err=True))
+    try:
+        settings = OptimizeSettings(metric=metric, threshold=threshold, candidates=candidates, max_demos=max_demos,
+                                    seed=seed, foreach_demos=foreach_demos, keep_examples=keep_examples,
+                                    rounds=rounds, teacher_temperature=teacher_temperature, max_calls=max_calls)
+        path = find_program(program)
+        for plugin in plugins:
+            load_plugin(plugin, path.parent)
+        done = optimize(path, train, dev, out=out, teacher=teacher, options=RunOptions(**opts), settings=settings,
+                        main=main_name, force=force, progress=None if not quiet else False, on_note=note)
+    except (DecompError, OSError, ValueError) as err:
+        fail(err)
+    click.echo(json.dumps(done.to_dict()))

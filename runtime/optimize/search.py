@@ -1,0 +1,413 @@
+"""`optimize`: bootstrap few-shot demonstrations from a program's successful traces and keep the
+candidate that scores best on development rows, as `decomp optimize` does.
+
+1. The program is loaded; its target handlers are found (`targets`), the rows read, the rows
+   in both sets named (they give no demonstrations, so no row donates to its own evaluation).
+2. A dry run projects the model calls (the teacher over the training rows, each round; every
+   candidate over the development rows): printed, and refused when over `max_calls`.
+3. The teacher (default: the run's model) runs the program over the training rows into a run
+   directory; the rows the metric scores at `threshold` or more give demonstrations
+   (`harvest`). With `rounds` > 1, the rows that did not pass run again at
+   `teacher_temperature`, each round a new rollout (new samples, not the cache's).
+4. Each candidate (`candidates`) is written as a program folder (`folder`) and run over the
+   development rows into its own run directory; its score is the metric's mean over them.
+5. The best (highest score; then fewest demonstrations; then the earliest) is copied to `out`,
+   with `report.json` beside it.
+
+Everything runs through `run_dataset` with the step cache, so an interrupted optimisation
+resumes where it stopped (the same command again), and running the folder written reproduces
+its development score from the cache. Work files live in `out/.optimize/`. The whole costs at
+most `max_calls` model requests: a run reaching it stops there, and the best candidate fully
+scored by then is kept.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from decomp.dsl.errors import DecompError
+from decomp.dsl.values import json_text
+from decomp.runtime.engine.loader import LoadedModule
+from decomp.runtime.optimize.candidates import Candidate, make_candidates
+from decomp.runtime.optimize.folder import source_files, write_candidate
+from decomp.runtime.optimize.harvest import Demo, harvest, labelled
+from decomp.runtime.optimize.metrics import MetricError, row_metric
+from decomp.runtime.optimize.targets import find_targets
+from decomp.runtime.runs import dryrun
+from decomp.runtime.runs.api import RunOptions, find_program, run_dataset, use_main
+from decomp.runtime.runs.datasets import Row, read_rows
+from decomp.runtime.runs.rundir import RunDir, sha256_file
+from decomp.runtime.testing.fake import ReplayModel
+
+__all__ = ["OptimizeError", "OptimizeResult", "OptimizeSettings", "optimize"]
+
+#: The work folder inside the output folder.
+WORK = ".optimize"
+
+
+class OptimizeError(DecompError):
+    """An optimisation that cannot start or go on as asked (the message says what to do)."""
+
+
+@dataclass(frozen=True)
+class OptimizeSettings:
+    """What shapes the search (the `decomp optimize` options of the same names).
+
+    metric:        em, f1, set_em (or a registered metric), outcome, or module:function
+                   (None: the program's `metric`, else em)
+    threshold:     a training row gives demonstrations when its score is at least this
+    candidates:    how many seeded random candidates besides zero-shot, labelled, bootstrapped
+    max_demos:     the most demonstrations any candidate adds to one handler
+    seed:          seeds the random candidates
+    foreach_demos: the most demonstrations one row gives a handler from the items of foreach steps
+    keep_examples: candidates keep the handlers' own examples before the demonstrations
+    rounds:        teacher rounds: the rows that did not pass run again, each a new rollout
+    teacher_temperature: the temperature of rounds after the first
+    max_calls:     the most model requests the whole optimisation may make
+    """
+
+    metric: str | None = None
+    threshold: float = 1.0
+    candidates: int = 8
+    max_demos: int = 4
+    seed: int = 0
+    foreach_demos: int = 1
+    keep_examples: bool = True
+    rounds: int = 1
+    teacher_temperature: float = 1.0
+    max_calls: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, low in (("candidates", 0), ("max_demos", 1), ("foreach_demos", 1), ("rounds", 1)):
+            if getattr(self, name) < low:
+                raise ValueError(f"{name} must be at least {low}, got {getattr(self, name)}")
+        if self.max_calls is not None and self.max_calls < 1:
+            raise ValueError(f"max_calls must be at least 1, got {self.max_calls}")
+        if not self.teacher_temperature >= 0:
+            raise ValueError(f"teacher_temperature must be >= 0, got {self.teacher_temperature}")
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What `optimize` wrote: the optimised program's main file, its folder and the report."""
+
+    program: Path
+    folder: Path
+    report: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The line `decomp optimize` prints."""
+        chosen, zero = self.report["chosen"], self.report["candidates"][0]
+        return {"program": str(self.program), "chosen": chosen["name"], "dev_score": chosen["dev_score"],
+                "zero_shot_dev_score": zero["dev_score"], "demos": chosen["demos"], "calls": self.report["calls"],
+                "tokens": self.report["tokens"], "wall_s": self.report["wall_s"],
+                "report": str(self.folder / "report.json")}
+
+
+def optimize(program: str | Path, train: str | Path, dev: str | Path, *, out: str | Path,
+             model: str | None = None, teacher: str | None = None, options: RunOptions | None = None,
+             settings: OptimizeSettings | None = None, main: str | None = None, force: bool = False,
+             progress: bool | None = False, on_note: Callable[[str], None] | None = None,
+             **setting_values: Any) -> OptimizeResult:
+    """Optimise `program`'s few-shot handlers on `train`, choosing on `dev`, into the folder `out`.
+
+    model:    the student, the model the optimised program is scored with (None: the
+              program's default, as `decomp run`); teacher: the model whose traces give the
+              demonstrations (None: the same); options: the runs' options (`RunOptions`)
+    settings: the search (`OptimizeSettings`), or its fields as keyword arguments
+    force:    discard an earlier optimisation's work in `out` instead of resuming it
+    on_note:  called with each thing worth saying before and while it runs (the projection,
+              overlapping rows, handlers skipped, each candidate's score)
+
+    An `OptimizeError` (a `DecompError`) for what cannot be done as asked; a program that does
+    not load is a `DecompError` with its position."""
+    settings = settings if settings is not None else OptimizeSettings(**setting_values)
+    options = options or RunOptions()
+    if model is not None:
+        options = dataclasses.replace(options, model=model)
+    return _Optimizer(find_program(program), Path(train), Path(dev), Path(out), teacher, options, settings, main,
+                      progress, on_note or (lambda note: None)).run(force)
+
+
+class _Optimizer:
+    def __init__(self, path: Path, train: Path, dev: Path, out: Path, teacher: str | None, options: RunOptions,
+                 settings: OptimizeSettings, main: str | None, progress, note: Callable[[str], None]):
+        self.path, self.train, self.dev, self.out = path, train, dev, out
+        self.teacher, self.options, self.settings, self.main = teacher, options, settings, main
+        self.progress, self.note = progress, note
+        self.work = out / WORK
+        self.calls = self.tokens = 0
+        self.stopped: str | None = None
+        self.started = time.perf_counter()
+
+    # ---- the steps
+    def run(self, force: bool) -> OptimizeResult:
+        loaded = self._load(self.options.session())
+        self.metric_name = self.settings.metric or loaded.metric or "em"
+        try:
+            self.metric = row_metric(self.metric_name, Path.cwd())
+        except ValueError as err:
+            raise OptimizeError(str(err)) from None
+        self.targets, self.skipped = find_targets(loaded, self.path.parent)
+        for name, reason in self.skipped.items():
+            self.note(f"[{name}] is left as it is: {reason}")
+        if not self.targets:
+            raise OptimizeError(f"{self.path} has no handler decomp optimize can add demonstrations to (a prompt or "
+                                "decomposer whose examples are a file=)")
+        self.files = source_files(loaded, self.path)
+        self.train_rows, self.dev_rows = self._rows(self.train, "--train"), self._rows(self.dev, "--dev")
+        self.donors = self._donors()
+        self._open_work(force)
+        self.projected = self._project()
+        self.pool, self.teacher_report = self._bootstrap(loaded)
+        found = make_candidates(self.pool, self._labelled(loaded), random_candidates=self.settings.candidates,
+                                max_demos=self.settings.max_demos, seed=self.settings.seed)
+        if len(found) == 1:
+            self.note("no training row passed the metric: no demonstrations, the program is kept as it is "
+                      f"(zero-shot); {self.teacher_report['passed']} of {self.teacher_report['rows']} rows passed")
+        scored = [self._score(number, candidate) for number, candidate in enumerate(found)]
+        return self._finish(scored)
+
+    def _load(self, session) -> LoadedModule:
+        return use_main(session.load(self.path), self.main, self.path)
+
+    def _rows(self, path: Path, option: str) -> list[Row]:
+        try:
+            rows = list(read_rows(path))
+        except (OSError, ValueError) as err:
+            raise OptimizeError(f"{option} {path}: {err}") from None
+        if not rows:
+            raise OptimizeError(f"{option} {path} has no rows")
+        bad = [row for row in rows if row.error is not None]
+        for row in bad[:5]:
+            self.note(f"warning: {option} row {row.id} cannot be read and is left out: {row.error}")
+        rows = [row for row in rows if row.error is None]
+        if not rows:
+            raise OptimizeError(f"{option} {path} has no row that can be read")
+        if len(rows) < 2:
+            self.note(f"warning: {option} has only {len(rows)} row: few demonstrations and a noisy choice")
+        return rows
+
+    def _donors(self) -> set[str]:
+        """The ids of the training rows that may give demonstrations: not those also in --dev
+        (by id or by question), which are warned about."""
+        dev_ids = {row.id for row in self.dev_rows}
+        dev_questions = {json_text(row.fields.get("question")) for row in self.dev_rows}
+        both = [row.id for row in self.train_rows
+                if row.id in dev_ids or json_text(row.fields.get("question")) in dev_questions]
+        if both:
+            shown = ", ".join(both[:5]) + (f" and {len(both) - 5} more" if len(both) > 5 else "")
+            self.note(f"warning: {len(both)} training row(s) are also development rows ({shown}): they give no "
+                      "demonstrations, so that no row donates to its own evaluation")
+        return {row.id for row in self.train_rows} - set(both)
+
+    def _open_work(self, force: bool) -> None:
+        state = {"program": sha256_file(self.path), "train": sha256_file(self.train), "dev": sha256_file(self.dev),
+                 "files": {name: sha256_file(p) for name, p in sorted(self.files.items())},
+                 "settings": dataclasses.asdict(dataclasses.replace(self.settings, max_calls=None)),
+                 "metric": self.metric_name, "model": self.options.model, "teacher": self.teacher,
+                 "main": self.main}
+        self.state = state
+        if self.out.exists() and not (self.out / WORK).is_dir() and any(self.out.iterdir()):
+            raise OptimizeError(f"--out {self.out} is a folder that holds something else than an optimised program: "
+                                "give a new or empty folder")
+        recorded = self.work / "state.json"
+        if force and self.out.exists():
+            shutil.rmtree(self.out)
+        if recorded.is_file():
+            before = json.loads(recorded.read_text(encoding="utf-8"))
+            if before != state:
+                changed = sorted(k for k in state if before.get(k) != state[k])
+                raise OptimizeError(f"{self.out} holds an optimisation with other inputs or settings "
+                                    f"({', '.join(changed)}): give another --out, or --force to start over")
+            self.note(f"resuming the optimisation in {self.out}")
+        self.work.mkdir(parents=True, exist_ok=True)
+        recorded.write_text(json.dumps(state, indent=1, sort_keys=True), encoding="utf-8")
+
+    def _project(self) -> dict[str, int]:
+        """Model calls at most (the dry run's estimate, every call a cache miss), printed and
+        checked against max_calls."""
+        session = dataclasses.replace(self.options, cache_mode="off").session(ReplayModel())
+        loaded = self._load(session)
+        teacher = sum(dryrun.dry_run(session, loaded, self.train_rows).calls) * self.settings.rounds
+        dev = sum(dryrun.dry_run(session, loaded, self.dev_rows).calls)
+        planned = 1 + 2 * (self.settings.candidates > 0) + self.settings.candidates  # zero-shot, labelled,
+        projected = {"teacher_calls": teacher, "calls_per_candidate": dev, "candidates": planned,  # bootstrapped
+                     "projected_calls": teacher + planned * dev}
+        self.note(f"projected at most {projected['projected_calls']:,} model calls: the teacher on "
+                  f"{len(self.train_rows)} training rows ({teacher:,}), then up to {planned} candidates on "
+                  f"{len(self.dev_rows)} development rows ({dev:,} each); cache hits make fewer")
+        cap = self.settings.max_calls
+        if cap is not None and projected["projected_calls"] > cap:
+            raise OptimizeError(f"the projected {projected['projected_calls']:,} model calls are more than --max-calls "
+                                f"{cap:,}: raise it, or use fewer --candidates or rows")
+        return projected
+
+    # ---- the teacher
+    def _bootstrap(self, loaded: LoadedModule) -> tuple[dict[str, list[Demo]], dict[str, Any]]:
+        pool: dict[str, list[Demo]] = {name: [] for name in self.targets}
+        todo, passed, failures = list(self.train_rows), set(), []
+        by_id = {row.id: row for row in self.train_rows}
+        rounds = []
+        for number in range(1, self.settings.rounds + 1):
+            if not todo or self.stopped:
+                break
+            data = self.train if number == 1 else self._rows_file(todo, f"teacher-{number}.jsonl")
+            options = self.options if number == 1 else dataclasses.replace(
+                self.options, temperature=self.settings.teacher_temperature, rollout=number - 1)
+            done = self._run(self.path, data, self.work / f"teacher-{number}", options, model=self.teacher)
+            if done is None:
+                break
+            kept = 0
+            for record, trace in done:
+                row = by_id.get(record.get("id"))
+                if row is None:
+                    continue
+                score, problem = self._score_row(row, record, trace)
+                if problem:
+                    failures.append({"row": row.id, "error": problem})
+                if score is None or score < self.settings.threshold:
+                    continue
+                passed.add(row.id)
+                kept += 1
+                if row.id in self.donors and trace is not None:
+                    for demo in harvest(trace, row.id, self.targets, self.settings.foreach_demos, loaded.main,
+                                        row.fields.get("question")):
+                        pool[demo.handler].append(demo)
+            rounds.append({"round": number, "rows": len(todo), "passed": kept})
+            todo = [row for row in todo if row.id not in passed]
+        report = {"model": self.teacher or self.options.model, "rows": len(self.train_rows), "passed": len(passed),
+                  "rounds": rounds, "metric_errors": failures[:20], "demos": {k: len(v) for k, v in pool.items()}}
+        self.note(f"the teacher passed {len(passed)} of {len(self.train_rows)} training rows; demonstrations: "
+                  + ", ".join(f"[{k}] {len(v)}" for k, v in pool.items()))
+        return pool, report
+
+    def _labelled(self, loaded: LoadedModule) -> dict[str, list[Demo]]:
+        target = self.targets.get(loaded.main or "")
+        if target is None:
+            return {}
+        demos = [labelled(target, row.id, row.fields.get("question"), row.gold) for row in self.train_rows
+                 if row.id in self.donors]
+        return {target.name: [d for d in demos if d is not None]}
+
+    def _rows_file(self, rows: list[Row], name: str) -> Path:
+        path = self.work / name
+        lines = [json.dumps({"id": row.id, **row.fields, **({"answer": row.gold} if row.gold is not None else {})})
+                 for row in rows]
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        return path
+
+    # ---- the candidates
+    def _score(self, number: int, candidate: Candidate) -> dict[str, Any]:
+        entry: dict[str, Any] = {"name": candidate.name, "demos": candidate.counts(), "dev_score": None,
+                                 "dev_rows": len(self.dev_rows), "scored_rows": 0, "calls": 0, "tokens": 0,
+                                 "complete": False,
+                                 "demonstrations": {name: [d.to_dict() for d in demos]
+                                                    for name, demos in sorted(candidate.demos.items()) if demos}}
+        if self.stopped:
+            entry["not_scored"] = self.stopped
+            return entry
+        folder = self.work / "candidates" / f"{number:02d}-{candidate.name}"
+        main = write_candidate(self.files, self.path, self.targets, candidate, folder, self.settings.keep_examples)
+        before = (self.calls, self.tokens)
+        done = self._run(main, self.dev, self.work / "evals" / f"{number:02d}-{candidate.name}", self.options)
+        entry.update(calls=self.calls - before[0], tokens=self.tokens - before[1], folder=str(folder))
+        if done is None:
+            entry["not_scored"] = self.stopped
+            return entry
+        scores, errors = [], []
+        by_id = {row.id: row for row in self.dev_rows}
+        for record, trace in done:
+            row = by_id.get(record.get("id"))
+            if row is None:
+                continue
+            score, problem = self._score_row(row, record, trace)
+            scores.append(score or 0.0)
+            if problem:
+                errors.append({"row": row.id, "error": problem})
+        entry.update(dev_score=round(sum(scores) / len(scores), 6) if scores else 0.0, scored_rows=len(scores),
+                     complete=True)
+        if errors:
+            entry["metric_errors"] = errors[:20]
+        self.note(f"{candidate.name}: dev score {entry['dev_score']:.4f} ({_counted(candidate)}; "
+                  f"{entry['calls']:,} calls)")
+        return entry
+
+    def _score_row(self, row: Row, record: dict, trace) -> tuple[float | None, str | None]:
+        try:
+            return self.metric(row, record, trace), None
+        except MetricError as err:
+            return None, str(err)
+
+    def _run(self, program: Path, data: Path, run_dir: Path, options: RunOptions, model: str | None = None):
+        """Run `program` over `data` into `run_dir` (resumed when there); its (record, trace)
+        pairs, or None when the call budget ran out before it ended (`self.stopped` says so)."""
+        cap = self.settings.max_calls
+        if cap is not None:
+            if self.calls >= cap:
+                self.stopped = f"the call budget (--max-calls {cap:,}) was spent"
+                return None
+            options = dataclasses.replace(options, max_calls=cap - self.calls)
+        done = run_dataset(program, data, model=model or options.model, options=options, run_dir=run_dir,
+                           resume=(run_dir / "run.json").is_file(), progress=self.progress)
+        fresh = _fresh_usage(run_dir)
+        self.calls += fresh[0]
+        self.tokens += fresh[1]
+        run = RunDir.open(done.run_dir)
+        traces = dict(run.traces())
+        pairs = [(record, traces.get(record.get("index"))) for record in run.records()]
+        if cap is not None and self.calls >= cap and any("error" in record and "budget" in record["error"]
+                                                         for record, _ in pairs):
+            self.stopped = f"the call budget (--max-calls {cap:,}) was spent"
+            self.note(f"stopped: {self.stopped}; the best candidate scored in full by then is kept")
+            return None
+        return pairs
+
+    # ---- the end
+    def _finish(self, scored: list[dict[str, Any]]) -> OptimizeResult:
+        complete = [(number, entry) for number, entry in enumerate(scored) if entry["complete"]]
+        if not complete:
+            raise OptimizeError(f"no candidate was scored in full ({self.stopped or 'see the notes'}): nothing written; "
+                                "raise --max-calls")
+        number, chosen = max(complete, key=lambda c: (c[1]["dev_score"], -sum(c[1]["demos"].values()), -c[0]))
+        source = Path(chosen["folder"])
+        for item in self.out.iterdir():
+            if item.name != WORK:
+                shutil.rmtree(item) if item.is_dir() else item.unlink()
+        shutil.copytree(source, self.out, dirs_exist_ok=True)
+        program = self.out / self.path.name
+        report = {
+            "program": str(self.path.resolve()), "optimized": str(program), "main": self.main,
+            "metric": self.metric_name, "threshold": self.settings.threshold, "seed": self.settings.seed,
+            "settings": dataclasses.asdict(self.settings), "model": self.options.model,
+            "teacher": self.teacher or self.options.model,
+            "data": {"train": {"path": str(self.train), "sha256": self.state["train"], "rows": len(self.train_rows)},
+                     "dev": {"path": str(self.dev), "sha256": self.state["dev"], "rows": len(self.dev_rows)}},
+            "handlers": {name: t.form for name, t in self.targets.items()}, "skipped": self.skipped,
+            "bootstrap": self.teacher_report, "projected": self.projected,
+            "chosen": {k: chosen[k] for k in ("name", "dev_score", "demos", "calls", "tokens")} | {"number": number},
+            "candidates": scored, "calls": self.calls, "tokens": self.tokens,
+            "wall_s": round(time.perf_counter() - self.started, 3),
+            **({"stopped": self.stopped} if self.stopped else {}),
+        }
+        (self.out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        self.note(f"chose {chosen['name']}: dev score {chosen['dev_score']:.4f} (zero-shot "
+                  f"{scored[0]['dev_score'] if scored[0]['dev_score'] is not None else '-'}); wrote {program}")
+        return OptimizeResult(program, self.out, report)
+
+
+def _counted(candidate: Candidate) -> str:
+    counts = candidate.counts()
+    return ", ".join(f"[{k}] {v}" for k, v in counts.items()) + " demonstrations" if counts else "its own examples"
+
+
+def _fresh_usage(run_dir: Path) -> tuple[int, int]:
+    """Model requests and tokens the run in `run_dir` made (cache hits make none), over all its
+    sessions: summary.json's totals."""
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    return summary.get("calls", 0), summary.get("prompt_tokens", 0) + summary.get("completion_tokens", 0)
