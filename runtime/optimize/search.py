@@ -4,7 +4,8 @@ candidate that scores best on development rows, as `decomp optimize` does.
 1. The program is loaded; its target handlers are found (`targets`), the rows read, the rows
    in both sets named (they give no demonstrations, so no row donates to its own evaluation).
 2. A dry run projects the model calls (the teacher over the training rows, each round; every
-   candidate over the development rows): printed, and refused when over `max_calls`.
+   candidate over the development rows), printed before anything runs. Refused when
+   `max_calls` cannot pay for the teacher and two candidates; over it, a warning.
 3. The teacher (default: the run's model) runs the program over the training rows into a run
    directory; the rows the metric scores at `threshold` or more give demonstrations
    (`harvest`). With `rounds` > 1, the rows that did not pass run again at
@@ -243,9 +244,13 @@ class _Optimizer:
                   f"{len(self.train_rows)} training rows ({teacher:,}), then up to {planned} candidates on "
                   f"{len(self.dev_rows)} development rows ({dev:,} each); cache hits make fewer")
         cap = self.settings.max_calls
+        least = teacher + 2 * dev  # the teacher, zero-shot and one candidate
+        if cap is not None and least > cap:
+            raise OptimizeError(f"--max-calls {cap:,} is fewer than the {least:,} model calls the teacher and two "
+                                "candidates could take: raise it, or use fewer rows")
         if cap is not None and projected["projected_calls"] > cap:
-            raise OptimizeError(f"the projected {projected['projected_calls']:,} model calls are more than --max-calls "
-                                f"{cap:,}: raise it, or use fewer --candidates or rows")
+            self.note(f"warning: the projection is over --max-calls {cap:,}: the optimisation stops when the calls "
+                      "reach it, and keeps the best candidate scored in full by then")
         return projected
 
     # ---- the teacher
@@ -365,6 +370,7 @@ class _Optimizer:
                                                          for record, _ in pairs):
             self.stopped = f"the call budget (--max-calls {cap:,}) was spent"
             self.note(f"stopped: {self.stopped}; the best candidate scored in full by then is kept")
+            shutil.rmtree(run_dir)  # its rows ended at the budget, not by the program: a resume runs them again
             return None
         return pairs
 
