@@ -38,9 +38,10 @@ class Demo:
 
 
 def harvest(trace: TraceNode, row: str, targets: dict[str, Target], foreach_demos: int = 1,
-            main: str | None = None, question: Any = None) -> list[Demo]:
+            main: str | None = None, question: Any = None, gold: Any = None) -> list[Demo]:
     """The demonstrations of one accepted row's trace, in trace order, each text once per
-    handler. The row node itself is the call of `main` (a run's entry handler) on `question`."""
+    handler. The row node itself is the call of `main` (a run's entry handler) on `question`;
+    `gold`, the row's answer, is the `A:` line of a QC:/QS: prompt asked the row's question."""
     demos: list[Demo] = []
     seen: set[tuple[str, str]] = set()
     from_items: dict[str, int] = {}
@@ -50,7 +51,8 @@ def harvest(trace: TraceNode, row: str, targets: dict[str, Target], foreach_demo
             continue
         if in_item and from_items.get(target.name, 0) >= foreach_demos:
             continue
-        text = demo_text(target, node, query)
+        shown = _gold_answer(gold) if gold is not None and query == _as_query(question) else _NONE
+        text = demo_text(target, node, query, shown)
         if text is None or (target.name, text) in seen or _blank_line(text):
             continue
         seen.add((target.name, text))
@@ -69,7 +71,7 @@ def _calls(trace: TraceNode, main: str | None, question: Any) -> Iterator[tuple[
     """Each call, depth first in order: its node, whether it answers one item of a fan-out, its
     handler and its query. A row's node is the call of its entry handler `main`."""
     if trace.kind == "row" and main is not None:
-        yield trace, False, main, question if isinstance(question, str) else json_text(question)
+        yield trace, False, main, _as_query(question)
     stack = [(trace, False)]
     while stack:
         node, in_item = stack.pop()
@@ -78,8 +80,17 @@ def _calls(trace: TraceNode, main: str | None, question: Any) -> Iterator[tuple[
         stack.extend((child, node.kind == "item") for child in reversed(node.children))
 
 
-def demo_text(target: Target, node: TraceNode, query: str) -> str | None:
-    """The demonstration one call of `target` on `query` gives (None: the trace lacks what it needs)."""
+def _as_query(question: Any) -> str:
+    """A row's question as the entry handler's query (text as it is; anything else as JSON)."""
+    return question if isinstance(question, str) else json_text(question)
+
+
+_NONE = object()
+
+
+def demo_text(target: Target, node: TraceNode, query: str, answer: Any = _NONE) -> str | None:
+    """The demonstration one call of `target` on `query` gives (None: the trace lacks what it
+    needs); a QC:/QS: prompt's `A:` line shows `answer` when given, else the call's answer."""
     if target.form == "decomposer":
         steps = [child for child in node.children if child.kind == "step"]
         lines = [f"QC: {query}"]
@@ -92,7 +103,7 @@ def demo_text(target: Target, node: TraceNode, query: str) -> str | None:
     prompt, said = models[0].prompt, models[0].raw_output.strip()
     shown = prompt[len(target.head):] if prompt.startswith(target.head) else _plain_query(target, query)
     if target.form == "qc":
-        return f"{shown} {said}\nA: {json_text(node.answer)}\nQS: [EOQ]"
+        return f"{shown} {said}\nA: {json_text(node.answer if answer is _NONE else answer)}\nQS: [EOQ]"
     return f"{shown} {said if target.raw else json_text(node.answer)}"
 
 
@@ -106,6 +117,10 @@ def labelled(target: Target, row: str, question: Any, gold: Any) -> Demo | None:
     `answer_regex`) and that shows no context."""
     if target.form != "qa" or target.raw or target.context or not isinstance(question, str) or gold is None:
         return None
+    return Demo(target.name, f"Q: {question}\nA: {json_text(_gold_answer(gold))}", question, row, "labelled")
+
+
+def _gold_answer(gold: Any) -> Any:
+    """One answer of a row's gold: the first alternative of DROP-style gold, else the gold."""
     answer = gold[0] if isinstance(gold, list) and gold and isinstance(gold[0], (list, tuple)) else gold
-    answer = list(answer) if isinstance(answer, tuple) else answer
-    return Demo(target.name, f"Q: {question}\nA: {json_text(answer)}", question, row, "labelled")
+    return list(answer) if isinstance(answer, tuple) else answer

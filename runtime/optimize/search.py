@@ -282,7 +282,7 @@ class _Optimizer:
                 kept += 1
                 if row.id in self.donors and trace is not None:
                     for demo in harvest(trace, row.id, self.targets, self.settings.foreach_demos, loaded.main,
-                                        row.fields.get("question")):
+                                        row.fields.get("question"), row.gold):
                         pool[demo.handler].append(demo)
             rounds.append({"round": number, "rows": len(todo), "passed": kept})
             todo = [row for row in todo if row.id not in passed]

@@ -142,3 +142,25 @@ def test_labelled_demos_only_where_the_format_allows(tmp_path):
     demo = labelled(targets["split"], "r9", "What are the words in \"x y\"?", ["x", "y"])
     assert demo.text == 'Q: What are the words in "x y"?\nA: ["x", "y"]' and demo.source == "labelled"
     assert labelled(targets["split"], "r9", "q", None) is None
+
+
+COT = """
+handler cot    = prompt(file="prompts/cot.txt")
+handler answer = regex(pattern="answer is (\\\\w+)")
+
+program solve(question) {
+    QS: [cot] #question
+    QS: [answer] #1
+}
+main solve
+"""
+
+
+def test_a_qc_prompt_asked_the_rows_question_shows_the_gold_answer(tmp_path):
+    prompts = {"cot.txt": "QC: First letter of owl?\nQS: owl starts with o, so the answer is o\nA: \"o\"\nQS: [EOQ]\n"}
+    path = write_program(tmp_path, source=COT, prompts=prompts)
+    model = FakeModel(patterns=[{"match": r"First letter of (\w)\w*\?", "answer": r" It starts with \1, so the answer is \1"}])
+    loaded, result = traced(path, "First letter of cat?", model)
+    targets, _ = find_targets(loaded, tmp_path)
+    demos = harvest(result.trace, "r1", targets, main=loaded.main, question="First letter of cat?", gold="c")
+    assert [d.text for d in demos] == ['QC: First letter of cat?\nQS: It starts with c, so the answer is c\nA: "c"\nQS: [EOQ]']
