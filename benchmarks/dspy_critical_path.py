@@ -251,11 +251,11 @@ def run_async(dspy, program, questions: list[str], warm: str, concurrency: int,
 
 # ---------------------------------------------------------------- the server
 @contextmanager
-def oracle_server(latency: float, ready_timeout: float = 30.0) -> Iterator[Server]:
+def oracle_server(latency: float, ready_timeout: float = 30.0, responder: str = RESPONDER) -> Iterator[Server]:
     """runtime/testing/mock_server.py run as a script in a child process (standard library only,
-    so it needs no `decomp` install), answering with benchmarks.dspy_oracle."""
+    so it needs no `decomp` install), answering with `responder` (default benchmarks.dspy_oracle)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
-    argv = [sys.executable, str(MOCK_SERVER), "--latency", str(latency), "--responder", RESPONDER]
+    argv = [sys.executable, str(MOCK_SERVER), "--latency", str(latency), "--responder", responder]
     with tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env)
         try:

@@ -173,14 +173,15 @@ class Server:
 
 
 @contextmanager
-def mock_server(latency: float) -> Iterator[Server]:
-    """The mock OpenAI server in a child process answering with `respond`."""
+def mock_server(latency: float, responder: str = RESPONDER) -> Iterator[Server]:
+    """The mock OpenAI server in a child process answering with `respond` (or another
+    `module:function` of this checkout, `responder`)."""
     from decomp.runtime.testing.mock_server import start_subprocess, stop_subprocess
 
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), saved) if p)
     try:
-        proc, base_url = start_subprocess(latency=latency, responder=RESPONDER)
+        proc, base_url = start_subprocess(latency=latency, responder=responder)
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)

@@ -172,3 +172,45 @@ def test_tune_step(elsewhere):
              cwd=elsewhere)
     assert r["model"] == "tiny" and r["batch"] == 2 and len(r["steps_s"]) == 1
     assert r["step_s"] > 0 and r["full_logits_step_s"] > 0 and r["peak_rss_mb"] > 0
+
+
+def _check_optimize_record(r: dict, k: int) -> None:
+    assert r["rows"] == {"train": 8, "dev": 8, "test": 8} and r["latency_s"] == 0.01
+    assert r["candidates"] == 2 and r["max_demos"] == k and r["seed"] == 0 and r["concurrency"] == 4
+    assert r["zero_shot_test_score"] == 0.25  # prompts/op.txt shows 2 of the 8 kinds, one test row each
+    assert 0.0 <= r["test_score"] <= 1.0 and 0.0 <= r["dev_score"] <= 1.0
+    assert r["calls"] > 0 and r["wall_s"] > 0
+
+
+@pytest.mark.slow
+def test_optimize(elsewhere):
+    """benchmarks/optimize.py: decomp optimize, and DSPy's side when /tmp/dspyvenv has DSPy.
+    Needs decomp.runtime.optimize (decomp optimize)."""
+    r = _run("optimize", "--train", "8", "--dev", "8", "--test", "8", "--candidates", "2", "--max-demos", "2",
+             "--latency", "0.01", "--concurrency", "4", cwd=elsewhere)
+    _check_optimize_record(r, 2)
+    dspy = ("dspy_test_score", "dspy_dev_score", "dspy_zero_shot_test_score", "dspy_calls", "dspy_wall_s")
+    if r.get("dspy_skipped"):
+        assert all(r[key] is None for key in dspy)
+    else:
+        assert r["dspy_zero_shot_test_score"] == 0.0  # DSPy's Predict starts with no demonstrations
+        assert r["dspy_calls"] > 0 and r["dspy_wall_s"] > 0 and 0 < r["dspy_demos"] <= 2
+        # a demonstration per bootstrapped row: at most 2 kinds of 8, one test row each
+        assert 0.0 <= r["dspy_test_score"] <= 0.25 and 0.0 <= r["dspy_dev_score"] <= 0.25
+
+
+@pytest.mark.slow
+def test_optimize_without_dspy_says_why(elsewhere):
+    r = _run("optimize", "--train", "8", "--dev", "8", "--test", "8", "--candidates", "2", "--max-demos", "1",
+             "--latency", "0.01", "--concurrency", "4", "--dspy-python", sys.executable, cwd=elsewhere)
+    _check_optimize_record(r, 1)
+    assert r["dspy_skipped"].startswith("dspy is not installed")
+    assert r["dspy_test_score"] is r["dspy_calls"] is r["dspy_wall_s"] is None
+
+
+def test_dspy_optimize_without_dspy_prints_skipped(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "dspy_optimize.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["benchmark"] == "dspy_optimize" and record["skipped"].startswith("dspy is not installed")
