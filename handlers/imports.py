@@ -187,12 +187,26 @@ def forget_folder(folder: Path) -> None:
     """Drop from `sys.modules` every module imported from `folder` (another program's helpers
     of the same names: modules whose top-level module or package is in `folder`); objects
     already holding them keep them."""
+    provided = _top_level_names(folder)
     for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] not in provided:  # the folder has no file for it: not one of its modules
+            continue
         file = module_file(module) if isinstance(module, ModuleType) else None
         top = local_module_file(name.partition(".")[0], folder) if file is not None else None
         if top is not None and file.is_relative_to(top.parent if top.name == "__init__.py" else top):
             del sys.modules[name]
     importlib.invalidate_caches()
+
+
+def _top_level_names(folder: Path) -> set[str]:
+    """The top-level module names `folder` provides a file for (`NAME.py`, `NAME/__init__.py`):
+    those `local_module_file` can find there."""
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return set()
+    return {entry.stem if entry.suffix == ".py" else entry.name for entry in entries
+            if (entry.suffix == ".py" and entry.is_file()) or (entry / "__init__.py").is_file()}
 
 
 @contextlib.contextmanager

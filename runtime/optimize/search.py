@@ -11,7 +11,11 @@ candidate that scores best on development rows, as `decomp optimize` does.
    (`harvest`). With `rounds` > 1, the rows that did not pass run again at
    `teacher_temperature`, each round a new rollout (new samples, not the cache's).
 4. Each candidate (`candidates`) is written as a program folder (`folder`) and run over the
-   development rows into its own run directory; its score is the metric's mean over them.
+   development rows into run directories of its own; its score is the metric's mean over them.
+   Zero-shot runs first, then the others race over the rows in quarters, all at once in one
+   scheduler (at most `concurrency` calls in flight in all): after each quarter, a candidate
+   that can no longer reach the score another is sure of stops (`prune`; exact: the candidate
+   chosen is the one scoring every candidate in full would choose).
 5. The best (highest score; then fewest demonstrations; then the earliest) is copied to `out`,
    with `report.json` beside it.
 
@@ -23,6 +27,7 @@ scored by then is kept.
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import shutil
@@ -40,7 +45,9 @@ from decomp.runtime.optimize.harvest import Demo, harvest, labelled
 from decomp.runtime.optimize.metrics import MetricError, row_metric
 from decomp.runtime.optimize.targets import find_targets
 from decomp.runtime.runs import dryrun
-from decomp.runtime.runs.api import RunOptions, find_program, run_dataset, use_main
+from decomp.runtime.engine.scheduler import Scheduler
+from decomp.runtime.engine.syncrun import run_sync
+from decomp.runtime.runs.api import RunOptions, arun_dataset, find_program, use_main
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.rundir import RunDir, sha256_file
 from decomp.runtime.testing.fake import ReplayModel
@@ -49,6 +56,11 @@ __all__ = ["OptimizeError", "OptimizeResult", "OptimizeSettings", "optimize"]
 
 #: The work folder inside the output folder.
 WORK = ".optimize"
+#: How many windows the development rows are raced over when candidates may stop early, and the
+#: fewest rows in one.
+ROUNDS, BATCH = 4, 4
+#: The metrics whose scores are at most 1 (so a candidate's best possible score is known).
+_AT_MOST_ONE = frozenset({"em", "f1", "set_em", "outcome"})
 
 
 class OptimizeError(DecompError):
@@ -70,6 +82,9 @@ class OptimizeSettings:
     rounds:        teacher rounds: the rows that did not pass run again, each a new rollout
     teacher_temperature: the temperature of rounds after the first
     max_calls:     the most model requests the whole optimisation may make
+    prune:         stop scoring a candidate once it can no longer beat the best one scored in
+                   full (with em, f1, set_em or outcome, whose scores are at most 1): the
+                   development rows run in quarters, and the choice is the same as without
     """
 
     metric: str | None = None
@@ -82,6 +97,7 @@ class OptimizeSettings:
     rounds: int = 1
     teacher_temperature: float = 1.0
     max_calls: int | None = None
+    prune: bool = True
 
     def __post_init__(self) -> None:
         for name, low in (("candidates", 0), ("max_demos", 1), ("foreach_demos", 1), ("rounds", 1)):
@@ -145,11 +161,14 @@ class _Optimizer:
         self.calls = self.tokens = 0
         self.stopped: str | None = None
         self.started = time.perf_counter()
+        self.scheduler = Scheduler(options.concurrency, rpm=options.rpm, tpm=options.tpm)
 
     # ---- the steps
     def run(self, force: bool) -> OptimizeResult:
         loaded = self._load(self.options.session())
         self.metric_name = self.settings.metric or loaded.metric or "em"
+        self.metric_max = 1.0 if self.metric_name in _AT_MOST_ONE else None
+        self.best = float("-inf")
         try:
             self.metric = row_metric(self.metric_name, Path.cwd())
         except ValueError as err:
@@ -171,8 +190,7 @@ class _Optimizer:
         if len(found) == 1:
             self.note("no training row passed the metric: no demonstrations, the program is kept as it is "
                       f"(zero-shot); {self.teacher_report['passed']} of {self.teacher_report['rows']} rows passed")
-        scored = [self._score(number, candidate) for number, candidate in enumerate(found)]
-        return self._finish(scored)
+        return self._finish(self._score_all(found))
 
     def _load(self, session) -> LoadedModule:
         return use_main(session.load(self.path), self.main, self.path)
@@ -184,6 +202,8 @@ class _Optimizer:
             raise OptimizeError(f"{option} {path}: {err}") from None
         if not rows:
             raise OptimizeError(f"{option} {path} has no rows")
+        if option == "--dev":
+            self.dev_positions = len(rows)
         bad = [row for row in rows if row.error is not None]
         for row in bad[:5]:
             self.note(f"warning: {option} row {row.id} cannot be read and is left out: {row.error}")
@@ -308,40 +328,98 @@ class _Optimizer:
         return path
 
     # ---- the candidates
-    def _score(self, number: int, candidate: Candidate) -> dict[str, Any]:
-        entry: dict[str, Any] = {"name": candidate.name, "demos": candidate.counts(), "dev_score": None,
-                                 "dev_rows": len(self.dev_rows), "scored_rows": 0, "calls": 0, "tokens": 0,
-                                 "complete": False,
-                                 "demonstrations": {name: [d.to_dict() for d in demos]
-                                                    for name, demos in sorted(candidate.demos.items()) if demos}}
-        if self.stopped:
-            entry["not_scored"] = self.stopped
-            return entry
+    def _score_all(self, found: list[Candidate]) -> list[dict[str, Any]]:
+        """Every candidate's entry of the report. Zero-shot is scored first, in full; the others
+        race over the development rows in quarters, all of a quarter at once: after each, a
+        candidate that can no longer reach the best score another one is sure of stops."""
+        entries = [self._entry(number, candidate) for number, candidate in enumerate(found)]
+        self._race(entries[:1], [(0, None)])
+        if entries[0]["complete"]:
+            self.note(f"zero-shot: dev score {entries[0]['dev_score']:.4f} ({entries[0]['calls']:,} calls)")
+        self._race(entries[1:], self._batches())
+        for candidate, entry in zip(found[1:], entries[1:]):
+            if entry["complete"]:
+                self.note(f"{candidate.name}: dev score {entry['dev_score']:.4f} ({_counted(candidate)}; "
+                          f"{entry['calls']:,} calls)")
+            elif "pruned" in entry:
+                self.note(f"{candidate.name}: {entry['pruned']} ({entry['calls']:,} calls)")
+        for entry in entries:
+            for private in ("_scores", "_main", "_runs"):
+                entry.pop(private, None)
+        return entries
+
+    def _entry(self, number: int, candidate: Candidate) -> dict[str, Any]:
         folder = self.work / "candidates" / f"{number:02d}-{candidate.name}"
         main = write_candidate(self.files, self.path, self.targets, candidate, folder, self.settings.keep_examples)
-        before = (self.calls, self.tokens)
-        done = self._run(main, self.dev, self.work / "evals" / f"{number:02d}-{candidate.name}", self.options)
-        entry.update(calls=self.calls - before[0], tokens=self.tokens - before[1], folder=str(folder))
-        if done is None:
-            entry["not_scored"] = self.stopped
-            return entry
-        scores, errors = [], []
+        return {"name": candidate.name, "demos": candidate.counts(), "dev_score": None, "dev_rows": len(self.dev_rows),
+                "scored_rows": 0, "calls": 0, "tokens": 0, "complete": False, "folder": str(folder),
+                "demonstrations": {name: [d.to_dict() for d in demos]
+                                   for name, demos in sorted(candidate.demos.items()) if demos},
+                "_main": main, "_scores": [], "_runs": self.work / "evals" / folder.name}
+
+    def _race(self, entries: list[dict[str, Any]], windows: list[tuple[int, int | None]]) -> None:
+        alive = list(entries)
+        for offset, limit in windows:
+            if not alive:
+                break
+            if self.stopped:
+                for entry in alive:
+                    entry["not_scored"] = self.stopped
+                return
+            share = None if self.settings.max_calls is None else (self.settings.max_calls - self.calls) // len(alive)
+            runs = [(entry["_main"], self.dev, entry["_runs"] / f"rows-{offset}", offset, limit) for entry in alive]
+            results = run_sync(lambda: asyncio.gather(*(self._arun(*run, share=share) for run in runs)))
+            for entry, (pairs, calls, tokens) in zip(alive, results):
+                entry.update(calls=entry["calls"] + calls, tokens=entry["tokens"] + tokens)
+                if pairs is None:
+                    entry["not_scored"] = self.stopped
+                    continue
+                self._add_scores(entry, pairs)
+            alive = [entry for entry in alive if "not_scored" not in entry]
+            alive = self._pruned(alive)
+        for entry in alive:
+            scores = entry["_scores"]
+            entry.update(dev_score=round(sum(scores) / len(scores), 6) if scores else 0.0, scored_rows=len(scores),
+                         complete=True)
+            self.best = max(self.best, entry["dev_score"])
+
+    def _add_scores(self, entry: dict[str, Any], pairs) -> None:
         by_id = {row.id: row for row in self.dev_rows}
-        for record, trace in done:
+        for record, trace in pairs:
             row = by_id.get(record.get("id"))
             if row is None:
                 continue
             score, problem = self._score_row(row, record, trace)
-            scores.append(score or 0.0)
+            entry["_scores"].append(score or 0.0)
             if problem:
-                errors.append({"row": row.id, "error": problem})
-        entry.update(dev_score=round(sum(scores) / len(scores), 6) if scores else 0.0, scored_rows=len(scores),
-                     complete=True)
-        if errors:
-            entry["metric_errors"] = errors[:20]
-        self.note(f"{candidate.name}: dev score {entry['dev_score']:.4f} ({_counted(candidate)}; "
-                  f"{entry['calls']:,} calls)")
-        return entry
+                entry.setdefault("metric_errors", []).append({"row": row.id, "error": problem})
+
+    def _pruned(self, alive: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`alive` less the candidates that can no longer reach the score another is sure of
+        (the best scored in full, or what a racing one has in hand with the rest at 0)."""
+        n = len(self.dev_rows)
+        if not self.settings.prune or self.metric_max is None or not n:
+            return alive
+        sure = max([self.best] + [sum(e["_scores"]) / n for e in alive])
+        kept = []
+        for entry in alive:
+            scores = entry["_scores"]
+            bound = (sum(scores) + self.metric_max * (n - len(scores))) / n
+            if bound < sure and len(scores) < n:
+                entry.update(scored_rows=len(scores), dev_score_at_most=round(bound, 6),
+                             pruned=f"stopped after {len(scores)} of {n} rows: it could score at most {bound:.4f}, "
+                                    f"below {sure:.4f}")
+            else:
+                kept.append(entry)
+        return kept
+
+    def _batches(self) -> list[tuple[int, int | None]]:
+        """The windows of development rows the candidates race over: quarters (of at least
+        BATCH rows) when they may be stopped early, else all the rows at once."""
+        if not self.settings.prune or self.metric_max is None:
+            return [(0, None)]
+        size = max(BATCH, -(-self.dev_positions // ROUNDS))
+        return [(offset, size) for offset in range(0, self.dev_positions, size)]
 
     def _score_row(self, row: Row, record: dict, trace) -> tuple[float | None, str | None]:
         try:
@@ -350,29 +428,45 @@ class _Optimizer:
             return None, str(err)
 
     def _run(self, program: Path, data: Path, run_dir: Path, options: RunOptions, model: str | None = None):
-        """Run `program` over `data` into `run_dir` (resumed when there); its (record, trace)
+        """Run `program` over `data` into `run_dir` (resumed when there): its (record, trace)
         pairs, or None when the call budget ran out before it ended (`self.stopped` says so)."""
-        cap = self.settings.max_calls
-        if cap is not None:
-            if self.calls >= cap:
-                self.stopped = f"the call budget (--max-calls {cap:,}) was spent"
-                return None
-            options = dataclasses.replace(options, max_calls=cap - self.calls)
-        done = run_dataset(program, data, model=model or options.model, options=options, run_dir=run_dir,
-                           resume=(run_dir / "run.json").is_file(), progress=self.progress)
-        fresh = _fresh_usage(run_dir)
-        self.calls += fresh[0]
-        self.tokens += fresh[1]
+        if self.settings.max_calls is not None and self.calls >= self.settings.max_calls:
+            self.stopped = f"the call budget (--max-calls {self.settings.max_calls:,}) was spent"
+            return None
+        share = None if self.settings.max_calls is None else self.settings.max_calls - self.calls
+        pairs, _, _ = run_sync(lambda: self._arun(program, data, run_dir, 0, None, share=share, options=options,
+                                                  model=model))
+        return pairs
+
+    async def _arun(self, program: Path, data: Path, run_dir: Path, offset: int, limit: int | None, *,
+                    share: int | None, options: RunOptions | None = None, model: str | None = None):
+        """One run of `program` over the rows `offset` to `offset + limit` of `data` into
+        `run_dir` (resumed when there), in the optimisation's scheduler, at most `share` model
+        calls: its (record, trace) pairs (None: stopped at the budget) and its calls and tokens."""
+        options = options or self.options
+        if share is not None:
+            if share < 1:
+                self.stopped = f"the call budget (--max-calls {self.settings.max_calls:,}) was spent"
+                return None, 0, 0
+            options = dataclasses.replace(options, max_calls=share)
+        session = dataclasses.replace(options, model=model or options.model).session()
+        session.scheduler = self.scheduler  # one bound on the calls in flight, for all the runs at once
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        done = await arun_dataset(program, data, session=session, run_dir=run_dir,
+                                  resume=(run_dir / "run.json").is_file(), progress=self.progress, offset=offset,
+                                  limit=limit)
+        calls, tokens = _fresh_usage(run_dir)
+        self.calls += calls
+        self.tokens += tokens
         run = RunDir.open(done.run_dir)
         traces = dict(run.traces())
         pairs = [(record, traces.get(record.get("index"))) for record in run.records()]
-        if cap is not None and self.calls >= cap and any("error" in record and "budget" in record["error"]
-                                                         for record, _ in pairs):
-            self.stopped = f"the call budget (--max-calls {cap:,}) was spent"
+        if share is not None and any("error" in record and "budget exhausted" in record["error"] for record, _ in pairs):
+            self.stopped = f"the call budget (--max-calls {self.settings.max_calls:,}) was spent"
             self.note(f"stopped: {self.stopped}; the best candidate scored in full by then is kept")
             shutil.rmtree(run_dir)  # its rows ended at the budget, not by the program: a resume runs them again
-            return None
-        return pairs
+            return None, calls, tokens
+        return pairs, calls, tokens
 
     # ---- the end
     def _finish(self, scored: list[dict[str, Any]]) -> OptimizeResult:

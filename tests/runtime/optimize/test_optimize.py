@@ -145,3 +145,15 @@ def test_empty_training_rows_are_refused(server, tmp_path):
     train.write_text("")
     with pytest.raises(OptimizeError, match="--train .* has no rows"):
         optimize(PROGRAM, train, dev, out=tmp_path / "out", model="openai:student", options=_options(server, tmp_path))
+
+
+def test_stopping_early_chooses_what_scoring_all_in_full_chooses(server, tmp_path):
+    early = _optimize(server, tmp_path, out="early", candidates=6)
+    full = _optimize(server, tmp_path, out="full", candidates=6, prune=False)
+    assert early.report["chosen"] == {**full.report["chosen"], "calls": early.report["chosen"]["calls"],
+                                      "tokens": early.report["chosen"]["tokens"]}
+    pruned = [c for c in early.report["candidates"] if "pruned" in c]
+    assert all(c["dev_score"] is None and not c["complete"] for c in pruned)
+    scores = {c["name"]: c["dev_score"] for c in full.report["candidates"]}
+    assert all(scores[c["name"]] <= c["dev_score_at_most"] < early.report["chosen"]["dev_score"] for c in pruned)
+    assert all(c["complete"] for c in full.report["candidates"])
