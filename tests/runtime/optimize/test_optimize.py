@@ -153,6 +153,7 @@ def test_stopping_early_chooses_what_scoring_all_in_full_chooses(server, tmp_pat
     assert early.report["chosen"] == {**full.report["chosen"], "calls": early.report["chosen"]["calls"],
                                       "tokens": early.report["chosen"]["tokens"]}
     pruned = [c for c in early.report["candidates"] if "pruned" in c]
+    assert pruned and all(c["scored_rows"] < c["dev_rows"] for c in pruned)
     assert all(c["dev_score"] is None and not c["complete"] for c in pruned)
     scores = {c["name"]: c["dev_score"] for c in full.report["candidates"]}
     assert all(scores[c["name"]] <= c["dev_score_at_most"] < early.report["chosen"]["dev_score"] for c in pruned)
