@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-demos", type=int, default=4, help="most demonstrations per prompt (both sides)")
     p.add_argument("--seed", type=int, default=0, help="the splits' and the optimiser's seed")
     p.add_argument("--concurrency", type=int, default=8, help="decomp's concurrency and DSPy's num_threads")
+    p.add_argument("--no-own-examples", action="store_true",
+                   help="decomp's candidates leave op.txt's own examples out, as DSPy's reset_copy does")
     p.add_argument("--train", type=int, default=32, help="training rows (balanced over the 8 kinds)")
     p.add_argument("--dev", type=int, default=16, help="dev rows, the candidates are chosen on")
     p.add_argument("--test", type=int, default=32, help="test rows")
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
         with mock_server(args.latency, responder=RESPONDER) as server:
             record = {"benchmark": "optimize", "rows": {"train": args.train, "dev": args.dev, "test": args.test},
                       "latency_s": args.latency, "candidates": args.candidates, "max_demos": args.max_demos,
-                      "seed": args.seed, "concurrency": args.concurrency}
+                      "seed": args.seed, "concurrency": args.concurrency, "own_examples": not args.no_own_examples}
             record.update(measure_decomp(server, splits, folder, args))
             record.update(measure_dspy(server, splits, args))
     return emit(record)
@@ -89,7 +91,7 @@ def measure_decomp(server: Server, splits: dict[str, Path], folder: Path, args) 
     result = optimize(str(PROGRAM), train=splits["train"], dev=splits["dev"], out=folder / "optimized",
                       model="openai:student", teacher="openai:teacher", options=options("optimize"),
                       metric="em", candidates=args.candidates, max_demos=args.max_demos, seed=args.seed,
-                      progress=False)
+                      keep_examples=not args.no_own_examples, progress=False)
     wall = time.perf_counter() - started
     calls = server.stats()["requests"]
     report = result.report

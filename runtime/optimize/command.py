@@ -46,6 +46,8 @@ def register_commands(cli):
               help="Teacher rounds: the training rows that did not pass run again, each round new samples.")
 @click.option("--teacher-temperature", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="The temperature of the teacher's rounds after the first.")
+@click.option("--no-prune", "prune", flag_value=False, default=True,
+              help="Score every candidate on every development row, even one that can no longer win.")
 @click.option("--main", "main_name", metavar="NAME", help="Optimise this program of PROGRAM instead of its `main`.")
 @click.option("--force", is_flag=True, help="Discard an earlier optimisation's work in --out and start over.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or notes; only the summary line.")
@@ -53,7 +55,7 @@ def register_commands(cli):
 @trust_options
 def optimize_command(program: str, train: Path, dev: Path, out: Path, teacher: str | None, metric: str | None,
                      threshold: float, candidates: int, max_demos: int, seed: int, foreach_demos: int,
-                     keep_examples: bool, rounds: int, teacher_temperature: float, main_name: str | None,
+                     keep_examples: bool, prune: bool, rounds: int, teacher_temperature: float, main_name: str | None,
                      force: bool, quiet: bool, plugins: tuple[str, ...], max_calls: int | None, **opts) -> None:
     """Improve PROGRAM's few-shot prompts and decomposers with demonstrations from its own
     successful traces.
@@ -72,7 +74,8 @@ def optimize_command(program: str, train: Path, dev: Path, out: Path, teacher: s
     try:
         settings = OptimizeSettings(metric=metric, threshold=threshold, candidates=candidates, max_demos=max_demos,
                                     seed=seed, foreach_demos=foreach_demos, keep_examples=keep_examples,
-                                    rounds=rounds, teacher_temperature=teacher_temperature, max_calls=max_calls)
+                                    rounds=rounds, teacher_temperature=teacher_temperature, max_calls=max_calls,
+                                    prune=prune)
         path = find_program(program)
         for plugin in plugins:
             load_plugin(plugin, path.parent)
