@@ -158,3 +158,16 @@ def test_stopping_early_chooses_what_scoring_all_in_full_chooses(server, tmp_pat
     scores = {c["name"]: c["dev_score"] for c in full.report["candidates"]}
     assert all(scores[c["name"]] <= c["dev_score_at_most"] < early.report["chosen"]["dev_score"] for c in pruned)
     assert all(c["complete"] for c in full.report["candidates"])
+
+
+def test_a_second_round_reruns_the_rows_that_failed_as_a_new_rollout(server, tmp_path):
+    train, dev = letter_rows(tmp_path)
+    done = optimize(PROGRAM, train, dev, out=tmp_path / "out", model="openai:student", teacher="openai:student",
+                    options=_options(server, tmp_path), candidates=1, rounds=2, teacher_temperature=0.8)
+    first, second = done.report["bootstrap"]["rounds"]
+    assert first["rows"] == 10 and second["rows"] == 10 - first["passed"] > 0
+    recorded = json.loads((tmp_path / "out" / ".optimize" / "teacher-2" / "run.json").read_text())["options"]
+    assert (recorded["temperature"], recorded["rollout"]) == (0.8, 1)
+    rerun = [json.loads(line)["id"] for line in (tmp_path / "out" / ".optimize" / "teacher-2.jsonl").read_text().splitlines()]
+    assert len(rerun) == second["rows"]
+    assert "temperature" not in json.loads((tmp_path / "out" / ".optimize" / "teacher-1" / "run.json").read_text())["options"]
