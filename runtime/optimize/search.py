@@ -435,14 +435,17 @@ class _Optimizer:
             return None
         share = None if self.settings.max_calls is None else self.settings.max_calls - self.calls
         pairs, _, _ = run_sync(lambda: self._arun(program, data, run_dir, 0, None, share=share, options=options,
-                                                  model=model))
+                                                  model=model, progress=self.progress))
         return pairs
 
     async def _arun(self, program: Path, data: Path, run_dir: Path, offset: int, limit: int | None, *,
-                    share: int | None, options: RunOptions | None = None, model: str | None = None):
+                    share: int | None, options: RunOptions | None = None, model: str | None = None,
+                    progress: bool | None = False):
         """One run of `program` over the rows `offset` to `offset + limit` of `data` into
         `run_dir` (resumed when there), in the optimisation's scheduler, at most `share` model
-        calls: its (record, trace) pairs (None: stopped at the budget) and its calls and tokens."""
+        calls: its (record, trace) pairs (None: stopped at the budget) and its calls and tokens.
+        Runs racing at once draw no progress bars (`progress` False): they would overwrite
+        each other's."""
         options = options or self.options
         if share is not None:
             if share < 1:
@@ -453,7 +456,7 @@ class _Optimizer:
         session.scheduler = self.scheduler  # one bound on the calls in flight, for all the runs at once
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         done = await arun_dataset(program, data, session=session, run_dir=run_dir,
-                                  resume=(run_dir / "run.json").is_file(), progress=self.progress, offset=offset,
+                                  resume=(run_dir / "run.json").is_file(), progress=progress, offset=offset,
                                   limit=limit)
         calls, tokens = _fresh_usage(run_dir)
         self.calls += calls

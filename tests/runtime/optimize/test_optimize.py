@@ -5,6 +5,7 @@ score from the cache; a second run resumes; bad inputs get clear errors."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -171,3 +172,18 @@ def test_a_second_round_reruns_the_rows_that_failed_as_a_new_rollout(server, tmp
     rerun = [json.loads(line)["id"] for line in (tmp_path / "out" / ".optimize" / "teacher-2.jsonl").read_text().splitlines()]
     assert len(rerun) == second["rows"]
     assert "temperature" not in json.loads((tmp_path / "out" / ".optimize" / "teacher-1" / "run.json").read_text())["options"]
+
+
+def test_an_interrupted_optimisation_finishes_where_it_stopped(server, tmp_path):
+    first = _optimize(server, tmp_path)
+    work = tmp_path / "out" / ".optimize"
+    # as if stopped during the race: the last windows' run directories and the report never written
+    for later in sorted(work.glob("evals/0[2-9]-*/rows-*"))[-3:]:
+        shutil.rmtree(later)
+    (tmp_path / "out" / "report.json").unlink()
+    before = server.stats()["requests"]
+    again = _optimize(server, tmp_path)
+    assert server.stats()["requests"] == before  # what was lost is answered from the step cache
+    assert [again.report["chosen"][k] for k in ("name", "dev_score", "demos")] == \
+        [first.report["chosen"][k] for k in ("name", "dev_score", "demos")]
+    assert [c["dev_score"] for c in again.report["candidates"]] == [c["dev_score"] for c in first.report["candidates"]]
