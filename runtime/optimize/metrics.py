@@ -35,8 +35,7 @@ def row_metric(name: str, folder: Path | None = None) -> RowMetric:
     for a name that is none of the above (the message lists the known ones)."""
     if name == "outcome":
         return lambda row, record, trace: 1.0 if record.get("outcome", "ok") == "ok" and "error" not in record else 0.0
-    if name in known_metrics():
-        metric_function(name)  # known: checked here, scored by best_score as runs score
+    if name in known_metrics():  # scored by best_score, as runs score their rows
         return lambda row, record, trace: _gold_score(name, row, record)
     if ":" not in name:
         raise ValueError(f"unknown metric {name!r}: use one of {', '.join(known_metrics())}, outcome, or "

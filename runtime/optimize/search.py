@@ -49,6 +49,7 @@ from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.runs.api import RunOptions, arun_dataset, find_program, use_main
 from decomp.runtime.runs.datasets import Row, read_rows
+from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.runs.rundir import RunDir, sha256_file
 from decomp.runtime.testing.fake import ReplayModel
 
@@ -322,9 +323,8 @@ class _Optimizer:
 
     def _rows_file(self, rows: list[Row], name: str) -> Path:
         path = self.work / name
-        lines = [json.dumps({"id": row.id, **row.fields, **({"answer": row.gold} if row.gold is not None else {})})
-                 for row in rows]
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        path.write_text("".join(json_line({"id": row.id, **row.fields, **({"answer": row.gold} if row.gold is not None
+                                                                           else {})}) for row in rows), encoding="utf-8")
         return path
 
     # ---- the candidates
@@ -458,7 +458,7 @@ class _Optimizer:
         done = await arun_dataset(program, data, session=session, run_dir=run_dir,
                                   resume=(run_dir / "run.json").is_file(), progress=progress, offset=offset,
                                   limit=limit)
-        calls, tokens = _fresh_usage(run_dir)
+        calls, tokens = _usage(done.summary)
         self.calls += calls
         self.tokens += tokens
         run = RunDir.open(done.run_dir)
@@ -509,8 +509,7 @@ def _counted(candidate: Candidate) -> str:
     return ", ".join(f"[{k}] {v}" for k, v in counts.items()) + " demonstrations" if counts else "its own examples"
 
 
-def _fresh_usage(run_dir: Path) -> tuple[int, int]:
-    """Model requests and tokens the run in `run_dir` made (cache hits make none), over all its
-    sessions: summary.json's totals."""
-    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+def _usage(summary: dict[str, Any]) -> tuple[int, int]:
+    """Model requests and tokens a run directory's run made (cache hits make none), over all its
+    sessions: its summary's totals."""
     return summary.get("calls", 0), summary.get("prompt_tokens", 0) + summary.get("completion_tokens", 0)
