@@ -59,3 +59,23 @@ def test_the_command_is_listed_with_its_help():
     assert "optimize" in result.output
     result = CliRunner().invoke(main, ["optimize", "--help"])
     assert result.exit_code == 0 and "--max-demos" in result.output and "--teacher" in result.output
+
+
+def test_every_option_reaches_the_search_and_a_second_run_resumes(server, tmp_path):
+    flags = ["--candidates", "1", "--max-demos", "2", "--seed", "4", "--foreach-demos", "2", "--no-own-examples",
+             "--no-prune", "--rounds", "2", "--teacher-temperature", "0.5", "--threshold", "0.5", "--metric", "set_em",
+             "--max-calls", "2000"]
+    result = CliRunner().invoke(main, _args(server, tmp_path, *flags))
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["settings"] == {"metric": "set_em", "threshold": 0.5, "candidates": 1, "max_demos": 2, "seed": 4,
+                                  "foreach_demos": 2, "keep_examples": False, "rounds": 2,
+                                  "teacher_temperature": 0.5, "max_calls": 2000, "prune": False}
+    boot = tmp_path / "out" / ".optimize" / "candidates" / "01-bootstrapped" / "optimized" / "str_position.txt"
+    shown = boot.read_text()  # without its own examples: only the two demonstrations
+    assert "Knuth" not in shown and shown.count("Q: ") == 2
+    assert len(report["bootstrap"]["rounds"]) in (1, 2) and report["candidates"][1]["complete"]
+    again = CliRunner().invoke(main, _args(server, tmp_path, *flags))
+    assert again.exit_code == 0 and "resuming the optimisation" in again.stderr
+    forced = CliRunner().invoke(main, _args(server, tmp_path, *flags[:-2], "--force"))
+    assert forced.exit_code == 0 and "resuming" not in forced.stderr
