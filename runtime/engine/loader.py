@@ -386,6 +386,7 @@ def _environment_problems(handlers: dict[str, Handler], names: set[str]) -> list
 #: What a `model NAME = "..." (option=value)` declaration may set, with the types allowed.
 MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "attempt_deadline": (int, float),
                  "call_deadline": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,),
+                 "n_threads_batch": (int,), "prompt_cache_mb": (int,), "reuse_prefix": (bool,),
                  "transport": (str,), "price_in": (int, float), "price_out": (int, float)}
 
 
@@ -397,11 +398,14 @@ def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
         if allowed is None:
             errors.append(CheckError(f"unknown option '{opt.name}' for a model", opt.span,
                                      expected="one of: " + ", ".join(MODEL_OPTIONS)))
-        elif not isinstance(opt.value.value, allowed) or isinstance(opt.value.value, bool):
+        elif not isinstance(opt.value.value, allowed) or (isinstance(opt.value.value, bool) and bool not in allowed):
             errors.append(CheckError(f"option '{opt.name}' of a model needs a {allowed[0].__name__}",
                                      opt.value.span))
         elif opt.name in _MODEL_SECONDS and not 0 < opt.value.value < float("inf"):
             errors.append(CheckError(f"option '{opt.name}' of a model must be a number of seconds > 0, "
+                                     f"not {opt.value.value}", opt.value.span))
+        elif opt.name in _MODEL_COUNTS and opt.value.value < _MODEL_COUNTS[opt.name]:
+            errors.append(CheckError(f"option '{opt.name}' of a model must be >= {_MODEL_COUNTS[opt.name]}, "
                                      f"not {opt.value.value}", opt.value.span))
         elif opt.name in _MODEL_PRICES and not 0 <= opt.value.value < float("inf"):
             errors.append(CheckError(f"option '{opt.name}' of a model must be a price >= 0 (money per million "
@@ -418,6 +422,10 @@ _MODEL_PRICES = ("price_in", "price_out")
 
 
 _MODEL_SECONDS = ("timeout", "attempt_deadline", "call_deadline")
+
+
+#: The counts a model option holds, with their least value.
+_MODEL_COUNTS = {"n_threads": 1, "n_threads_batch": 1, "n_ctx": 1, "prompt_cache_mb": 0}
 
 
 def _bare_names(value: nodes.Value) -> list[CheckError]:

