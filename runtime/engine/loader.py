@@ -387,6 +387,7 @@ def _environment_problems(handlers: dict[str, Handler], names: set[str]) -> list
 MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "attempt_deadline": (int, float),
                  "call_deadline": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,),
                  "n_threads_batch": (int,), "prompt_cache_mb": (int,), "reuse_prefix": (bool,),
+                 "n_batch": (int,),
                  "transport": (str,), "price_in": (int, float), "price_out": (int, float)}
 
 
@@ -425,7 +426,7 @@ _MODEL_SECONDS = ("timeout", "attempt_deadline", "call_deadline")
 
 
 #: The counts a model option holds, with their least value.
-_MODEL_COUNTS = {"n_threads": 1, "n_threads_batch": 1, "n_ctx": 1, "prompt_cache_mb": 0}
+_MODEL_COUNTS = {"n_threads": 1, "n_threads_batch": 1, "n_ctx": 1, "prompt_cache_mb": 0, "n_batch": 1}
 
 
 def _bare_names(value: nodes.Value) -> list[CheckError]:

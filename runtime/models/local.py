@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, ModelSettings, Request, Score, sendable
-from decomp.runtime.models.prefix_states import DEFAULT_CAP_MB, PrefixStates, forget
+from decomp.runtime.models.prefix_states import CHUNK, DEFAULT_CAP_MB, PrefixStates, forget
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.soft_prompts import SoftPrompt
@@ -129,10 +129,11 @@ class LocalModel(Model):
         self._threads_batch = int(settings.option("n_threads_batch") or self._threads)
         self._n_ctx = int(settings.option("n_ctx", 4096))
         self._reuse = bool(settings.option("reuse_prefix", True))
+        self._n_batch = int(settings.option("n_batch", CHUNK))
         cap = int(settings.option("prompt_cache_mb", DEFAULT_CAP_MB)) << 20
         #: kept KV states of the completion context and of the scoring context
-        self.states = PrefixStates(cap)
-        self.score_states = PrefixStates(cap)
+        self.states = PrefixStates(cap, self._n_batch)
+        self.score_states = PrefixStates(cap, self._n_batch)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decomp-local")
         self._llm: Any = None
         self._scorer: Any = None
@@ -167,7 +168,8 @@ class LocalModel(Model):
             raise ModelError(INSTALL_HINT) from err
         _quiet_llama_logs()
         try:
-            return Llama(model_path=str(path), n_ctx=self._n_ctx, n_threads=self._threads,
+            return Llama(model_path=str(path), n_ctx=self._n_ctx, n_batch=self._n_batch, n_ubatch=self._n_batch,
+                         n_threads=self._threads,
                          n_threads_batch=self._threads_batch, logits_all=logits_all, seed=0, verbose=False,
                          swa_full=True)  # sliding-window layers keep every cell: any prefix can be reused
         except ValueError as err:  # llama-cpp's "Failed to load model from file": a user's file, not a bug
@@ -213,7 +215,7 @@ class LocalModel(Model):
         except ValueError as err:  # llama-cpp raises ValueError when the prompt exceeds n_ctx
             raise ModelError(f"{self.name}: prompt too long ({err})") from err
         if self._reuse:
-            self.states.keep(llm)
+            self.states.keep(llm, out["usage"]["prompt_tokens"])
         return out
 
     def _generate_soft(self, llm, request: Request, index: int) -> dict:
@@ -292,7 +294,7 @@ class LocalModel(Model):
             llm.eval(tokens)
         elif self._reuse:  # a held prefix ends before start: the rows read below are evaluated now
             llm.eval(tokens[self.score_states.prepare(llm, tokens, limit=start - 1):])
-            self.score_states.keep(llm)
+            self.score_states.keep(llm, len(tokens))  # the logits rows stay in llm.scores
         else:
             llm.reset()
             llm.eval(tokens)
