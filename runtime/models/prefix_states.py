@@ -19,8 +19,9 @@ reason. Where cells sit in the cache does not matter (a cut after other text giv
 logits), but a restored state is only ever used whole: cutting restored cells past Gemma 3's
 512-token sliding window, then evaluating after the cut, changed the logits (a cut of the
 current, evaluated state does not), so a kept state serves only prompts it is a prefix of, and
-the current state is never cut inside the cells restored into it. `tests/runtime/models/test_local_prefix_reuse.py` checks exactly that (logits bit for
-bit, greedy answers) on the bundled programs' prompts.
+the current state is never cut inside the cells restored into it.
+`tests/runtime/models/test_local_prefix_reuse.py` checks exactly that (logits bit for bit,
+greedy answers) on the bundled programs' prompts.
 """
 from __future__ import annotations
 
