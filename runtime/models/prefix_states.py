@@ -19,7 +19,9 @@ reason. Where cells sit in the cache does not matter (a cut after other text giv
 logits), but a restored state is only ever used whole: cutting restored cells past Gemma 3's
 512-token sliding window, then evaluating after the cut, changed the logits (a cut of the
 current, evaluated state does not), so a kept state serves only prompts it is a prefix of, and
-the current state is never cut inside the cells restored into it.
+the current state is never cut inside the cells restored into it. What several prompts share (a
+handler's few-shot prefix before each row's question) is kept as a state of its own, cut from a
+state this context evaluated when the second such prompt ends.
 `tests/runtime/models/test_local_prefix_reuse.py` checks exactly that (logits bit for bit,
 greedy answers) on the bundled programs' prompts.
 """
@@ -134,9 +136,11 @@ class PrefixStates:
         """Cut `llm`'s state to the whole chunks of its first `evaluated` tokens (those read as
         a fresh evaluation reads them: a prompt, not what was generated after it) and keep it
         (unless it is kept already); the oldest go while the kept pass the cap. States it
-        extends stay: a shorter one (a few-shot prefix) serves prompts this one does not."""
-        import llama_cpp
+        extends stay: a shorter one (a few-shot prefix) serves prompts this one does not.
 
+        Where the prompt parts from a kept state after whole chunks they share (one handler's
+        few-shot prefix, followed by another row's question), the shared part is kept too, cut
+        from this evaluation: the next call of that handler restores it whole."""
         n = aligned(min(evaluated, llm.n_tokens), self.chunk)
         truncate(llm, n)
         self._held = n
@@ -145,6 +149,29 @@ class PrefixStates:
         key = tuple(int(t) for t in held_tokens(llm))
         if -1 in key:  # a soft prompt's embeddings: no token sequence names this state
             return
+        shared = self._shared(key)
+        self._save(llm, key)
+        if shared:
+            truncate(llm, shared)  # cut cells this context evaluated: the same as a fresh prefix
+            self._held = shared
+            self._save(llm, key[:shared])
+
+    def _shared(self, key: tuple[int, ...]) -> int:
+        """The longest whole-chunk prefix `key` shares with a kept state, when neither holds it
+        all, no state is kept for it, and it is not cut inside restored cells; else 0."""
+        best = 0
+        for other in self._kept:
+            shared = aligned(common_prefix(other, key), self.chunk)
+            if best < shared < min(len(other), len(key)):
+                best = shared
+        if best < max(self._restored, self.chunk) or key[:best] in self._kept:
+            return 0
+        return best
+
+    def _save(self, llm: Any, key: tuple[int, ...]) -> None:
+        """Keep `llm`'s current state under `key` (the tokens it holds), most recent last."""
+        import llama_cpp
+
         if key in self._kept:
             self._kept.move_to_end(key)
             return

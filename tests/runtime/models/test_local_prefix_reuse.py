@@ -86,17 +86,19 @@ def test_a_reused_prefix_gives_the_logits_of_a_fresh_evaluation_bit_for_bit(mode
     those of the prompt evaluated alone from position 0."""
     import llama_cpp
 
+    from decomp.runtime.models.local import prompt_tokens
+
     fresh, reusing = models
     shots = (PROGRAMS_DIR / "decomp" / "prompts" / "letter_cat_decomp.txt").read_text()
     first = shots + 'QC: Take the last letters of the words in "Ada Lovelace".\nQS:'
     prompts = [first,
                "Something else entirely, to move the context away.\n" * 5,
                first + ' [split] What are the words in "Ada Lovelace"?\nA: ["Ada", "Lovelace"]\nQS:',  # restored
-               shots + 'QC: Take the first letters of the words in "Grace Brewster Hopper".\nQS:']
+               shots + 'QC: Take the first letters of the words in "Grace Brewster Hopper".\nQS:',
+               "Another detour, long enough to be a state of its own.\n" * 5,
+               shots + 'QC: Take the letters at position 2 of the words in "Edsger Wybe Dijkstra".\nQS:']
 
     def last_logits(model, prompt):
-        from decomp.runtime.models.local import prompt_tokens
-
         llm = model._llm or model._load(logits_all=False)
         model._llm = llm
         tokens = prompt_tokens(llm, prompt)
@@ -121,6 +123,9 @@ def test_a_reused_prefix_gives_the_logits_of_a_fresh_evaluation_bit_for_bit(mode
         helds.append(held)
     assert helds[2] > len(shots) // 8  # the third prompt reused the first's state, kept before the detour
     assert reusing.states.restored > restored
+    # the few-shot part the first and fourth prompts share was kept on its own, and served the sixth
+    shared = aligned(common_prefix(*(prompt_tokens(fresh._llm, prompts[i]) for i in (0, 3))), CHUNK)
+    assert helds[5] == shared > len(shots) // 8
 
 
 @needs_model
