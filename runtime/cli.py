@@ -33,6 +33,7 @@ from decomp.runtime.runs.command_options import session_options, trust_options
 from decomp.runtime.runs.datasets import Row, read_rows, window
 from decomp.runtime.runs.resumed import recorded_run
 from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.runs.ray_rows import Cluster
 from decomp.runtime.runs.shards import Shard, merge_runs
 from decomp.runtime.testing.fake import ReplayModel
 from decomp.runtime.views.describe import describe
@@ -169,10 +170,16 @@ def _load_plugins(plugins: tuple[str, ...], program: Path) -> None:
 @click.option("--limit", type=click.IntRange(1), metavar="N",
               help="With --input: run at most N rows (from --offset on); recorded in run.json, and a --resume "
                    "must give the same --offset and --limit.")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+              help="With --input: run the rows on Ray actors; this process keeps the run directory, and "
+                   "--concurrency, --rpm and --tpm hold for the whole run. ADDRESS: a cluster (auto, "
+                   "ray://HOST:PORT, HOST:PORT); none: a local Ray instance. Needs the ray extra.")
+@click.option("--ray-workers", type=click.IntRange(1), metavar="N",
+              help="With --ray: this many workers (default: one per CPU of the cluster).")
 @session_options
 @trust_options
 def run(file, question, main_name, data, run_dir, resume, force, output, fields, show_trace, trace_out, verbose,
-        dry_run, shard, offset, limit, **opts) -> None:
+        dry_run, shard, offset, limit, ray_address, ray_workers, **opts) -> None:
     """Run the program FILE on one --question or on every row of --input.
 
     A dataset run writes a run directory (results.jsonl, traces, summary.json, the program and
@@ -190,7 +197,11 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     """
     _check_run_usage(question, data, show_trace, trace_out,
                      {"--run-dir": run_dir, "--resume": resume, "--force": force, "--output": output,
-                      "--shard": shard, "--offset": offset, "--limit": limit})
+                      "--shard": shard, "--offset": offset, "--limit": limit, "--ray": ray_address,
+                      "--ray-workers": ray_workers})
+    if ray_workers is not None and ray_address is None:
+        raise click.UsageError("--ray-workers is for --ray runs")
+    cluster = Cluster(None if ray_address == "local" else ray_address, ray_workers) if ray_address else None
     extra = dict(_field(f) for f in fields)
     program = resolve_program(file)
     if resume and data is not None:
@@ -202,7 +213,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     _load_plugins(plugins, program)
     if data is not None and not dry_run:
         _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose, shard,
-                     (offset, limit))
+                     (offset, limit), cluster)
         return
     session = options.session(ReplayModel() if dry_run else None)
     try:
@@ -253,13 +264,14 @@ def _check_run_usage(question: str | None, data: Path | None, show_trace: bool, 
 
 def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str | None, run_dir: Path | None,
                  resume: bool, force: bool, output: Path | None, fields: dict[str, Any] | None = None,
-                 verbose: bool = False, shard: Shard | None = None, rows: tuple[int, int | None] = (0, None)) -> None:
+                 verbose: bool = False, shard: Shard | None = None, rows: tuple[int, int | None] = (0, None),
+                 cluster: Cluster | None = None) -> None:
     """`run_dataset`, its notes on stderr, its summary as one JSON line on stdout (and with
     `verbose`, each failed row's error on stderr)."""
     try:
         done = run_dataset(program, data, options=options, main=main_name, run_dir=run_dir, resume=resume,
                            force=force, output=output, progress=None, fields=fields, shard=shard,
-                           offset=rows[0], limit=rows[1],
+                           offset=rows[0], limit=rows[1], cluster=cluster,
                            on_note=lambda note: click.echo(f"note: {note}", err=True))
         failed = [record for record in done.records() if record.get("error")] if verbose else []
     except (DecompError, OSError, ValueError) as err:

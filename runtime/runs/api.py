@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from decomp.dsl.errors import DecompError
 from decomp.dsl.redact import redact_url
-from decomp.handlers.trust import allowing
+from decomp.handlers.trust import allowed_now, allowing
 from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS, Budget
 from decomp.runtime.engine.cache import StepCache, default_cache_dir
 from decomp.runtime.engine.loader import LoadedModule
@@ -38,6 +38,7 @@ from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE, Model, ModelSettings
 from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs.batch import run_rows
+from decomp.runtime.runs.ray_rows import Cluster, WorkerSpec, run_rows_on_ray
 from decomp.runtime.runs.datasets import window, Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
 from decomp.runtime.runs.resumed import recorded_run, recorded_trust, trust_record
@@ -248,7 +249,8 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
                 run_dir: str | Path | None = None, resume: bool = False, force: bool = False,
                 output: str | Path | None = None, progress: bool | None = False,
                 on_note: Callable[[str], None] | None = None, fields: Mapping[str, Any] | None = None,
-                shard: Shard | str | None = None, offset: int = 0, limit: int | None = None) -> RunSummary:
+                shard: Shard | str | None = None, offset: int = 0, limit: int | None = None,
+                cluster: Cluster | None = None) -> RunSummary:
     """Run `program` on every row of `data` into a run directory: `decomp run PROGRAM --input DATA`.
 
     program:  a .decomp file, the name of a bundled program (`decomp/letter_cat`), or a module
@@ -283,6 +285,9 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     offset, limit: run only the rows at input positions `offset` to `offset + limit - 1`
               (`decomp run --offset K --limit N`; limit None: to the end), recorded in
               run.json's options; `resume` is refused for another window
+    cluster:  run the rows on Ray actors (`decomp run --ray [ADDRESS]`; `ray_rows.Cluster`):
+              this process keeps the run directory, the limits hold for the whole run. Needs
+              `program` as a path and no `session` of one's own
 
     Returns the `RunSummary` (its `to_dict()` is the line `decomp run` prints). A row that fails
     is recorded in its line and the run goes on. Raises `DecompError` for a program that does
@@ -296,7 +301,7 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     return run_sync(lambda: arun_dataset(program, data, model=model, options=options, session=session, main=main,
                                          run_dir=run_dir, resume=resume, force=force, output=output,
                                          progress=progress, on_note=on_note, fields=fields, shard=shard,
-                                         offset=offset, limit=limit))
+                                         offset=offset, limit=limit, cluster=cluster))
 
 
 async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: str | Model | None = None,
@@ -305,7 +310,7 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
                        output: str | Path | None = None, progress: bool | None = False,
                        on_note: Callable[[str], None] | None = None,
                        fields: Mapping[str, Any] | None = None, shard: Shard | str | None = None,
-                       offset: int = 0, limit: int | None = None) -> RunSummary:
+                       offset: int = 0, limit: int | None = None, cluster: Cluster | None = None) -> RunSummary:
     """`run_dataset` in a running event loop."""
     data = Path(data)
     shard = Shard.parse(shard) if isinstance(shard, str) else shard
@@ -320,12 +325,17 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
         offset, limit = (known.offset, known.limit) if (offset, limit) == (0, None) else (offset, limit)
     with recorded_trust(known, on_note):
         return await _arun_dataset(program, data, model, options, session, main, run_dir, resume, force, output,
-                                   progress, on_note, fields, shard, offset, limit)
+                                   progress, on_note, fields, shard, offset, limit, cluster)
 
 
 async def _arun_dataset(program, data: Path, model, options, session, main, run_dir, resume, force, output,
-                        progress, on_note, fields, shard, offset, limit) -> RunSummary:
+                        progress, on_note, fields, shard, offset, limit, cluster=None) -> RunSummary:
+    if cluster is not None and (session is not None or isinstance(program, LoadedModule) or isinstance(model, Model)):
+        raise TypeError("a run on Ray loads the program in every worker: give the program as a path, and "
+                        "model and options, not a session, a loaded module or a Model instance")
     session, options = _session(program, model, options, session)
+    if cluster is not None:
+        _check_cluster_budgets(options)
     loaded, path = _load(session, program, main)
     fields = dict(fields or {})
     recorded = {**options.to_dict(), "model": session.default_model_spec(loaded), **trust_record()}
@@ -352,7 +362,12 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
             def sink(record, trace):
                 run.add(record, trace)
                 tick(record)
-            ran = await run_rows(session, loaded, rows(), sink, skip=run.indices)
+            if cluster is None:
+                ran = await run_rows(session, loaded, rows(), sink, skip=run.indices)
+            else:
+                modules, roots = allowed_now()
+                spec = WorkerSpec(str(path), main, options, modules, tuple(str(r) for r in roots))
+                ran = await run_rows_on_ray(spec, rows(), sink, skip=run.indices, cluster=cluster)
         summary = run.finish(ran.rows, ran.seconds)
     except BaseException:
         run.close()
@@ -361,6 +376,19 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
     if output is not None:
         _write_lines(output, run.records())
     return RunSummary(run.path, summary, output, tuple(run.notes))
+
+
+#: Budgets of a whole run, by the flag that sets them: not yet shared across the workers of a Ray run.
+_RUN_BUDGETS = {"max_calls": "--max-calls", "max_tokens": "--max-tokens", "max_cost": "--max-cost",
+                "max_handler_calls": "--max-handler-calls"}
+
+
+def _check_cluster_budgets(options: RunOptions) -> None:
+    """Refuse the budgets of a whole run on Ray: each worker would count only its own rows."""
+    given = [flag for name, flag in _RUN_BUDGETS.items() if getattr(options, name) is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: a budget of the whole run cannot be held across Ray workers yet "
+                         "(each would count only its own rows); run without --ray, or use the per-row budgets")
 
 
 def user_folders(fields: Mapping[str, Any] | None) -> list[Path]:
