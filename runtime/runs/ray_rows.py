@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,17 +78,23 @@ class Cluster:
 
 class Limiter:
     """The run's limits for every worker: a concurrency limit per endpoint (lowest priority
-    number served first) and the per-minute limits; the most requests in flight at once."""
+    number served first) and the per-minute limits; the most requests in flight at once.
+
+    Each slot is held by a worker (`holder`, its name): when a worker dies, `forget(holder)`
+    gives back the slots it held and every slot it was still waiting for, as each comes (a
+    worker killed mid-request would otherwise keep its slots for the rest of the run)."""
 
     def __init__(self, concurrency: int, rpm: float | None = None, tpm: float | None = None):
         self.concurrency, self.rpm, self.tpm = max(1, concurrency), rpm, tpm
         self._slots: dict[str, PrioritySemaphore] = {}
         self._limits: dict[tuple[str, str], RateLimit] = {}
+        self._held: dict[str, dict[str, int]] = {}  # holder -> endpoint -> slots it holds
+        self._gone: set[str] = set()
         self.in_flight: dict[str, int] = {}
         self.most: dict[str, int] = {}
 
-    async def acquire(self, endpoint: str, priority: int, tokens: float) -> None:
-        """Wait for a slot of `endpoint`, then for the rate limits."""
+    async def acquire(self, endpoint: str, priority: int, tokens: float, holder: str = "") -> None:
+        """Wait for a slot of `endpoint`, then for the rate limits; the slot is `holder`'s."""
         pool = self._slots.setdefault(endpoint, PrioritySemaphore(self.concurrency))
         await pool.acquire(priority)
         try:
@@ -98,13 +105,38 @@ class Limiter:
         except BaseException:
             pool.release()
             raise
+        if holder in self._gone:  # its worker died while it waited: nobody will give it back
+            pool.release()
+            return
+        held = self._held.setdefault(holder, {})
+        held[endpoint] = held.get(endpoint, 0) + 1
         self.in_flight[endpoint] = self.in_flight.get(endpoint, 0) + 1
         self.most[endpoint] = max(self.most.get(endpoint, 0), self.in_flight[endpoint])
 
-    def release(self, endpoint: str) -> None:
-        """Give a slot of `endpoint` back."""
+    def release(self, endpoint: str, holder: str = "") -> None:
+        """Give back a slot of `endpoint` that `holder` holds."""
+        held = self._held.get(holder, {})
+        if held.get(endpoint, 0) <= 0:  # already given back by `forget`
+            return
+        held[endpoint] -= 1
         self.in_flight[endpoint] -= 1
         self._slots[endpoint].release()
+
+    def forget(self, holder: str) -> int:
+        """`holder`'s worker is dead: give back every slot it holds (and each it still waits
+        for, when it comes). Returns how many were given back now."""
+        self._gone.add(holder)
+        freed = 0
+        for endpoint, count in self._held.pop(holder, {}).items():
+            for _ in range(count):
+                self.in_flight[endpoint] -= 1
+                self._slots[endpoint].release()
+            freed += count
+        return freed
+
+    def holding(self) -> dict[str, int]:
+        """Slots held now, per endpoint."""
+        return {endpoint: count for endpoint, count in self.in_flight.items() if count}
 
     def max_in_flight(self) -> dict[str, int]:
         """The most requests that were in flight at once, per endpoint."""
@@ -113,17 +145,18 @@ class Limiter:
 
 class ClusterScheduler(Scheduler):
     """A worker's scheduler: retries and deadlines here, slots and rate limits at the run's
-    `Limiter` actor (a slot asked for and then cancelled is given back when it comes)."""
+    `Limiter` actor, held in the name `holder` (a slot asked for and then cancelled is given
+    back when it comes)."""
 
-    def __init__(self, limiter: Any, concurrency: int, **kwargs: Any):
+    def __init__(self, limiter: Any, concurrency: int, holder: str = "", **kwargs: Any):
         super().__init__(concurrency, **kwargs)
-        self._limiter = limiter
+        self._limiter, self._holder = limiter, holder
 
     def _take_now(self, endpoint: str) -> bool:
         return False
 
     async def _take(self, endpoint: str, priority: int, tokens: float) -> None:
-        ref = self._limiter.acquire.remote(endpoint, priority, tokens)
+        ref = self._limiter.acquire.remote(endpoint, priority, tokens, self._holder)
         try:
             await asyncio.shield(ref)
         except asyncio.CancelledError:
@@ -134,34 +167,56 @@ class ClusterScheduler(Scheduler):
     async def _release_when_taken(self, ref: Any, endpoint: str) -> None:
         with contextlib.suppress(Exception):
             await ref
-            self._limiter.release.remote(endpoint)
+            self._limiter.release.remote(endpoint, self._holder)
 
     def _give_back(self, endpoint: str) -> None:
         self.in_flight[endpoint] -= 1
-        self._limiter.release.remote(endpoint)
+        self._limiter.release.remote(endpoint, self._holder)
+
+
+def worker_session(spec: WorkerSpec, limiter: Any | None, holder: str = "") -> tuple[Any, Any, contextlib.ExitStack]:
+    """What a worker process runs rows with: a session of `spec.options` (its scheduler taking
+    its slots at `limiter`, the run's `Limiter` actor, in the name `holder`, when one is given),
+    the program loaded in it, and the trust the driver had, held open until the returned stack
+    is closed."""
+    from decomp.handlers.trust import allowing
+    from decomp.runtime.runs.api import _load
+
+    trust = contextlib.ExitStack()
+    trust.enter_context(allowing(spec.trust, spec.roots))
+    session = spec.options.session()
+    if limiter is not None:
+        session.scheduler = ClusterScheduler(limiter, spec.options.concurrency, holder)
+    module, _ = _load(session, Path(spec.program), spec.main)
+    return session, module, trust
 
 
 class RowWorker:
     """One worker: the program loaded once, a session whose scheduler is the run's limiter's;
-    `run` runs one row as `batch.run_rows` would and returns its record and trace (as a dict)."""
+    `run` runs one row as `batch.run_rows` would and returns its record and trace (as a dict);
+    `close` commits the worker's step cache and closes its clients."""
 
-    def __init__(self, spec: WorkerSpec, limiter: Any):
-        from decomp.handlers.trust import allowing
-        from decomp.runtime.runs.api import _load
-
-        self._trust = contextlib.ExitStack()
-        self._trust.enter_context(allowing(spec.trust, spec.roots))
-        self.session = spec.options.session()
-        self.session.scheduler = ClusterScheduler(limiter, spec.options.concurrency)
-        self.module, _ = _load(self.session, Path(spec.program), spec.main)
+    def __init__(self, spec: WorkerSpec, limiter: Any, name: str):
+        self.session, self.module, self._trust = worker_session(spec, limiter, name)
 
     async def run(self, row: Row) -> tuple[dict, dict]:
         record, trace = await _run_row(self.session, self.module, row)
         return record, trace.to_dict()
 
+    async def close(self) -> None:
+        await self.session.aclose()
+        self._trust.close()
+
     def pid(self) -> int:
         import os
         return os.getpid()
+
+
+def shared_limits(concurrency: int, rpm: float | None = None, tpm: float | None = None) -> Any:
+    """A `Limiter` actor holding these limits for every worker that is given it (`decomp run
+    --ray` makes one per run; `ray_data.Predictor` takes one as `limits=`)."""
+    ray = ray_module()
+    return ray.remote(Limiter).options(max_concurrency=10_000, num_cpus=0).remote(concurrency, rpm, tpm)
 
 
 async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[[dict, TraceNode], None],
@@ -179,47 +234,53 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
     options = spec.options
     workers = cluster.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     per_worker = cluster.per_worker or max(2, -(-options.concurrency // workers))
-    limiter = ray.remote(Limiter).options(max_concurrency=10_000, num_cpus=0).remote(options.concurrency, options.rpm,
-                                                                             options.tpm)
+    limiter = shared_limits(options.concurrency, options.rpm, options.tpm)
     worker_class = ray.remote(RowWorker).options(max_concurrency=per_worker + 1, max_restarts=0,
                                                   max_task_retries=0, num_cpus=1)  # one per CPU: spread over the nodes
-    actors = [worker_class.remote(spec, limiter) for _ in range(workers)]
+    actors: list[Any] = [None] * workers
+    names: list[str] = [""] * workers
+
+    def start(slot: int) -> None:  # a worker, named so that the limiter can forget it when it dies
+        names[slot] = f"worker-{slot}-{uuid.uuid4().hex[:12]}"
+        actors[slot] = worker_class.remote(spec, limiter, names[slot])
+
+    for slot in range(workers):
+        start(slot)
     if on_workers is not None:
         on_workers(actors)
     summary = BatchSummary()
     started = time.perf_counter()
     todo: Iterator[Row] = (row for row in rows if row.index not in skip)
     again: deque[Row] = deque()  # rows of a worker that died, sent first
-    held: dict[Any, tuple[int, Any, Row]] = {}  # pending ref -> (worker slot, its actor, row)
-    load = [0] * len(actors)
+    held: dict[asyncio.Future, tuple[int, str, Row]] = {}  # a row's result -> (worker slot, its name, row)
+    load = [0] * workers
 
     def next_row() -> Row | None:
         return again.popleft() if again else next(todo, None)
 
     def hand_out() -> None:
-        for slot in range(len(actors)):
+        for slot in range(workers):
             while load[slot] < per_worker:
                 row = next_row()
                 if row is None:
                     return
-                held[actors[slot].run.remote(row)] = (slot, actors[slot], row)
+                held[asyncio.wrap_future(actors[slot].run.remote(row).future())] = (slot, names[slot], row)
                 load[slot] += 1
 
     try:
         hand_out()
         while held:
-            waiting = {asyncio.wrap_future(ref.future()): ref for ref in held}
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(held, return_when=asyncio.FIRST_COMPLETED)
             for future in done:
-                ref = waiting[future]
-                slot, actor, row = held.pop(ref)
+                slot, name, row = held.pop(future)
                 load[slot] -= 1
                 try:
                     record, trace = future.result()
                 except ray.exceptions.RayActorError:  # the worker died: the row goes to another
                     again.append(row)
-                    if actors[slot] is actor:  # the first of its rows to come back: replace it
-                        actors[slot] = worker_class.remote(spec, limiter)
+                    if names[slot] == name:  # the first of its rows to come back: replace it
+                        limiter.forget.remote(name)  # the slots it held, and those it waited for
+                        start(slot)
                         if on_workers is not None:
                             on_workers(actors)
                     continue
@@ -228,6 +289,7 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
                 sink(record, TraceNode.from_dict(trace))
             hand_out()
         summary.max_in_flight = await limiter.max_in_flight.remote()
+        await _close(actors)
     finally:
         for actor in actors:
             with contextlib.suppress(Exception):
@@ -236,3 +298,14 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
             ray.kill(limiter)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+#: Seconds the workers have to commit their step caches and close their clients at the end.
+CLOSE_SECONDS = 30.0
+
+
+async def _close(actors: list) -> None:
+    """Let every worker close (its step cache committed); one that died or hangs is left."""
+    closing = [asyncio.wrap_future(actor.close.remote().future()) for actor in actors]
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), CLOSE_SECONDS)

@@ -7,75 +7,26 @@ Skipped, with the reason, only when Ray is not installed (the README's test comm
 """
 from __future__ import annotations
 
-import importlib.util
+import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from benchmarks.letter_cat_oracle import make_rows, respond
-from decomp.runtime.cli import main
+from benchmarks.letter_cat_oracle import respond
+from decomp.runtime.runs.ray_rows import Limiter
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from test_resume import MODEL_ENV, assert_same_as
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                reason="Ray is not installed: pip install -e '.[ray]'")
-
-ROWS = 24
+from ray_helpers import ROWS, cluster, dataset, invoke, needs_ray, records, run_args, whole  # noqa: F401
+from test_resume import HOOKED, MODEL_ENV, TIMEOUT, assert_same_as
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A head and two worker nodes, one CPU each; stopped at the end."""
-    import ray
-    from ray.cluster_utils import Cluster
-
-    saved = {name: os.environ.get(name) for name in MODEL_ENV}
-    os.environ.update(MODEL_ENV)  # the nodes' processes inherit it: the workers' model clients read it
-    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    for _ in range(2):
-        nodes.add_node(num_cpus=1)
-    nodes.wait_for_nodes(timeout=120)
-    yield nodes
-    ray.shutdown()
-    nodes.shutdown()
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "letters.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in make_rows(ROWS, seed=5)))
-    return path
-
-
-def run_args(dataset: Path, run_dir: Path, server, *more: str) -> list[str]:
-    return ["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(run_dir),
-            "--model", "openai:mock", "--base-url", server.base_url, "--cache", "off", *more]
-
-
-def invoke(args: list[str]):
-    return CliRunner().invoke(main, args, env=MODEL_ENV)
-
-
-@pytest.fixture(scope="module")
-def whole(dataset, tmp_path_factory) -> Path:
-    run_dir = tmp_path_factory.mktemp("whole") / "run"
-    with MockOpenAIServer(responder=respond) as server:
-        result = invoke(run_args(dataset, run_dir, server, "--concurrency", "4"))
-    assert result.exit_code == 0, result.output
-    return run_dir
-
-
+@needs_ray
 def test_a_run_on_ray_equals_a_single_process_run(cluster, dataset, whole, tmp_path):
     run_dir = tmp_path / "run"
     with MockOpenAIServer(responder=respond, latency=0.05) as server:
@@ -87,6 +38,7 @@ def test_a_run_on_ray_equals_a_single_process_run(cluster, dataset, whole, tmp_p
     assert_same_as(run_dir, whole, ROWS, n_sessions=1)
 
 
+@needs_ray
 def test_the_concurrency_limit_holds_for_the_whole_run(cluster, dataset, tmp_path):
     with MockOpenAIServer(responder=respond, latency=0.1) as server:
         result = invoke(run_args(dataset, tmp_path / "run", server, "--concurrency", "3", "--ray", cluster.address,
@@ -98,42 +50,52 @@ def test_the_concurrency_limit_holds_for_the_whole_run(cluster, dataset, tmp_pat
     assert stats["max_in_flight"] == 3
 
 
-def row_workers() -> list:
-    """The processes of the run's workers (Ray names them by their actor class)."""
+def row_workers(since: float) -> list:
+    """The processes of the run's workers (Ray names them by their actor class) started at
+    `since` or later (not a worker of an earlier run that is still going away)."""
     import psutil
 
     found = []
-    for process in psutil.process_iter(["cmdline"]):
+    for process in psutil.process_iter(["cmdline", "create_time", "status"]):
         with __import__("contextlib").suppress(psutil.Error):
-            if any("RowWorker" in part for part in process.info["cmdline"] or ()):
+            info = process.info
+            if any("RowWorker" in part for part in info["cmdline"] or ()) and info["create_time"] >= since - 1 \
+                    and info["status"] != psutil.STATUS_ZOMBIE:
                 found.append(process)
     return found
 
 
-def test_a_killed_worker_loses_and_duplicates_no_row(cluster, dataset, whole, tmp_path):
+@needs_ray
+@pytest.mark.parametrize("workers, concurrency, when", [
+    (2, 6, lambda stats: stats["requests"] >= 40),  # well under way, mid-row
+    (1, 2, lambda stats: stats["requests"] >= 10 and stats["in_flight"] == 2),  # holding every slot of the run
+], ids=["mid-run", "holding-every-slot"])
+def test_a_killed_worker_loses_and_duplicates_no_row(cluster, dataset, whole, tmp_path, workers, concurrency, when):
     run_dir = tmp_path / "run"
     killed: list[int] = []
+    since = time.time()
 
     with MockOpenAIServer(responder=respond, latency=0.1) as server:
-        def kill_one() -> None:  # once the run is well under way, a worker dies (SIGKILL, mid-row)
+        def kill_one() -> None:  # a worker dies (SIGKILL) once `when` holds
             deadline = time.monotonic() + 120
-            while server.stats()["requests"] < 40 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            workers = row_workers()
-            if workers:
-                killed.append(workers[0].pid)
-                os.kill(workers[0].pid, signal.SIGKILL)
+            while not when(server.stats()) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            found = row_workers(since)
+            if found:
+                killed.append(found[0].pid)
+                os.kill(found[0].pid, signal.SIGKILL)
 
         killer = threading.Thread(target=kill_one)
         killer.start()
-        result = invoke(run_args(dataset, run_dir, server, "--concurrency", "6", "--ray", cluster.address,
-                                 "--ray-workers", "2"))
+        result = invoke(run_args(dataset, run_dir, server, "--concurrency", str(concurrency), "--ray",
+                                 cluster.address, "--ray-workers", str(workers)))
         killer.join()
     assert killed, "no worker process was found to kill"
     assert result.exit_code == 0, result.output
     assert_same_as(run_dir, whole, ROWS, n_sessions=1)
 
 
+@needs_ray
 def test_ray_options_are_for_ray_dataset_runs(dataset, tmp_path):
     result = invoke(["run", "decomp/letter_cat_llm", "--input", str(dataset), "--ray-workers", "2"])
     assert result.exit_code == 2 and "--ray-workers is for --ray runs" in result.output
@@ -141,9 +103,72 @@ def test_ray_options_are_for_ray_dataset_runs(dataset, tmp_path):
     assert result.exit_code == 2 and "--ray" in result.output and "for --input runs only" in result.output
 
 
+@needs_ray
 def test_a_budget_of_the_whole_run_is_refused_on_ray_not_split(dataset, tmp_path):
     result = invoke(["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(tmp_path / "r"),
                      "--ray", "--max-calls", "10"])
     assert result.exit_code == 1 and "--max-calls: a budget of the whole run cannot be held across Ray " \
         "workers yet" in result.output
     assert not (tmp_path / "r").exists()
+
+
+def test_a_dead_workers_slots_go_back_to_the_run():
+    """A worker killed mid-request never gives its slots back itself: the limiter does, when the
+    driver tells it the worker is gone, and a slot it was still waiting for is given back as it
+    comes. Without this a killed worker holding every slot stalls the run for good."""
+    async def scenario() -> None:
+        limiter = Limiter(2)
+        await limiter.acquire("e", 0, 0, "dead")
+        await limiter.acquire("e", 1, 0, "dead")
+        waiting = asyncio.ensure_future(limiter.acquire("e", 2, 0, "dead"))  # queued behind its own slots
+        alive = asyncio.ensure_future(limiter.acquire("e", 3, 0, "alive"))
+        await asyncio.sleep(0.01)
+        assert not alive.done() and limiter.holding() == {"e": 2}
+        assert limiter.forget("dead") == 2
+        await asyncio.wait_for(asyncio.gather(waiting, alive), 1)
+        assert limiter.holding() == {"e": 1}  # the dead worker's queued slot went straight back
+        limiter.release("e", "dead")  # a late release of a forgotten holder takes nothing back
+        assert limiter.holding() == {"e": 1}
+        limiter.release("e", "alive")
+        assert limiter.holding() == {} and limiter.max_in_flight() == {"e": 2}
+
+    asyncio.run(scenario())
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_driver_killed_mid_run_is_resumed_sending_only_the_missing_rows(cluster, dataset, whole, tmp_path):
+    run_dir = tmp_path / "run"
+    with MockOpenAIServer(responder=respond, latency=0.02) as server:
+        killed = subprocess.run([sys.executable, str(HOOKED), "trace-only", "8", *run_args(dataset, run_dir, server),
+                                 "--concurrency", "4", "--ray", cluster.address, "--ray-workers", "2"],
+                                capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **MODEL_ENV})
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        kept = records(run_dir)
+        assert len(kept) == 7
+        server.reset_stats()
+        result = invoke([*run_args(dataset, run_dir, server), "--concurrency", "4", "--resume", "--ray",
+                         cluster.address])
+        sent = server.stats()["requests"]
+    assert result.exit_code == 0, result.output
+    assert_same_as(run_dir, whole, ROWS, n_sessions=2)
+    missing = [r for i, r in records(whole).items() if i not in kept]
+    assert sent == sum(r["usage"]["calls"] for r in missing)  # the rows written were not run again
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_rerun_on_the_same_node_is_served_from_the_step_cache(cluster, dataset, whole, tmp_path):
+    cache = ["--cache", "read-write", "--cache-dir", str(tmp_path / "cache")]
+    with MockOpenAIServer(responder=respond) as server:
+        first = invoke([*run_args(dataset, tmp_path / "first", server), *cache, "--ray", cluster.address])
+        calls = server.stats()["requests"]
+        server.reset_stats()
+        again = invoke([*run_args(dataset, tmp_path / "again", server), *cache, "--ray", cluster.address])
+        assert server.stats()["requests"] == 0
+    assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
+    summary = json.loads(again.stdout.strip().splitlines()[-1])
+    assert calls > 0 and summary["calls"] == 0 and summary["cache_hits"] == calls
+    assert {i: r["answer"] for i, r in records(tmp_path / "again").items()} == \
+           {i: r["answer"] for i, r in records(whole).items()}

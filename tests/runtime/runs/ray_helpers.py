@@ -1,0 +1,78 @@
+"""What the Ray tests share: a real local cluster (a head and two more nodes, each a process
+tree of its own, on 127.0.0.1), a letter_cat dataset, the same rows run in one process as the
+baseline, and the `decomp run` arguments against the mock server."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchmarks.letter_cat_oracle import make_rows, respond
+from decomp.runtime.cli import main
+from decomp.runtime.testing.mock_server import MockOpenAIServer
+from test_resume import MODEL_ENV
+
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason="Ray is not installed: pip install -e '.[ray]'")
+
+ROWS = 24
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and two worker nodes, one CPU each; stopped at the end."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    saved = {name: os.environ.get(name) for name in MODEL_ENV}
+    os.environ.update(MODEL_ENV)  # the nodes' processes inherit it: the workers' model clients read it
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        for _ in range(2):
+            nodes.add_node(num_cpus=1)
+        nodes.wait_for_nodes(timeout=120)
+        yield nodes
+    finally:
+        ray.shutdown()
+        nodes.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "letters.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in make_rows(ROWS, seed=5)))
+    return path
+
+
+def run_args(dataset: Path, run_dir: Path, server, *more: str) -> list[str]:
+    return ["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(run_dir),
+            "--model", "openai:mock", "--base-url", server.base_url, "--cache", "off", *more]
+
+
+def invoke(args: list[str]):
+    return CliRunner().invoke(main, args, env=MODEL_ENV)
+
+
+@pytest.fixture(scope="module")
+def whole(dataset, tmp_path_factory) -> Path:
+    """The dataset run in one process, never interrupted: what every Ray run must equal."""
+    run_dir = tmp_path_factory.mktemp("whole") / "run"
+    with MockOpenAIServer(responder=respond) as server:
+        result = invoke(run_args(dataset, run_dir, server, "--concurrency", "4"))
+    assert result.exit_code == 0, result.output
+    return run_dir
+
+
+def records(run_dir: Path) -> dict[int, dict]:
+    """results.jsonl by row index."""
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    return {record["index"]: record for record in map(json.loads, lines)}
