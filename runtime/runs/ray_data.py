@@ -94,8 +94,9 @@ class Predictor:
 
 def _records(batch: Any) -> list[dict]:
     """The batch's rows as plain dicts (numpy and pandas values as Python's own)."""
-    if hasattr(batch, "to_dict") and hasattr(batch, "columns"):  # a pandas DataFrame
-        batch = {name: batch[name].to_numpy() for name in batch.columns}
+    if hasattr(batch, "to_dict") and hasattr(batch, "columns"):  # a pandas DataFrame: its missing values as None
+        batch = {name: column.astype(object).where(column.notna(), None).tolist()
+                 for name in batch.columns for column in [batch[name]]}
     columns = {name: _plain(values) for name, values in dict(batch).items()}
     size = max((len(values) for values in columns.values()), default=0)
     return [{name: values[i] for name, values in columns.items()} for i in range(size)]

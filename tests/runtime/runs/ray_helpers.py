@@ -20,6 +20,9 @@ needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                reason="Ray is not installed: pip install -e '.[ray]'")
 
 ROWS = 24
+#: Ray gives its nodes the machine's own address, even for 127.0.0.1 ("remotely reachable");
+#: with this off it gives them 127.0.0.1, so every port of the test cluster is on loopback alone.
+LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +31,15 @@ def cluster():
     import ray
     from ray.cluster_utils import Cluster
 
-    saved = {name: os.environ.get(name) for name in MODEL_ENV}
-    os.environ.update(MODEL_ENV)  # the nodes' processes inherit it: the workers' model clients read it
+    from ray._private import ray_constants
+
+    saved = {name: os.environ.get(name) for name in {**MODEL_ENV, **LOOPBACK_ONLY}}
+    os.environ.update({**MODEL_ENV, **LOOPBACK_ONLY})  # the nodes' processes inherit it (model clients read it)
+    was = ray_constants.ENABLE_RAY_CLUSTER  # read when ray was imported: this process's own nodes' address
+    ray_constants.ENABLE_RAY_CLUSTER = False
     nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
+        assert nodes.address.startswith("127.0.0.1:"), nodes.address
         for _ in range(2):
             nodes.add_node(num_cpus=1)
         nodes.wait_for_nodes(timeout=120)
@@ -39,6 +47,7 @@ def cluster():
     finally:
         ray.shutdown()
         nodes.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = was
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
