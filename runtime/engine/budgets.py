@@ -23,7 +23,7 @@ import contextvars
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from decomp.dsl.errors import BudgetExceeded
 from decomp.dsl.sizes import CYCLIC, answer_size, over_answer_limit
@@ -277,6 +277,8 @@ class RowContext:
     occurrences: dict[str, int] = field(default_factory=dict)
     #: Handler calls this row started (every kind).
     handler_calls: int = 0
+    #: Where the run's budgets are counted when its rows run in several processes (None: here).
+    shared: "SharedRun | None" = None
 
     def environment(self, declared: Any, fresh: bool = False) -> Any:
         """The row's instance of the `environment` handler `declared` (made on first use, or
@@ -328,30 +330,26 @@ class RowContext:
             self._service_call(kind)
             return
         if not self.budget.unlimited:
-            self._check_cost(model, price)
+            if self.budget.run_cost is not None and price is None:
+                raise BudgetExceeded(f"budget: --max-cost needs a price for model {model or '(unnamed)'}: give it "
+                                     "price_in and price_out (a model option, or --prices FILE)")
             _check("model calls for this row", self.usage.calls, self.budget.row_calls)
-            _check("model calls for the run", self.run.calls, self.budget.run_calls)
             _check("tokens for this row", self.usage.tokens, self.budget.row_tokens)
-            _check("tokens for the run", self.run.tokens, self.budget.run_tokens)
-            self.run.held += hold
+            if self.shared is None:
+                admit_call(self.budget, self.run, hold)
+            else:
+                self.shared.admit("model", hold)
+                self.run.calls += 1
+            self.usage.calls += 1
+            return
         self.usage.calls += 1
         self.run.calls += 1
-
-    def _check_cost(self, model: str, price: Price | None) -> None:
-        limit = self.budget.run_cost
-        if limit is None:
-            return
-        if price is None:
-            raise BudgetExceeded(f"budget: --max-cost needs a price for model {model or '(unnamed)'}: give it "
-                                 "price_in and price_out (a model option, or --prices FILE)")
-        if self.run.spent + self.run.held >= limit:
-            raise BudgetExceeded(f"budget exhausted: cost for the run reached {limit:g} (spent "
-                                 f"{self.run.spent:.6g}, {self.run.held:.6g} more held by calls in flight; "
-                                 "raise it with --max-cost X)")
 
     def release(self, hold: float) -> None:
         """Give back what `before_call` held for a call that has ended."""
         self.run.held = max(0.0, self.run.held - hold)
+        if self.shared is not None and hold:
+            self.shared.release(hold)
 
     def before_handler_call(self) -> None:
         """Count a handler call about to start (any kind: symbolic ones too), or refuse it when
@@ -359,7 +357,10 @@ class RowContext:
         budget (checked every `MEMORY_EVERY` calls)."""
         budget, run = self.budget, self.run
         _check("handler calls for this row", self.handler_calls, budget.row_handler_calls, "--max-row-handler-calls")
-        _check("handler calls for the run", run.started, budget.run_handler_calls, "--max-handler-calls")
+        if self.shared is not None and budget.run_handler_calls is not None:
+            self.shared.admit("handler", 0.0)
+        else:
+            _check("handler calls for the run", run.started, budget.run_handler_calls, "--max-handler-calls")
         self.handler_calls += 1
         run.started += 1
         if budget.memory_mb is not None and run.started % MEMORY_EVERY == 1:
@@ -403,11 +404,49 @@ class RowContext:
             usage.cache_hits += hits
             if model is not None:
                 usage.request(model, seconds, prompt_tokens, completion_tokens, price)
+        if self.shared is not None and (prompt_tokens or completion_tokens):
+            spent = price.cost(prompt_tokens, completion_tokens) if price is not None and model is not None else 0.0
+            self.shared.charge(prompt_tokens + completion_tokens, spent)
         self.run.changed()
 
     def timed(self, handler: str, seconds: float) -> None:
         self.usage.count(handler, 1, seconds)
         self.run.count(handler, 1, seconds)
+
+
+def admit_call(budget: Budget, run: Usage, hold: float = 0.0) -> None:
+    """Count a model call against the budgets of the whole run `run`, or refuse it (raises
+    `BudgetExceeded`): the money spent and held (`hold` more held for this call until it ends),
+    the model calls and the tokens used so far."""
+    limit = budget.run_cost
+    if limit is not None and run.spent + run.held >= limit:
+        raise BudgetExceeded(f"budget exhausted: cost for the run reached {limit:g} (spent "
+                             f"{run.spent:.6g}, {run.held:.6g} more held by calls in flight; "
+                             "raise it with --max-cost X)")
+    _check("model calls for the run", run.calls, budget.run_calls)
+    _check("tokens for the run", run.tokens, budget.run_tokens)
+    run.held += hold
+    run.calls += 1
+
+
+def admit_handler_call(budget: Budget, run: Usage) -> None:
+    """Count a handler call against the run's handler-call budget, or refuse it."""
+    _check("handler calls for the run", run.started, budget.run_handler_calls, "--max-handler-calls")
+    run.started += 1
+
+
+class SharedRun(Protocol):
+    """The budgets of a whole run whose rows run in several processes (`decomp run --ray`):
+    counted in one place for all of them, so that each means the whole run. `admit` counts a
+    call of `kind` ("model", holding `hold` money until `release`; "handler") or raises
+    `BudgetExceeded` as `admit_call` / `admit_handler_call` would; `charge` adds a call's
+    tokens and cost."""
+
+    def admit(self, kind: str, hold: float) -> None: ...
+
+    def release(self, hold: float) -> None: ...
+
+    def charge(self, tokens: int, spent: float) -> None: ...
 
 
 def _chargeable(tokens: Any) -> int:

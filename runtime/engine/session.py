@@ -22,7 +22,7 @@ from decomp.handlers.workers import workers_scope
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
-from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, Usage, current_row
+from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, SharedRun, Usage, current_row
 from decomp.runtime.engine.cache import StepCache, cache_key
 from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.call import EngineCall, named
@@ -137,6 +137,9 @@ class Session:
         #: have keys of their own, so a retry of a whole run draws new samples, not the cache's.
         self.rollout = rollout
         self.usage = Usage()
+        #: Where the run's budgets are counted when its rows run in several processes
+        #: (`budgets.SharedRun`; None: in this session's `usage`).
+        self.shared_run: SharedRun | None = None
         self._override = model
         #: The secrets of the models and services used so far, masked in every model reply.
         self.secrets = RunSecrets()
@@ -350,7 +353,7 @@ class Session:
     async def arun(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None,
                    index: int = 0) -> RunResult:
         """Run the module's main (or `target`) on one row; errors are caught into the result."""
-        row = RowContext(index, self.budget, self.usage, fields=fields)
+        row = RowContext(index, self.budget, self.usage, fields=fields, shared=self.shared_run)
         token = CURRENT_ROW.set(row)
         trace = TraceNode("row", label=str(fields.get("id", "")))
         try:

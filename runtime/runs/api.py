@@ -162,17 +162,20 @@ class RunOptions:
         cache = None
         if self.cache_mode != "off" and model is None:
             cache = StepCache((self.cache_dir or default_cache_dir()) / "steps.sqlite", self.cache_mode)
-        budget = Budget(self.max_row_calls, self.max_row_tokens, self.max_calls, self.max_tokens,
-                        row_handler_calls=self.max_row_handler_calls, run_handler_calls=self.max_handler_calls,
-                        memory_mb=self.max_memory_mb, answer_mb=self.max_answer_mb, run_cost=self.max_cost)
         settings = ModelSettings(base_url=self.base_url, transport=self.transport,
                                  attempt_deadline=self.attempt_deadline, call_deadline=self.call_deadline)
         return Session(model=model or self.model, settings=settings,
                        scheduler=Scheduler(self.concurrency, rpm=self.rpm, tpm=self.tpm), cache=cache,
-                       budget=budget, max_depth=self.max_depth, max_steps=self.max_steps,
+                       budget=self.budget(), max_depth=self.max_depth, max_steps=self.max_steps,
                        handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb,
                        prices=load_prices(self.prices) if self.prices is not None else None,
                        temperature=self.temperature, rollout=self.rollout)
+
+    def budget(self) -> Budget:
+        """The budgets these options set, per row and for the run."""
+        return Budget(self.max_row_calls, self.max_row_tokens, self.max_calls, self.max_tokens,
+                      row_handler_calls=self.max_row_handler_calls, run_handler_calls=self.max_handler_calls,
+                      memory_mb=self.max_memory_mb, answer_mb=self.max_answer_mb, run_cost=self.max_cost)
 
     @classmethod
     def of(cls, session: Session) -> "RunOptions":
@@ -286,8 +289,8 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
               (`decomp run --offset K --limit N`; limit None: to the end), recorded in
               run.json's options; `resume` is refused for another window
     cluster:  run the rows on Ray actors (`decomp run --ray [ADDRESS]`; `ray_rows.Cluster`):
-              this process keeps the run directory, the limits hold for the whole run. Needs
-              `program` as a path and no `session` of one's own
+              this process keeps the run directory, the limits and budgets hold for the whole
+              run. Needs `program` as a path and no `session` of one's own
 
     Returns the `RunSummary` (its `to_dict()` is the line `decomp run` prints). A row that fails
     is recorded in its line and the run goes on. Raises `DecompError` for a program that does
@@ -334,8 +337,6 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
         raise TypeError("a run on Ray loads the program in every worker: give the program as a path, and "
                         "model and options, not a session, a loaded module or a Model instance")
     session, options = _session(program, model, options, session)
-    if cluster is not None:
-        _check_cluster_budgets(options)
     loaded, path = _load(session, program, main)
     fields = dict(fields or {})
     recorded = {**options.to_dict(), "model": session.default_model_spec(loaded), **trust_record()}
@@ -376,19 +377,6 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
     if output is not None:
         _write_lines(output, run.records())
     return RunSummary(run.path, summary, output, tuple(run.notes))
-
-
-#: Budgets of a whole run, by the flag that sets them: not yet shared across the workers of a Ray run.
-_RUN_BUDGETS = {"max_calls": "--max-calls", "max_tokens": "--max-tokens", "max_cost": "--max-cost",
-                "max_handler_calls": "--max-handler-calls"}
-
-
-def _check_cluster_budgets(options: RunOptions) -> None:
-    """Refuse the budgets of a whole run on Ray: each worker would count only its own rows."""
-    given = [flag for name, flag in _RUN_BUDGETS.items() if getattr(options, name) is not None]
-    if given:
-        raise ValueError(f"{', '.join(given)}: a budget of the whole run cannot be held across Ray workers yet "
-                         "(each would count only its own rows); run without --ray, or use the per-row budgets")
 
 
 def user_folders(fields: Mapping[str, Any] | None) -> list[Path]:

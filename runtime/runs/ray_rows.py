@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from decomp.dsl.errors import DecompError
+from decomp.dsl.errors import BudgetExceeded, DecompError
+from decomp.runtime.engine.budgets import Budget, ModelUsage, Usage, admit_call, admit_handler_call
 from decomp.runtime.engine.scheduler import PrioritySemaphore, RateLimit, Scheduler
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.batch import BatchSummary, _run_row
@@ -174,11 +175,69 @@ class ClusterScheduler(Scheduler):
         self._limiter.release.remote(endpoint, self._holder)
 
 
-def worker_session(spec: WorkerSpec, limiter: Any | None, holder: str = "") -> tuple[Any, Any, contextlib.ExitStack]:
+class RunLedger:
+    """The budgets of the whole run, for every worker (`--max-calls`, `--max-tokens`,
+    `--max-cost`, `--max-handler-calls`): each worker's calls are admitted and counted here, one
+    at a time, by the same rules as in one process (`budgets.admit_call`, `admit_handler_call`)."""
+
+    def __init__(self, budget: Budget):
+        self.budget, self.run = budget, Usage()
+        self.run.models["run"] = ModelUsage()  # the money spent, over every model
+
+    def admit(self, kind: str, hold: float) -> str | None:
+        """Count a call of `kind` ("model" or "handler"); the reason it is refused, or None."""
+        try:
+            if kind == "model":
+                admit_call(self.budget, self.run, hold)
+            else:
+                admit_handler_call(self.budget, self.run)
+        except BudgetExceeded as err:
+            return err.message
+        return None
+
+    def release(self, hold: float) -> None:
+        self.run.held = max(0.0, self.run.held - hold)
+
+    def charge(self, tokens: int, spent: float) -> None:
+        self.run.prompt_tokens += tokens
+        self.run.models["run"].spent += spent
+
+    def totals(self) -> dict[str, float]:
+        """What the run used so far: model calls, tokens, handler calls, money."""
+        run = self.run
+        return {"calls": run.calls, "tokens": run.tokens, "handler_calls": run.started, "spent": run.spent}
+
+
+class LedgerClient:
+    """A worker's side of the `RunLedger` actor (`budgets.SharedRun`): a call is admitted there
+    before it is made (a round trip, waited for: only runs with a budget of the whole run pay
+    it), and its tokens and cost are sent on without waiting."""
+
+    def __init__(self, ledger: Any):
+        self._ledger = ledger
+
+    def admit(self, kind: str, hold: float) -> None:
+        refused = ray_module().get(self._ledger.admit.remote(kind, hold))
+        if refused is not None:
+            raise BudgetExceeded(refused)
+
+    def release(self, hold: float) -> None:
+        self._ledger.release.remote(hold)
+
+    def charge(self, tokens: int, spent: float) -> None:
+        self._ledger.charge.remote(tokens, spent)
+
+
+#: The budgets of a whole run (`RunOptions` names): counted by a `RunLedger` when any is set.
+RUN_BUDGETS = ("max_calls", "max_tokens", "max_cost", "max_handler_calls")
+
+
+def worker_session(spec: WorkerSpec, limiter: Any | None, holder: str = "",
+                   ledger: Any | None = None) -> tuple[Any, Any, contextlib.ExitStack]:
     """What a worker process runs rows with: a session of `spec.options` (its scheduler taking
-    its slots at `limiter`, the run's `Limiter` actor, in the name `holder`, when one is given),
-    the program loaded in it, and the trust the driver had, held open until the returned stack
-    is closed."""
+    its slots at `limiter`, the run's `Limiter` actor, in the name `holder`, when one is given;
+    the run's budgets counted at `ledger`, a `RunLedger` actor, when one is given), the program
+    loaded in it, and the trust the driver had, held open until the returned stack is closed."""
     from decomp.handlers.trust import allowing
     from decomp.runtime.runs.api import _load
 
@@ -187,6 +246,8 @@ def worker_session(spec: WorkerSpec, limiter: Any | None, holder: str = "") -> t
     session = spec.options.session()
     if limiter is not None:
         session.scheduler = ClusterScheduler(limiter, spec.options.concurrency, holder)
+    if ledger is not None:
+        session.shared_run = LedgerClient(ledger)
     module, _ = _load(session, Path(spec.program), spec.main)
     return session, module, trust
 
@@ -196,8 +257,8 @@ class RowWorker:
     `run` runs one row as `batch.run_rows` would and returns its record and trace (as a dict);
     `close` commits the worker's step cache and closes its clients."""
 
-    def __init__(self, spec: WorkerSpec, limiter: Any, name: str):
-        self.session, self.module, self._trust = worker_session(spec, limiter, name)
+    def __init__(self, spec: WorkerSpec, limiter: Any, name: str, ledger: Any = None):
+        self.session, self.module, self._trust = worker_session(spec, limiter, name, ledger)
 
     async def run(self, row: Row) -> tuple[dict, dict]:
         record, trace = await _run_row(self.session, self.module, row)
@@ -235,6 +296,9 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
     workers = cluster.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     per_worker = cluster.per_worker or max(2, -(-options.concurrency // workers))
     limiter = shared_limits(options.concurrency, options.rpm, options.tpm)
+    ledger = None
+    if any(getattr(options, name) is not None for name in RUN_BUDGETS):
+        ledger = ray.remote(RunLedger).options(num_cpus=0).remote(options.budget())
     worker_class = ray.remote(RowWorker).options(max_concurrency=per_worker + 1, max_restarts=0,
                                                   max_task_retries=0, num_cpus=1)  # one per CPU: spread over the nodes
     actors: list[Any] = [None] * workers
@@ -242,7 +306,7 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
 
     def start(slot: int) -> None:  # a worker, named so that the limiter can forget it when it dies
         names[slot] = f"worker-{slot}-{uuid.uuid4().hex[:12]}"
-        actors[slot] = worker_class.remote(spec, limiter, names[slot])
+        actors[slot] = worker_class.remote(spec, limiter, names[slot], ledger)
 
     for slot in range(workers):
         start(slot)
@@ -294,8 +358,10 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
         for actor in actors:
             with contextlib.suppress(Exception):
                 ray.kill(actor)
-        with contextlib.suppress(Exception):
-            ray.kill(limiter)
+        for actor in (limiter, ledger):
+            if actor is not None:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor)
     summary.seconds = time.perf_counter() - started
     return summary
 

@@ -104,12 +104,42 @@ def test_ray_options_are_for_ray_dataset_runs(dataset, tmp_path):
 
 
 @needs_ray
-def test_a_budget_of_the_whole_run_is_refused_on_ray_not_split(dataset, tmp_path):
-    result = invoke(["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(tmp_path / "r"),
-                     "--ray", "--max-calls", "10"])
-    assert result.exit_code == 1 and "--max-calls: a budget of the whole run cannot be held across Ray " \
-        "workers yet" in result.output
-    assert not (tmp_path / "r").exists()
+@pytest.mark.slow
+def test_the_budgets_of_a_whole_run_hold_across_the_workers(cluster, dataset, tmp_path):
+    """--max-calls 50 over three workers: 50 calls are admitted, no more requests reach the
+    server (a call admitted may yet be cancelled, as in one process), and the rows refused say
+    which budget; --max-handler-calls likewise. Rows that end in an error make the status 3."""
+    ray_args = ["--concurrency", "6", "--ray", cluster.address, "--ray-workers", "3"]
+    with MockOpenAIServer(responder=respond, latency=0.02) as server:
+        calls = invoke([*run_args(dataset, tmp_path / "calls", server), *ray_args, "--max-calls", "50"])
+        sent = server.stats()["requests"]
+        handlers = invoke([*run_args(dataset, tmp_path / "handlers", server), *ray_args, "--max-handler-calls", "60"])
+    assert calls.exit_code == 3 and handlers.exit_code == 3, calls.output + handlers.output
+    assert json.loads(calls.stdout.strip().splitlines()[-1])["calls"] == 50 >= sent > 40
+    assert 50 < json.loads(handlers.stdout.strip().splitlines()[-1])["handler_calls"] <= 60
+    for run_dir, refusal in [(tmp_path / "calls", "budget exhausted: model calls for the run reached 50"),
+                             (tmp_path / "handlers", "budget exhausted: handler calls for the run reached 60")]:
+        errors = [r["error"] for r in records(run_dir).values() if r.get("error")]
+        assert errors and all(refusal in error for error in errors), errors
+        assert len(records(run_dir)) == ROWS  # every row has its line, refused ones too
+
+
+def test_the_run_ledger_admits_by_the_rules_of_one_process():
+    from decomp.runtime.engine.budgets import Budget
+    from decomp.runtime.runs.ray_rows import RunLedger
+
+    ledger = RunLedger(Budget(run_calls=2, run_handler_calls=1))
+    assert ledger.admit("model", 0.0) is None and ledger.admit("model", 0.0) is None
+    assert ledger.admit("model", 0.0) == "budget exhausted: model calls for the run reached 2"
+    assert ledger.admit("handler", 0.0) is None
+    assert "handler calls for the run reached 1 (raise it with --max-handler-calls N)" in ledger.admit("handler", 0)
+    money = RunLedger(Budget(run_cost=1.0))
+    assert money.admit("model", 0.6) is None  # 0.6 held while the call is in flight
+    assert money.admit("model", 0.6) is None  # 0.6 < 1.0: a second may start
+    assert "cost for the run reached 1" in money.admit("model", 0.1)
+    money.release(0.6), money.release(0.6), money.charge(100, 0.5)
+    assert money.admit("model", 0.4) is None and money.totals() == {"calls": 3, "tokens": 100, "handler_calls": 0,
+                                                                     "spent": 0.5}
 
 
 def test_a_dead_workers_slots_go_back_to_the_run():
