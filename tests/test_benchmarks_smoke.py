@@ -229,3 +229,15 @@ def test_local_model_benchmark_compares_the_old_and_new_paths(elsewhere):
     assert figures["calls"] >= 3 and 0 < figures["evaluated_tokens_per_call"] <= figures["prompt_tokens_per_call"]
     assert isinstance(record["answers_identical"], bool) and set(figures["batch_step_ms"]) == {"1", "2", "4"}
     assert record["answers_identical_fresh"] is True and figures["rows_differing_fresh"] == 0  # reuse alone
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed: pip install -e '.[ray]'")
+def test_ray_scale(elsewhere):
+    r = _run("ray_scale", "--rows", "6", "--latency", "0.01", "--concurrency", "3", "--workers", "1,2", "--cpus", "2",
+             cwd=elsewhere)
+    assert r["rows"] == 6 and r["workers"] == [1, 2] and r["failed"] == 0
+    assert set(r["rows_per_s"]) == set(r["ratio"]) == {"process", "1", "2"}
+    assert r["calls"] == {"process": 66, "1": 66, "2": 66}  # 11 calls a row, the same on Ray
+    assert all(value > 0 for value in r["rows_per_s"].values()) and all(v >= 1 for v in r["ratio"].values())
+    assert 1 <= r["max_in_flight"] <= 3

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from decomp.dsl.errors import DecompError
 from decomp.dsl.redact import redact_url
 from decomp.handlers.trust import allowed_now, allowing
 from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS, Budget
@@ -38,6 +37,7 @@ from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE, Model, ModelSettings
 from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs.batch import run_rows
+from decomp.runtime.runs.programs import PROGRAMS_DIR, find_program, load_program, use_main
 from decomp.runtime.runs.ray_rows import Cluster, WorkerSpec, run_rows_on_ray
 from decomp.runtime.runs.datasets import window, Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
@@ -57,35 +57,6 @@ from decomp.runtime.runs.rundir import (
 
 __all__ = ["PROGRAMS_DIR", "RunOptions", "RunSummary", "arun_dataset", "find_program", "run_dataset", "use_main",
            "user_folders", "with_fields"]
-
-#: The bundled programs (`decomp programs` lists them); a program name may be one of them.
-PROGRAMS_DIR = Path(__file__).resolve().parents[2] / "programs"
-
-
-def find_program(name: str | Path) -> Path:
-    """`name` as a path when it exists, else the bundled program it names, such as
-    `decomp/letter_cat_symbolic` (with or without `.decomp`); a `DecompError` otherwise."""
-    path = Path(name)
-    if path.exists():
-        return path
-    text = str(name)
-    bundled = PROGRAMS_DIR / (text if text.endswith(".decomp") else text + ".decomp")
-    if bundled.is_file():
-        return bundled
-    raise DecompError(f"no such file or bundled program: {name} (see `decomp programs`)")
-
-
-def use_main(loaded: LoadedModule, main: str | None, program: str | Path | None = None) -> LoadedModule:
-    """`loaded` running its program or handler `main` instead of its `main` line (a copy;
-    `loaded` itself is unchanged); `loaded` when `main` is None. A `DecompError` names the
-    programs and handlers there are when `main` is none of them."""
-    if main is None:
-        return loaded
-    if main not in loaded.handlers:
-        raise DecompError(f"{program if program is not None else loaded.path} has no program or handler named "
-                          f"'{main}' (it has: {', '.join(sorted(loaded.handlers))})")
-    return dataclasses.replace(loaded, main=main)
-
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -337,7 +308,7 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
         raise TypeError("a run on Ray loads the program in every worker: give the program as a path, and "
                         "model and options, not a session, a loaded module or a Model instance")
     session, options = _session(program, model, options, session)
-    loaded, path = _load(session, program, main)
+    loaded, path = load_program(session, program, main)
     fields = dict(fields or {})
     recorded = {**options.to_dict(), "model": session.default_model_spec(loaded), **trust_record()}
     if fields:
@@ -445,14 +416,6 @@ def _session(program, model, options: RunOptions | None, session: Session | None
     if model is not None:
         options = dataclasses.replace(options, model=model)
     return options.session(), options
-
-
-def _load(session: Session, program, main: str | None) -> tuple[LoadedModule, Path]:
-    """The module to run (with `main` chosen) and the path of its main file."""
-    if isinstance(program, LoadedModule):
-        return use_main(program, main), Path(program.path)
-    path = find_program(program)
-    return use_main(session.load(path), main, path), path
 
 
 def _open_run(program: Path, data: Path, manifest: dict, files, run_dir: str | Path | None, resume: bool,

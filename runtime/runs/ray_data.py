@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping
 
 from decomp.runtime.runs.batch import _run_row
 from decomp.runtime.runs.datasets import Row
+from decomp.runtime.runs.programs import find_program
 from decomp.runtime.runs.ray_rows import WorkerSpec, shared_limits, worker_session
 
 __all__ = ["COLUMNS", "Predictor", "shared_limits"]
@@ -54,7 +55,7 @@ class Predictor:
 
     def __init__(self, program: str | Path, *, main: str | None = None, options: Any = None,
                  limits: Any = None, trust: Iterable[str] = (), roots: Iterable[str | Path] = ()):
-        from decomp.runtime.runs.api import RunOptions, find_program
+        from decomp.runtime.runs.api import RunOptions
 
         spec = WorkerSpec(str(find_program(program)), main, options if options is not None else RunOptions(),
                           tuple(trust), tuple(str(root) for root in roots))

@@ -33,6 +33,7 @@ from decomp.runtime.engine.scheduler import PrioritySemaphore, RateLimit, Schedu
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.batch import BatchSummary, _run_row
 from decomp.runtime.runs.datasets import Row
+from decomp.runtime.runs.programs import load_program
 
 INSTALL_HINT = "Ray is not installed: pip install 'decomp-lang[ray]'"
 
@@ -239,7 +240,6 @@ def worker_session(spec: WorkerSpec, limiter: Any | None, holder: str = "",
     the run's budgets counted at `ledger`, a `RunLedger` actor, when one is given), the program
     loaded in it, and the trust the driver had, held open until the returned stack is closed."""
     from decomp.handlers.trust import allowing
-    from decomp.runtime.runs.api import _load
 
     trust = contextlib.ExitStack()
     trust.enter_context(allowing(spec.trust, spec.roots))
@@ -248,7 +248,7 @@ def worker_session(spec: WorkerSpec, limiter: Any | None, holder: str = "",
         session.scheduler = ClusterScheduler(limiter, spec.options.concurrency, holder)
     if ledger is not None:
         session.shared_run = LedgerClient(ledger)
-    module, _ = _load(session, Path(spec.program), spec.main)
+    module, _ = load_program(session, Path(spec.program), spec.main)
     return session, module, trust
 
 
@@ -318,6 +318,7 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
     again: deque[Row] = deque()  # rows of a worker that died, sent first
     held: dict[asyncio.Future, tuple[int, str, Row]] = {}  # a row's result -> (worker slot, its name, row)
     load = [0] * workers
+    deaths = 0  # workers that died since a row last came back
 
     def next_row() -> Row | None:
         return again.popleft() if again else next(todo, None)
@@ -340,14 +341,17 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
                 load[slot] -= 1
                 try:
                     record, trace = future.result()
-                except ray.exceptions.RayActorError:  # the worker died: the row goes to another
+                except ray.exceptions.RayActorError as err:  # the worker died: the row goes to another
                     again.append(row)
                     if names[slot] == name:  # the first of its rows to come back: replace it
+                        deaths += 1
+                        _check_death(err, deaths, workers)
                         limiter.forget.remote(name)  # the slots it held, and those it waited for
                         start(slot)
                         if on_workers is not None:
                             on_workers(actors)
                     continue
+                deaths = 0
                 summary.rows += 1
                 summary.failed += "error" in record
                 sink(record, TraceNode.from_dict(trace))
@@ -364,6 +368,22 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
                     ray.kill(actor)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+#: Workers (per worker of the run) that may die one after another, no row coming back between
+#: them, before the run stops: a node that kills every worker it starts would loop for ever.
+DEATHS_PER_WORKER = 3
+
+
+def _check_death(err: Exception, deaths: int, workers: int) -> None:
+    """Stop the run (a `RayError`) when a worker could not start (the program does not load
+    there) or when workers keep dying with no row coming back."""
+    said = [line.strip() for line in str(err).splitlines() if line.strip()]
+    if getattr(err, "actor_init_failed", False):
+        raise RayError(f"a Ray worker could not load the program: {said[-1] if said else err}")
+    if deaths > DEATHS_PER_WORKER * workers:
+        raise RayError(f"{deaths} Ray workers died one after another with no row done; the last: "
+                       f"{' '.join(said[:3])}")
 
 
 #: Seconds the workers have to commit their step caches and close their clients at the end.

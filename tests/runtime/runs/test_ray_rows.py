@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -169,6 +168,7 @@ def test_a_dead_workers_slots_go_back_to_the_run():
 @pytest.mark.slow
 def test_a_driver_killed_mid_run_is_resumed_sending_only_the_missing_rows(cluster, dataset, whole, tmp_path):
     run_dir = tmp_path / "run"
+    since = time.time()
     with MockOpenAIServer(responder=respond, latency=0.02) as server:
         killed = subprocess.run([sys.executable, str(HOOKED), "trace-only", "8", *run_args(dataset, run_dir, server),
                                  "--concurrency", "4", "--ray", cluster.address, "--ray-workers", "2"],
@@ -177,6 +177,10 @@ def test_a_driver_killed_mid_run_is_resumed_sending_only_the_missing_rows(cluste
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         kept = records(run_dir)
         assert len(kept) == 7
+        deadline = time.monotonic() + 60  # Ray ends the dead driver's workers soon, not at once
+        while (row_workers(since) or server.stats()["in_flight"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not row_workers(since), "the killed driver's workers still run"
         server.reset_stats()
         result = invoke([*run_args(dataset, run_dir, server), "--concurrency", "4", "--resume", "--ray",
                          cluster.address])
@@ -202,3 +206,24 @@ def test_a_rerun_on_the_same_node_is_served_from_the_step_cache(cluster, dataset
     assert calls > 0 and summary["calls"] == 0 and summary["cache_hits"] == calls
     assert {i: r["answer"] for i, r in records(tmp_path / "again").items()} == \
            {i: r["answer"] for i, r in records(whole).items()}
+
+
+@needs_ray
+def test_workers_that_cannot_load_the_program_stop_the_run_with_the_reason(cluster, tmp_path):
+    """Every node must see the program at the driver's path: where one does not, its workers
+    die in their constructor, and the run stops saying why rather than replacing them for ever."""
+    import ray
+
+    from decomp.runtime.runs.api import RunOptions
+    from decomp.runtime.runs.datasets import Row
+    from decomp.runtime.runs.ray_rows import Cluster, RayError, WorkerSpec, run_rows_on_ray
+
+    if not ray.is_initialized():
+        ray.init(address=cluster.address, log_to_driver=False)
+    spec = WorkerSpec(str(tmp_path / "gone.decomp"), None, RunOptions(cache_mode="off"))
+    rows = [Row(i, f"r{i}", {"question": "q"}, None) for i in range(4)]
+    got: list = []
+    with pytest.raises(RayError, match="a Ray worker could not load the program: .*gone.decomp"):
+        asyncio.run(run_rows_on_ray(spec, rows, lambda record, trace: got.append(record),
+                                    cluster=Cluster(cluster.address, workers=2)))
+    assert got == []
