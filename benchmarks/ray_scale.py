@@ -13,7 +13,8 @@ line: `rows_per_s` and `ratio` (wall / bound) per number of workers, `max_in_fli
 requests the server saw at once, over every run: never above C), the driver's CPU per row
 (`driver_cpu_ms_per_row`: this process, Ray's threads in it included), and
 `driver_rows_per_cpu_s`, the rows per second at which the driver would be busy all the time:
-what one driver can feed before it becomes the limit.
+what one driver can feed before it becomes the limit. `startup_s`: what starting the workers
+adds to a run (a one-row run on Ray, less the same row in this process), part of each wall time.
 
     python benchmarks/ray_scale.py [--rows 200] [--latency 0.1] [--concurrency 16] [--workers 1,2,4]
 """
@@ -50,16 +51,21 @@ def main(argv: list[str] | None = None) -> dict:
     record: dict = {"benchmark": "ray_scale", "rows": args.rows, "latency_s": args.latency,
                     "concurrency": args.concurrency, "cpus": args.cpus, "workers": counts, "rows_per_s": {},
                     "ratio": {}, "wall_s": {}, "driver_cpu_ms_per_row": {}, "driver_rows_per_cpu_s": {},
-                    "max_in_flight": 0, "failed": 0, "calls": {}}
+                    "startup_s": {}, "max_in_flight": 0, "failed": 0, "calls": {}}
     with tempfile.TemporaryDirectory() as tmp, mock_server(args.latency) as server:
-        data = Path(tmp) / "rows.jsonl"
+        data, one_row = Path(tmp) / "rows.jsonl", Path(tmp) / "one.jsonl"
         data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        one_row.write_text(json.dumps(make_rows(1, args.words, args.seed + 1)[0]) + "\n")
         warm_up(server.base_url)
         ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
         try:
+            alone = _run(server, one_row, Path(tmp) / "one-0", 0, args)["wall_s"]
             for workers in [0, *counts]:
-                one = _run(server, data, Path(tmp) / f"run-{workers}", workers, args)
                 key = "process" if workers == 0 else str(workers)
+                if workers:  # starting the workers: a one-row run's wall time over one row's in this process
+                    started = _run(server, one_row, Path(tmp) / f"one-{workers}", workers, args)["wall_s"]
+                    record["startup_s"][key] = round(started - alone, 3)
+                one = _run(server, data, Path(tmp) / f"run-{workers}", workers, args)
                 for name in ("rows_per_s", "ratio", "wall_s", "driver_cpu_ms_per_row", "driver_rows_per_cpu_s",
                              "calls"):
                     record[name][key] = one[name]

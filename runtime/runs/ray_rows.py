@@ -71,7 +71,8 @@ class Cluster:
     """Where a run's rows go: `address` of a Ray cluster (`auto`, `ray://HOST:PORT`,
     `HOST:PORT`; None: a local Ray instance started for the run, or the one this process has
     joined already), `workers` actors (None: one per CPU of the cluster), each holding at most
-    `per_worker` rows at once (None: the run's concurrency over the workers, at least 2)."""
+    `per_worker` rows at once (None: four times the run's concurrency over the workers, at
+    least 2: a row waiting on its own earlier calls leaves slots to the others' rows)."""
 
     address: str | None = None
     workers: int | None = None
@@ -294,7 +295,7 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
             raise RayError(f"cannot reach the Ray cluster at {cluster.address}: {err}") from None
     options = spec.options
     workers = cluster.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    per_worker = cluster.per_worker or max(2, -(-options.concurrency // workers))
+    per_worker = cluster.per_worker or max(2, -(-4 * options.concurrency // workers))
     limiter = shared_limits(options.concurrency, options.rpm, options.tpm)
     ledger = None
     if any(getattr(options, name) is not None for name in RUN_BUDGETS):
