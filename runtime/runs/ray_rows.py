@@ -8,11 +8,15 @@ driver as the row ends and go to its sink (the run directory), exactly as in one
 
 Limits hold for the whole run: one `Limiter` actor holds the run's concurrency limit and its
 requests- and tokens-per-minute limits per endpoint, and every worker's scheduler
-(`ClusterScheduler`) takes its slots there; `max_in_flight` is counted there too.
+(`ClusterScheduler`) takes its slots there; `max_in_flight` is counted there too. The budgets
+of the whole run (`--max-calls` and the like) are counted by one `RunLedger` actor, which every
+worker's rows ask before each call (`budgets.SharedRun`).
 
 A worker that dies (its process killed, its node lost) loses no row: the rows it held are
-handed to the others (and a new worker takes its place), and a row is sent to the sink only
-once, when a worker returned it. An error in a row stays that row's error.
+handed to the others, a new worker takes its place, the limiter takes back the slots it held,
+and a row is sent to the sink only once, when a worker returned it. An error in a row stays
+that row's error. A worker that cannot load the program, or workers that keep dying with no
+row done, stop the run with a `RayError` (the run directory can be resumed).
 
 Ray is an optional extra (`pip install 'decomp-lang[ray]'`).
 """
@@ -294,81 +298,110 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
         except ConnectionError as err:
             raise RayError(f"cannot reach the Ray cluster at {cluster.address}: {err}") from None
     options = spec.options
-    workers = cluster.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    per_worker = cluster.per_worker or max(2, -(-4 * options.concurrency // workers))
+    count = cluster.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     limiter = shared_limits(options.concurrency, options.rpm, options.tpm)
     ledger = None
     if any(getattr(options, name) is not None for name in RUN_BUDGETS):
         ledger = ray.remote(RunLedger).options(num_cpus=0).remote(options.budget())
-    worker_class = ray.remote(RowWorker).options(max_concurrency=per_worker + 1, max_restarts=0,
-                                                  max_task_retries=0, num_cpus=1)  # one per CPU: spread over the nodes
-    actors: list[Any] = [None] * workers
-    names: list[str] = [""] * workers
-
-    def start(slot: int) -> None:  # a worker, named so that the limiter can forget it when it dies
-        names[slot] = f"worker-{slot}-{uuid.uuid4().hex[:12]}"
-        actors[slot] = worker_class.remote(spec, limiter, names[slot], ledger)
-
-    for slot in range(workers):
-        start(slot)
-    if on_workers is not None:
-        on_workers(actors)
+    pool = _Workers(ray, spec, count, cluster.per_worker or max(2, -(-4 * options.concurrency // count)),
+                    limiter, ledger, on_workers)
     summary = BatchSummary()
     started = time.perf_counter()
     todo: Iterator[Row] = (row for row in rows if row.index not in skip)
     again: deque[Row] = deque()  # rows of a worker that died, sent first
-    held: dict[asyncio.Future, tuple[int, str, Row]] = {}  # a row's result -> (worker slot, its name, row)
-    load = [0] * workers
-    deaths = 0  # workers that died since a row last came back
 
     def next_row() -> Row | None:
         return again.popleft() if again else next(todo, None)
 
-    def hand_out() -> None:
-        for slot in range(workers):
-            while load[slot] < per_worker:
+    try:
+        pool.hand_out(next_row)
+        while pool.held:
+            done, _ = await asyncio.wait(pool.held, return_when=asyncio.FIRST_COMPLETED)
+            for future in done:
+                ran, row = pool.returned(future)
+                if ran is None:  # its worker died: the row goes to another
+                    again.append(row)
+                    continue
+                summary.rows += 1
+                summary.failed += "error" in ran[0]
+                sink(ran[0], TraceNode.from_dict(ran[1]))
+            pool.hand_out(next_row)
+        summary.max_in_flight = await limiter.max_in_flight.remote()
+        await pool.close()
+    finally:
+        pool.kill(limiter, ledger)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+class _Workers:
+    """The run's `RowWorker` actors, each named (so that the limiter can forget a dead one) and
+    holding at most `per_worker` rows; `held` maps each row's pending result to (slot, the
+    worker's name, row)."""
+
+    def __init__(self, ray: Any, spec: WorkerSpec, count: int, per_worker: int, limiter: Any, ledger: Any,
+                 on_workers: Callable[[list], None] | None):
+        self.ray, self.spec, self.per_worker = ray, spec, per_worker
+        self.limiter, self.ledger, self.on_workers = limiter, ledger, on_workers
+        self.actor_class = ray.remote(RowWorker).options(max_concurrency=per_worker + 1, max_restarts=0,
+                                                         max_task_retries=0, num_cpus=1)  # one per CPU: spread
+        self.actors: list[Any] = [None] * count
+        self.names = [""] * count
+        self.load = [0] * count
+        self.held: dict[asyncio.Future, tuple[int, str, Row]] = {}
+        self.deaths = 0  # workers that died since a row last came back
+        for slot in range(count):
+            self._start(slot)
+        self._tell()
+
+    def _start(self, slot: int) -> None:
+        self.names[slot] = f"worker-{slot}-{uuid.uuid4().hex[:12]}"
+        self.actors[slot] = self.actor_class.remote(self.spec, self.limiter, self.names[slot], self.ledger)
+
+    def _tell(self) -> None:
+        if self.on_workers is not None:
+            self.on_workers(self.actors)
+
+    def hand_out(self, next_row: Callable[[], Row | None]) -> None:
+        """Give each worker rows until it holds `per_worker` or none are left."""
+        for slot, actor in enumerate(self.actors):
+            while self.load[slot] < self.per_worker:
                 row = next_row()
                 if row is None:
                     return
-                held[asyncio.wrap_future(actors[slot].run.remote(row).future())] = (slot, names[slot], row)
-                load[slot] += 1
+                self.held[asyncio.wrap_future(actor.run.remote(row).future())] = (slot, self.names[slot], row)
+                self.load[slot] += 1
 
-    try:
-        hand_out()
-        while held:
-            done, _ = await asyncio.wait(held, return_when=asyncio.FIRST_COMPLETED)
-            for future in done:
-                slot, name, row = held.pop(future)
-                load[slot] -= 1
-                try:
-                    record, trace = future.result()
-                except ray.exceptions.RayActorError as err:  # the worker died: the row goes to another
-                    again.append(row)
-                    if names[slot] == name:  # the first of its rows to come back: replace it
-                        deaths += 1
-                        _check_death(err, deaths, workers)
-                        limiter.forget.remote(name)  # the slots it held, and those it waited for
-                        start(slot)
-                        if on_workers is not None:
-                            on_workers(actors)
-                    continue
-                deaths = 0
-                summary.rows += 1
-                summary.failed += "error" in record
-                sink(record, TraceNode.from_dict(trace))
-            hand_out()
-        summary.max_in_flight = await limiter.max_in_flight.remote()
-        await _close(actors)
-    finally:
-        for actor in actors:
-            with contextlib.suppress(Exception):
-                ray.kill(actor)
-        for actor in (limiter, ledger):
+    def returned(self, future: asyncio.Future) -> tuple[tuple[dict, dict] | None, Row]:
+        """A row's (record, trace) and the row; None for a row whose worker died (the worker is
+        replaced when the first of its rows comes back, its slots given back to the run)."""
+        slot, name, row = self.held.pop(future)
+        self.load[slot] -= 1
+        try:
+            ran = future.result()
+        except self.ray.exceptions.RayActorError as err:
+            if self.names[slot] == name:
+                self.deaths += 1
+                _check_death(err, self.deaths, len(self.actors))
+                self.limiter.forget.remote(name)  # the slots it held, and those it waited for
+                self._start(slot)
+                self._tell()
+            return None, row
+        self.deaths = 0
+        return ran, row
+
+    async def close(self) -> None:
+        """Let every worker close (its step cache committed); one that died or hangs is left."""
+        closing = [asyncio.wrap_future(actor.close.remote().future()) for actor in self.actors]
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), CLOSE_SECONDS)
+
+    def kill(self, *others: Any) -> None:
+        """End every worker and the `others` actors (None ones skipped)."""
+        for actor in [*self.actors, *others]:
             if actor is not None:
                 with contextlib.suppress(Exception):
-                    ray.kill(actor)
-    summary.seconds = time.perf_counter() - started
-    return summary
+                    self.ray.kill(actor)
 
 
 #: Workers (per worker of the run) that may die one after another, no row coming back between
@@ -389,10 +422,3 @@ def _check_death(err: Exception, deaths: int, workers: int) -> None:
 
 #: Seconds the workers have to commit their step caches and close their clients at the end.
 CLOSE_SECONDS = 30.0
-
-
-async def _close(actors: list) -> None:
-    """Let every worker close (its step cache committed); one that died or hangs is left."""
-    closing = [asyncio.wrap_future(actor.close.remote().future()) for actor in actors]
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), CLOSE_SECONDS)
