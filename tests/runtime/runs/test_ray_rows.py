@@ -227,3 +227,24 @@ def test_workers_that_cannot_load_the_program_stop_the_run_with_the_reason(clust
         asyncio.run(run_rows_on_ray(spec, rows, lambda record, trace: got.append(record),
                                     cluster=Cluster(cluster.address, workers=2)))
     assert got == []
+
+
+@needs_ray
+@pytest.mark.slow
+def test_ray_without_an_address_starts_a_local_instance_for_the_run(tmp_path):
+    """`--ray` alone: a Ray instance of this machine, started by the run and gone with it (a
+    command of its own, so that no Ray is joined already; every node on 127.0.0.1)."""
+    from ray_helpers import LOOPBACK_ONLY
+
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f'Take the letters at position 1 of the words in '
+                                        f'"Alan Mathison Turing{" Jr" * i}" and concatenate them using a comma.',
+                                        "answer": "A,M,T" + ",J" * i}) + "\n" for i in range(4)))
+    done = subprocess.run([sys.executable, "-m", "decomp.runtime.cli", "run", "decomp/letter_cat_symbolic", "--input",
+                           str(data), "--run-dir", str(tmp_path / "run"), "--cache", "off", "--ray", "--ray-workers",
+                           "2"], capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **LOOPBACK_ONLY})
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["rows"] == 4 and summary["failed"] == 0 and summary["score"] == 1.0
+    assert sorted(records(tmp_path / "run")) == [0, 1, 2, 3]
