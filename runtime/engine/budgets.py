@@ -346,7 +346,8 @@ class RowContext:
         self.run.calls += 1
 
     def release(self, hold: float) -> None:
-        """Give back what `before_call` held for a call that has ended."""
+        """Give back what `before_call` held for a call that ended without an answer to charge
+        (one that did is given back by `charge(..., held=...)`)."""
         self.run.held = max(0.0, self.run.held - hold)
         if self.shared is not None and hold:
             self.shared.release(hold)
@@ -392,21 +393,25 @@ class RowContext:
         self.run.service_calls[kind] = self.run.service_calls.get(kind, 0) + 1
 
     def charge(self, prompt_tokens: int | None, completion_tokens: int | None, hits: int, *,
-               model: str | None = None, seconds: float | None = None, price: Price | None = None) -> None:
+               model: str | None = None, seconds: float | None = None, price: Price | None = None,
+               held: float = 0.0) -> None:
         """Add the tokens of a call made (counted by `before_call`) and cache hits. A count that
         is unknown (None) or cannot be one (negative, not an integer) adds nothing: what a server
         reports never takes tokens back from a budget. With `model`: the call was a request of
-        that model, which took `seconds` and costs its tokens at `price` (None: unknown)."""
+        that model, which took `seconds` and costs its tokens at `price` (None: unknown). `held`:
+        the money `before_call` held for it, given back in the same step as its cost is added
+        (so that no other call is admitted in between seeing neither)."""
         prompt_tokens, completion_tokens = _chargeable(prompt_tokens), _chargeable(completion_tokens)
+        self.run.held = max(0.0, self.run.held - held)
         for usage in (self.usage, self.run):
             usage.prompt_tokens += prompt_tokens
             usage.completion_tokens += completion_tokens
             usage.cache_hits += hits
             if model is not None:
                 usage.request(model, seconds, prompt_tokens, completion_tokens, price)
-        if self.shared is not None and (prompt_tokens or completion_tokens):
+        if self.shared is not None and (prompt_tokens or completion_tokens or held):
             spent = price.cost(prompt_tokens, completion_tokens) if price is not None and model is not None else 0.0
-            self.shared.charge(prompt_tokens + completion_tokens, spent)
+            self.shared.charge(prompt_tokens + completion_tokens, spent, held)
         self.run.changed()
 
     def timed(self, handler: str, seconds: float) -> None:
@@ -438,15 +443,16 @@ def admit_handler_call(budget: Budget, run: Usage) -> None:
 class SharedRun(Protocol):
     """The budgets of a whole run whose rows run in several processes (`decomp run --ray`):
     counted in one place for all of them, so that each means the whole run. `admit` counts a
-    call of `kind` ("model", holding `hold` money until `release`; "handler") or raises
-    `BudgetExceeded` as `admit_call` / `admit_handler_call` would; `charge` adds a call's
-    tokens and cost."""
+    call of `kind` ("model", holding `hold` money until `release` or `charge`; "handler") or
+    raises `BudgetExceeded` as `admit_call` / `admit_handler_call` would; `release` gives back
+    the money held for a call that failed; `charge` adds a call's tokens and cost and gives back
+    what was `held` for it, at once."""
 
     def admit(self, kind: str, hold: float) -> None: ...
 
     def release(self, hold: float) -> None: ...
 
-    def charge(self, tokens: int, spent: float) -> None: ...
+    def charge(self, tokens: int, spent: float, held: float) -> None: ...
 
 
 def _chargeable(tokens: Any) -> int:

@@ -234,10 +234,11 @@ class Session:
         try:
             with timing() as latency:
                 done = self.secrets.masked(await self.scheduler.complete(model, request, self._turn(row)))
-        finally:
+        except BaseException:
             row.release(hold)
+            raise
         row.charge(done.prompt_tokens, done.completion_tokens, 0, model=model.name,
-                   seconds=latency[-1] if latency else None, price=price)
+                   seconds=latency[-1] if latency else None, price=price, held=hold)
         return done
 
     async def complete(self, model: Model, request: Request, handler: str = "") -> Completion:

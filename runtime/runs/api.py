@@ -338,7 +338,8 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
                 ran = await run_rows(session, loaded, rows(), sink, skip=run.indices)
             else:
                 modules, roots = allowed_now()
-                spec = WorkerSpec(str(path), main, options, modules, tuple(str(r) for r in roots))
+                spec = WorkerSpec(str(path.resolve()), main, _absolute(options), modules,
+                                  tuple(str(r) for r in roots))
                 ran = await run_rows_on_ray(spec, rows(), sink, skip=run.indices, cluster=cluster)
         summary = run.finish(ran.rows, ran.seconds)
     except BaseException:
@@ -348,6 +349,12 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
     if output is not None:
         _write_lines(output, run.records())
     return RunSummary(run.path, summary, output, tuple(run.notes))
+
+
+def _absolute(options: RunOptions) -> RunOptions:
+    """`options` with its paths made absolute here, as a worker in another folder needs them."""
+    return dataclasses.replace(options, **{name: getattr(options, name).resolve() for name in ("cache_dir", "prices")
+                                           if getattr(options, name) is not None})
 
 
 def user_folders(fields: Mapping[str, Any] | None) -> list[Path]:

@@ -12,7 +12,9 @@
 
 Each actor of the pool loads the program once and runs every batch's rows at once in a session
 of its own (the scheduler bounds the calls in flight: `options.concurrency` per actor, or for the
-whole pool when `limits` is given). A row is a batch row read as a `decomp run --input` line
+whole pool when `limits` is given). An actor that dies holding slots of `limits` keeps them
+(nothing here learns of its death, as `decomp run --ray`'s driver does): with actors that may
+die, give each its own limit instead. A row is a batch row read as a `decomp run --input` line
 reads: `id` is the row's id, `answer` its gold answer, every other column an input field.
 
 A batch comes back with the columns results.jsonl has, one type each so that batches join:
@@ -28,6 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import threading
+import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -59,8 +64,11 @@ class Predictor:
 
         spec = WorkerSpec(str(find_program(program)), main, options if options is not None else RunOptions(),
                           tuple(trust), tuple(str(root) for root in roots))
-        self._loop = asyncio.new_event_loop()  # the session's clients belong to one loop: this actor's
-        self.session, self.module, self._trust = worker_session(spec, limits)
+        # the session's clients belong to one event loop: this predictor's own, on a thread of its
+        # own, so that a call works where a loop runs already (a notebook) as well as in Ray
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, name="decomp-predictor", daemon=True).start()
+        self.session, self.module, self._trust = worker_session(spec, limits, f"predictor-{uuid.uuid4().hex[:12]}")
         self._seen = 0
 
     def __call__(self, batch: Any) -> dict[str, list]:
@@ -68,7 +76,7 @@ class Predictor:
         records = _records(batch)
         rows = [_row(self._seen + position, record) for position, record in enumerate(records)]
         self._seen += len(rows)
-        done = self._loop.run_until_complete(self._run(rows))
+        done = asyncio.run_coroutine_threadsafe(self._run(rows), self._loop).result()
         columns: dict[str, list] = {name: [] for name in COLUMNS}
         for record in done:
             for name, value in _columns(record).items():
@@ -86,8 +94,8 @@ class Predictor:
 
     def __del__(self) -> None:
         try:
-            self._loop.run_until_complete(self.session.aclose())
-            self._loop.close()
+            asyncio.run_coroutine_threadsafe(self.session.aclose(), self._loop).result(timeout=10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
             self._trust.close()
         except Exception:  # pragma: no cover - the process is going away
             pass
@@ -104,19 +112,24 @@ def _records(batch: Any) -> list[dict]:
 
 
 def _plain(value: Any) -> Any:
-    """`value` with numpy arrays and scalars turned into lists and Python numbers and strings."""
+    """`value` with numpy arrays and scalars turned into lists and Python numbers and strings,
+    and a missing value (NaN, as numpy gives a null in a column of numbers) into None."""
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, list):
         return [_plain(item) for item in value]
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, float) and math.isnan(value):
+        return None
     return value
 
 
 def _row(index: int, record: dict) -> Row:
     """The row a results line would come from: `id` and `answer` (gold) apart, the rest fields."""
     row_id = record.get("id")
+    if isinstance(row_id, float) and row_id.is_integer():  # an id column of numbers with a null in it
+        row_id = int(row_id)
     if isinstance(row_id, bool) or (row_id is not None and not isinstance(row_id, (str, int))):
         return Row(index, None, None, f"row {index}: the 'id' must be a string or an integer")
     fields = {key: value for key, value in record.items() if key not in ("id", "answer")}

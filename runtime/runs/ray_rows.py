@@ -73,8 +73,8 @@ class WorkerSpec:
 @dataclass(frozen=True)
 class Cluster:
     """Where a run's rows go: `address` of a Ray cluster (`auto`, `ray://HOST:PORT`,
-    `HOST:PORT`; None: a local Ray instance started for the run, or the one this process has
-    joined already), `workers` actors (None: one per CPU of the cluster), each holding at most
+    `HOST:PORT`; None: a new local Ray instance started for the run, or the one this process
+    has joined already), `workers` actors (None: one per CPU of the cluster), each holding at most
     `per_worker` rows at once (None: four times the run's concurrency over the workers, at
     least 2: a row waiting on its own earlier calls leaves slots to the others' rows)."""
 
@@ -83,13 +83,25 @@ class Cluster:
     per_worker: int | None = None
 
 
+class WorkerGone(RuntimeError):
+    """A worker the driver took for dead asked for a slot or a budget: it gets none."""
+
+
+#: Calls the `Limiter` actor runs at once, waiting ones included (one event loop: its slots are
+#: asyncio's, so a concurrency group of their own, on another loop, could not wake a waiter). No
+#: worker has more than `--concurrency` calls waiting there (`ClusterScheduler`), so this bounds
+#: workers x concurrency, far above what a run has.
+LIMITER_TASKS = 100_000
+
+
 class Limiter:
     """The run's limits for every worker: a concurrency limit per endpoint (lowest priority
     number served first) and the per-minute limits; the most requests in flight at once.
 
     Each slot is held by a worker (`holder`, its name): when a worker dies, `forget(holder)`
     gives back the slots it held and every slot it was still waiting for, as each comes (a
-    worker killed mid-request would otherwise keep its slots for the rest of the run)."""
+    worker killed mid-request would otherwise keep its slots for the rest of the run); a
+    forgotten worker that still asks is refused (`WorkerGone`)."""
 
     def __init__(self, concurrency: int, rpm: float | None = None, tpm: float | None = None):
         self.concurrency, self.rpm, self.tpm = max(1, concurrency), rpm, tpm
@@ -102,6 +114,8 @@ class Limiter:
 
     async def acquire(self, endpoint: str, priority: int, tokens: float, holder: str = "") -> None:
         """Wait for a slot of `endpoint`, then for the rate limits; the slot is `holder`'s."""
+        if holder in self._gone:
+            raise WorkerGone(holder)
         pool = self._slots.setdefault(endpoint, PrioritySemaphore(self.concurrency))
         await pool.acquire(priority)
         try:
@@ -114,7 +128,7 @@ class Limiter:
             raise
         if holder in self._gone:  # its worker died while it waited: nobody will give it back
             pool.release()
-            return
+            raise WorkerGone(holder)
         held = self._held.setdefault(holder, {})
         held[endpoint] = held.get(endpoint, 0) + 1
         self.in_flight[endpoint] = self.in_flight.get(endpoint, 0) + 1
@@ -153,7 +167,8 @@ class Limiter:
 class ClusterScheduler(Scheduler):
     """A worker's scheduler: retries and deadlines here, slots and rate limits at the run's
     `Limiter` actor, held in the name `holder` (a slot asked for and then cancelled is given
-    back when it comes)."""
+    back when it comes). A worker first takes a slot of its own pool (`concurrency`, as the
+    run's), so that it never has more requests waiting at the limiter than the run could send."""
 
     def __init__(self, limiter: Any, concurrency: int, holder: str = "", **kwargs: Any):
         super().__init__(concurrency, **kwargs)
@@ -163,11 +178,16 @@ class ClusterScheduler(Scheduler):
         return False
 
     async def _take(self, endpoint: str, priority: int, tokens: float) -> None:
+        pool = self._pool(endpoint)
+        if not pool.try_acquire():
+            await pool.acquire(priority)
         ref = self._limiter.acquire.remote(endpoint, priority, tokens, self._holder)
         try:
             await asyncio.shield(ref)
-        except asyncio.CancelledError:
-            asyncio.ensure_future(self._release_when_taken(ref, endpoint))
+        except BaseException as err:
+            pool.release()
+            if isinstance(err, asyncio.CancelledError):
+                asyncio.ensure_future(self._release_when_taken(ref, endpoint))
             raise
         self._count_in(endpoint)
 
@@ -178,60 +198,82 @@ class ClusterScheduler(Scheduler):
 
     def _give_back(self, endpoint: str) -> None:
         self.in_flight[endpoint] -= 1
+        self._slots[endpoint].release()
         self._limiter.release.remote(endpoint, self._holder)
 
 
 class RunLedger:
     """The budgets of the whole run, for every worker (`--max-calls`, `--max-tokens`,
     `--max-cost`, `--max-handler-calls`): each worker's calls are admitted and counted here, one
-    at a time, by the same rules as in one process (`budgets.admit_call`, `admit_handler_call`)."""
+    at a time, by the same rules as in one process (`budgets.admit_call`, `admit_handler_call`).
+    The money held by each worker's calls in flight is kept by worker, so that `forget` gives
+    back what a dead worker held; a forgotten worker is refused."""
 
     def __init__(self, budget: Budget):
         self.budget, self.run = budget, Usage()
         self.run.models["run"] = ModelUsage()  # the money spent, over every model
+        self._holds: dict[str, float] = {}
+        self._gone: set[str] = set()
 
-    def admit(self, kind: str, hold: float) -> str | None:
+    def admit(self, kind: str, hold: float, holder: str = "") -> str | None:
         """Count a call of `kind` ("model" or "handler"); the reason it is refused, or None."""
+        if holder in self._gone:
+            return f"budget: worker {holder} was taken for dead"
         try:
             if kind == "model":
                 admit_call(self.budget, self.run, hold)
+                self._holds[holder] = self._holds.get(holder, 0.0) + hold
             else:
                 admit_handler_call(self.budget, self.run)
         except BudgetExceeded as err:
             return err.message
         return None
 
-    def release(self, hold: float) -> None:
-        self.run.held = max(0.0, self.run.held - hold)
+    def release(self, hold: float, holder: str = "") -> None:
+        """Give back `hold` of `holder`'s held money (a call that failed)."""
+        self.charge(0, 0.0, hold, holder)
 
-    def charge(self, tokens: int, spent: float) -> None:
+    def charge(self, tokens: int, spent: float, held: float = 0.0, holder: str = "") -> None:
+        """Add a call's tokens and cost and give back the money held for it, in one step."""
+        if holder in self._gone:
+            return
+        given = min(held, self._holds.get(holder, 0.0))
+        self._holds[holder] = self._holds.get(holder, 0.0) - given
+        self.run.held = max(0.0, self.run.held - given)
         self.run.prompt_tokens += tokens
         self.run.models["run"].spent += spent
 
+    def forget(self, holder: str) -> None:
+        """`holder`'s worker is dead: the money its calls held goes back."""
+        self._gone.add(holder)
+        self.run.held = max(0.0, self.run.held - self._holds.pop(holder, 0.0))
+
     def totals(self) -> dict[str, float]:
-        """What the run used so far: model calls, tokens, handler calls, money."""
+        """What the run used so far: model calls, tokens, handler calls, money (spent, held)."""
         run = self.run
-        return {"calls": run.calls, "tokens": run.tokens, "handler_calls": run.started, "spent": run.spent}
+        return {"calls": run.calls, "tokens": run.tokens, "handler_calls": run.started, "spent": run.spent,
+                "held": run.held}
 
 
 class LedgerClient:
-    """A worker's side of the `RunLedger` actor (`budgets.SharedRun`): a call is admitted there
-    before it is made (a round trip, waited for: only runs with a budget of the whole run pay
-    it), and its tokens and cost are sent on without waiting."""
+    """A worker's side of the `RunLedger` actor (`budgets.SharedRun`), in the name `holder`: a
+    call is admitted there before it is made (a round trip, waited for: the worker's other rows
+    wait meanwhile; only runs with a budget of the whole run pay it), and its tokens and cost
+    are sent on without waiting."""
 
-    def __init__(self, ledger: Any):
-        self._ledger = ledger
+    def __init__(self, ledger: Any, holder: str = ""):
+        self._ledger, self._holder = ledger, holder
 
     def admit(self, kind: str, hold: float) -> None:
-        refused = ray_module().get(self._ledger.admit.remote(kind, hold))
+        refused = ray_module().get(self._ledger.admit.remote(kind, hold, self._holder))
         if refused is not None:
             raise BudgetExceeded(refused)
 
     def release(self, hold: float) -> None:
-        self._ledger.release.remote(hold)
+        self._ledger.release.remote(hold, self._holder)
 
-    def charge(self, tokens: int, spent: float) -> None:
-        self._ledger.charge.remote(tokens, spent)
+    def charge(self, tokens: int, spent: float, held: float) -> None:
+        self._ledger.charge.remote(tokens, spent, held, self._holder)
 
 
 #: The budgets of a whole run (`RunOptions` names): counted by a `RunLedger` when any is set.
@@ -252,7 +294,7 @@ def worker_session(spec: WorkerSpec, limiter: Any | None, holder: str = "",
     if limiter is not None:
         session.scheduler = ClusterScheduler(limiter, spec.options.concurrency, holder)
     if ledger is not None:
-        session.shared_run = LedgerClient(ledger)
+        session.shared_run = LedgerClient(ledger, holder)
     module, _ = load_program(session, Path(spec.program), spec.main)
     return session, module, trust
 
@@ -280,9 +322,19 @@ class RowWorker:
 
 def shared_limits(concurrency: int, rpm: float | None = None, tpm: float | None = None) -> Any:
     """A `Limiter` actor holding these limits for every worker that is given it (`decomp run
-    --ray` makes one per run; `ray_data.Predictor` takes one as `limits=`)."""
+    --ray` makes one per run; `ray_data.Predictor` takes one as `limits=`), on this process's
+    node where it can be."""
     ray = ray_module()
-    return ray.remote(Limiter).options(max_concurrency=10_000, num_cpus=0).remote(concurrency, rpm, tpm)
+    return ray.remote(Limiter).options(max_concurrency=LIMITER_TASKS, num_cpus=0,
+                                       scheduling_strategy=_here(ray)).remote(concurrency, rpm, tpm)
+
+
+def _here(ray: Any) -> Any:
+    """Ray's scheduling strategy for an actor on this process's node (soft: elsewhere if it
+    cannot be there): the run's own actors live and die with the driver's node."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
 
 
 async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[[dict, TraceNode], None],
@@ -294,7 +346,8 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
     ray = ray_module()
     if not ray.is_initialized():
         try:
-            ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(address=cluster.address or "local", include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
         except ConnectionError as err:
             raise RayError(f"cannot reach the Ray cluster at {cluster.address}: {err}") from None
     options = spec.options
@@ -302,7 +355,7 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
     limiter = shared_limits(options.concurrency, options.rpm, options.tpm)
     ledger = None
     if any(getattr(options, name) is not None for name in RUN_BUDGETS):
-        ledger = ray.remote(RunLedger).options(num_cpus=0).remote(options.budget())
+        ledger = ray.remote(RunLedger).options(num_cpus=0, scheduling_strategy=_here(ray)).remote(options.budget())
     pool = _Workers(ray, spec, count, cluster.per_worker or max(2, -(-4 * options.concurrency // count)),
                     limiter, ledger, on_workers)
     summary = BatchSummary()
@@ -313,18 +366,24 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
     def next_row() -> Row | None:
         return again.popleft() if again else next(todo, None)
 
+    def done(record: dict, trace: TraceNode) -> None:
+        summary.rows += 1
+        summary.failed += "error" in record
+        sink(record, trace)
+
     try:
+        await pool.start_all()
         pool.hand_out(next_row)
         while pool.held:
-            done, _ = await asyncio.wait(pool.held, return_when=asyncio.FIRST_COMPLETED)
-            for future in done:
-                ran, row = pool.returned(future)
-                if ran is None:  # its worker died: the row goes to another
+            finished, _ = await asyncio.wait(pool.held, return_when=asyncio.FIRST_COMPLETED)
+            for future in finished:
+                ran, row = await pool.returned(future)
+                if ran is not None:
+                    done(ran[0], TraceNode.from_dict(ran[1]))
+                elif pool.strikes.get(row.index, 0) >= ROW_STRIKES:  # it kills every worker it is on
+                    done(*_died_row(row))
+                else:
                     again.append(row)
-                    continue
-                summary.rows += 1
-                summary.failed += "error" in ran[0]
-                sink(ran[0], TraceNode.from_dict(ran[1]))
             pool.hand_out(next_row)
         summary.max_in_flight = await limiter.max_in_flight.remote()
         await pool.close()
@@ -334,10 +393,27 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
     return summary
 
 
+#: A row whose worker died this many times with it is recorded with that error, not run again.
+ROW_STRIKES = 3
+#: Seconds a worker may take to start (a process placed on a node, the program loaded).
+START_SECONDS = 120.0
+
+
+def _died_row(row: Row) -> tuple[dict, TraceNode]:
+    """The record and trace of a row that every worker it ran on died running."""
+    error = f"its Ray worker died while running it, {ROW_STRIKES} times (out of memory, or a crash)"
+    record: dict[str, Any] = {"id": row.id, "index": row.index, "answer": None, "outcome": "error", "error": error}
+    if row.gold is not None:
+        record.update(gold=row.gold, score=0.0)
+    return record, TraceNode("row", label=str(row.id or ""), error=error)
+
+
 class _Workers:
-    """The run's `RowWorker` actors, each named (so that the limiter can forget a dead one) and
-    holding at most `per_worker` rows; `held` maps each row's pending result to (slot, the
-    worker's name, row)."""
+    """The run's `RowWorker` actors, each named (so that the limiter and the ledger can forget a
+    dead one) and holding at most `per_worker` rows; `held` maps each row's pending result to
+    (slot, the worker's name, row); `strikes` counts, by row index, the workers that died with
+    the row on them. A slot whose worker cannot start in `START_SECONDS` (no node has room for
+    it) is left empty."""
 
     def __init__(self, ray: Any, spec: WorkerSpec, count: int, per_worker: int, limiter: Any, ledger: Any,
                  on_workers: Callable[[list], None] | None):
@@ -349,14 +425,40 @@ class _Workers:
         self.names = [""] * count
         self.load = [0] * count
         self.held: dict[asyncio.Future, tuple[int, str, Row]] = {}
+        self.strikes: dict[int, int] = {}
         self.deaths = 0  # workers that died since a row last came back
-        for slot in range(count):
-            self._start(slot)
-        self._tell()
 
-    def _start(self, slot: int) -> None:
+    def _launch(self, slot: int) -> Any:
         self.names[slot] = f"worker-{slot}-{uuid.uuid4().hex[:12]}"
         self.actors[slot] = self.actor_class.remote(self.spec, self.limiter, self.names[slot], self.ledger)
+        return asyncio.wrap_future(self.actors[slot].__ray_ready__.remote().future())
+
+    async def start_all(self) -> None:
+        """Start every worker; those not up in `START_SECONDS` are dropped (a `RayError` when
+        none is, or when one cannot load the program)."""
+        ready = [self._launch(slot) for slot in range(len(self.actors))]
+        failures = await asyncio.gather(*(self._up(slot, future) for slot, future in enumerate(ready)))
+        if all(failures):
+            raise RayError(f"no Ray worker started: {failures[0]}")
+        self._tell()
+
+    async def _up(self, slot: int, ready: Any) -> str | None:
+        """None when the worker in `slot` came up; else why not (and the slot is emptied)."""
+        try:
+            await asyncio.wait_for(ready, START_SECONDS)
+            return None
+        except self.ray.exceptions.RayActorError as err:
+            _refuse_unloadable(err)
+            why = " ".join(line.strip() for line in str(err).splitlines()[:3])
+        except asyncio.TimeoutError:
+            why = f"not up within {START_SECONDS:g}s (does the cluster have a free CPU for it?)"
+        self._drop(slot)
+        return why
+
+    def _drop(self, slot: int) -> None:
+        with contextlib.suppress(Exception):
+            self.ray.kill(self.actors[slot])
+        self.actors[slot] = None
 
     def _tell(self) -> None:
         if self.on_workers is not None:
@@ -364,35 +466,47 @@ class _Workers:
 
     def hand_out(self, next_row: Callable[[], Row | None]) -> None:
         """Give each worker rows until it holds `per_worker` or none are left."""
+        if not any(self.actors) and not self.held:
+            raise RayError("every Ray worker of the run is gone and none could be started again")
         for slot, actor in enumerate(self.actors):
-            while self.load[slot] < self.per_worker:
+            while actor is not None and self.load[slot] < self.per_worker:
                 row = next_row()
                 if row is None:
                     return
                 self.held[asyncio.wrap_future(actor.run.remote(row).future())] = (slot, self.names[slot], row)
                 self.load[slot] += 1
 
-    def returned(self, future: asyncio.Future) -> tuple[tuple[dict, dict] | None, Row]:
-        """A row's (record, trace) and the row; None for a row whose worker died (the worker is
-        replaced when the first of its rows comes back, its slots given back to the run)."""
+    async def returned(self, future: asyncio.Future) -> tuple[tuple[dict, dict] | None, Row]:
+        """A row's (record, trace) and the row; None for a row whose worker died (counted in
+        `strikes`; the worker is replaced when the first of its rows comes back, the slots and
+        money it held given back to the run)."""
         slot, name, row = self.held.pop(future)
         self.load[slot] -= 1
         try:
             ran = future.result()
         except self.ray.exceptions.RayActorError as err:
+            self.strikes[row.index] = self.strikes.get(row.index, 0) + 1
             if self.names[slot] == name:
-                self.deaths += 1
-                _check_death(err, self.deaths, len(self.actors))
-                self.limiter.forget.remote(name)  # the slots it held, and those it waited for
-                self._start(slot)
-                self._tell()
+                await self._replace(slot, err)
             return None, row
         self.deaths = 0
         return ran, row
 
+    async def _replace(self, slot: int, err: Exception) -> None:
+        """The worker in `slot` died (or cannot be reached: it is ended, to be sure): forget it
+        and start another in its place."""
+        self.deaths += 1
+        _check_death(err, self.deaths, len(self.actors))
+        self._drop(slot)
+        self.limiter.forget.remote(self.names[slot])
+        if self.ledger is not None:
+            self.ledger.forget.remote(self.names[slot])
+        await self._up(slot, self._launch(slot))
+        self._tell()
+
     async def close(self) -> None:
         """Let every worker close (its step cache committed); one that died or hangs is left."""
-        closing = [asyncio.wrap_future(actor.close.remote().future()) for actor in self.actors]
+        closing = [asyncio.wrap_future(actor.close.remote().future()) for actor in self.actors if actor is not None]
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), CLOSE_SECONDS)
 
@@ -412,12 +526,18 @@ DEATHS_PER_WORKER = 3
 def _check_death(err: Exception, deaths: int, workers: int) -> None:
     """Stop the run (a `RayError`) when a worker could not start (the program does not load
     there) or when workers keep dying with no row coming back."""
-    said = [line.strip() for line in str(err).splitlines() if line.strip()]
-    if getattr(err, "actor_init_failed", False):
-        raise RayError(f"a Ray worker could not load the program: {said[-1] if said else err}")
+    _refuse_unloadable(err)
     if deaths > DEATHS_PER_WORKER * workers:
+        said = [line.strip() for line in str(err).splitlines() if line.strip()]
         raise RayError(f"{deaths} Ray workers died one after another with no row done; the last: "
                        f"{' '.join(said[:3])}")
+
+
+def _refuse_unloadable(err: Exception) -> None:
+    """A `RayError` when `err` says a worker died in its constructor (the program did not load)."""
+    if getattr(err, "actor_init_failed", False):
+        said = [line.strip() for line in str(err).splitlines() if line.strip()]
+        raise RayError(f"a Ray worker could not load the program: {said[-1] if said else err}")
 
 
 #: Seconds the workers have to commit their step caches and close their clients at the end.

@@ -62,6 +62,10 @@ def test_rows_are_read_as_a_results_line_reads_them():
     assert (row.index, row.id, row.fields, row.gold, row.error) == (7, "2", {"question": "b", "tags": [3, 4]}, "x",
                                                                      None)
     assert "the 'id' must be a string or an integer" in _row(0, {"id": [1], "question": "q"}).error
+    # numpy's null in a column of numbers is NaN: a missing value, and the other ids stay whole
+    with_null = _records({"id": numpy.array([1.0, numpy.nan]), "answer": numpy.array([3.0, numpy.nan])})
+    assert with_null == [{"id": 1.0, "answer": 3.0}, {"id": None, "answer": None}]
+    assert _row(0, with_null[0]).id == "1" and _row(1, with_null[1]).gold is None
     assert "the 'id' must be a string or an integer" in _row(0, {"id": True, "question": "q"}).error
 
 
