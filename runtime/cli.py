@@ -172,8 +172,9 @@ def _load_plugins(plugins: tuple[str, ...], program: Path) -> None:
                    "must give the same --offset and --limit.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
               help="With --input: run the rows on Ray actors; this process keeps the run directory, and "
-                   "--concurrency, --rpm and --tpm hold for the whole run. ADDRESS: a cluster (auto, "
-                   "ray://HOST:PORT, HOST:PORT); none: a local Ray instance. Needs the ray extra.")
+                   "--concurrency, --rpm, --tpm and the run's budgets hold for the whole run. ADDRESS: a "
+                   "cluster (auto, ray://HOST:PORT, HOST:PORT); none: a new local Ray instance. Needs the "
+                   "ray extra (docs/ray.md).")
 @click.option("--ray-workers", type=click.IntRange(1), metavar="N",
               help="With --ray: this many workers (default: one per CPU of the cluster).")
 @session_options
