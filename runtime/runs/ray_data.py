@@ -39,7 +39,8 @@ from typing import Any, Iterable, Mapping
 from decomp.runtime.runs.batch import _run_row
 from decomp.runtime.runs.datasets import Row
 from decomp.runtime.runs.programs import find_program
-from decomp.runtime.runs.ray_rows import WorkerSpec, shared_limits, worker_session
+from decomp.runtime.runs.ray_limits import shared_limits
+from decomp.runtime.runs.ray_rows import WorkerSpec, worker_session
 
 __all__ = ["COLUMNS", "Predictor", "shared_limits"]
 
