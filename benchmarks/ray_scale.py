@@ -33,17 +33,15 @@ if __package__ in (None, ""):  # `python benchmarks/NAME.py`: see harness.bootst
 from benchmarks.harness import arguments, emit  # noqa: E402
 from benchmarks.letter_cat_oracle import PROGRAM, dependent_calls, make_rows, mock_server, warm_up  # noqa: E402
 
-#: Ray gives its nodes the machine's own address unless told this: every port stays on loopback.
-LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-
-
 def main(argv: list[str] | None = None) -> dict:
     p = arguments(__doc__, argv, rows=200)
     p.add_argument("--workers", default="1,2,4", help="numbers of workers, comma-separated")
     p.add_argument("--cpus", type=int, default=4, help="CPUs the local Ray instance has (one per worker)")
     args = p.parse_args(argv)
     counts = [int(n) for n in args.workers.split(",")]
-    os.environ.update(LOOPBACK_ONLY)
+    from decomp.runtime.runs.ray_limits import LOOPBACK_ONLY
+
+    os.environ.update(LOOPBACK_ONLY)  # every port of the instance on 127.0.0.1
     os.environ.setdefault("OPENAI_API_KEY", "benchmark")
     import ray
 

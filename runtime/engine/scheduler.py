@@ -284,6 +284,14 @@ class Scheduler:
             pool = self._slots[endpoint] = PrioritySemaphore(self.concurrency)
         return pool
 
+    async def _turn_in(self, endpoint: str, priority: int) -> PrioritySemaphore:
+        """Wait for a slot of this scheduler's own pool of `endpoint` (lowest priority first);
+        the pool is returned, its slot taken."""
+        pool = self._pool(endpoint)
+        if not pool.try_acquire():
+            await pool.acquire(priority)
+        return pool
+
     def _take_now(self, endpoint: str) -> bool:
         """Take a slot at once if one is free, nobody waits for it and no rate limit applies."""
         if self.rpm or self.tpm or not self._pool(endpoint).try_acquire():
@@ -293,9 +301,7 @@ class Scheduler:
 
     async def _take(self, endpoint: str, priority: int, tokens: float) -> None:
         """Take a slot of `endpoint`'s limit: wait its turn, then the rate limits."""
-        pool = self._pool(endpoint)
-        if not pool.try_acquire():
-            await pool.acquire(priority)
+        pool = await self._turn_in(endpoint, priority)
         if self.rpm or self.tpm:
             try:
                 await self._rate_limits(endpoint, tokens)

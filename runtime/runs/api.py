@@ -38,7 +38,7 @@ from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DE
 from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs.batch import run_rows
 from decomp.runtime.runs.programs import PROGRAMS_DIR, find_program, load_program, use_main
-from decomp.runtime.runs.ray_rows import Cluster, WorkerSpec, run_rows_on_ray
+from decomp.runtime.runs.ray_rows import Cluster, WorkerSpec, connect, run_rows_on_ray
 from decomp.runtime.runs.datasets import window, Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
 from decomp.runtime.runs.resumed import recorded_run, recorded_trust, trust_record
@@ -324,6 +324,8 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
         return (_with_field_values(row, fields) for row in window(read_rows(data), offset, limit)
                 if shard is None or shard.takes(row.index))
 
+    if cluster is not None:
+        connect(cluster)  # an address nobody answers at is said before a run directory is made
     run = _open_run(path, data, manifest, loaded.files, run_dir, resume, force)
     try:
         for note in run.notes:

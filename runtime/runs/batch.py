@@ -97,8 +97,7 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
 
 async def _run_row(session: Session, module: LoadedModule, row: Row) -> tuple[dict[str, Any], TraceNode]:
     if row.error is not None:
-        trace = TraceNode("row", label=str(row.id or ""), error=row.error)
-        return {"id": row.id, "index": row.index, "answer": None, "error": row.error}, trace
+        return error_row(row, row.error)
     started = time.perf_counter()
     result = await session.arun(module, {"id": row.id, **row.fields}, index=row.index)
     record: dict[str, Any] = {"id": row.id, "index": row.index, "answer": result.answer,
@@ -116,6 +115,13 @@ async def _run_row(session: Session, module: LoadedModule, row: Row) -> tuple[di
     record["usage"] = result.usage.to_dict()
     record["seconds"] = round(time.perf_counter() - started, 6)
     return record, result.trace
+
+
+def error_row(row: Row, error: str) -> tuple[dict[str, Any], TraceNode]:
+    """The record and trace of a row that ended in `error` without running (it could not be
+    read, or no worker could run it)."""
+    return ({"id": row.id, "index": row.index, "answer": None, "error": error},
+            TraceNode("row", label=str(row.id or ""), error=error))
 
 
 @contextmanager

@@ -17,6 +17,11 @@ from decomp.dsl.errors import BudgetExceeded, DecompError
 from decomp.runtime.engine.budgets import Budget, ModelUsage, Usage, admit_call, admit_handler_call
 from decomp.runtime.engine.scheduler import PrioritySemaphore, RateLimit, Scheduler
 
+#: The environment that makes Ray give its nodes 127.0.0.1 (else it gives them the machine's own
+#: address, even for a cluster on 127.0.0.1): every port of such a cluster is then on loopback
+#: alone. The tests' clusters and the benchmark's instance are started with it.
+LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
 INSTALL_HINT = "Ray is not installed: pip install 'decomp-lang[ray]'"
 
 
@@ -130,9 +135,7 @@ class ClusterScheduler(Scheduler):
         return False
 
     async def _take(self, endpoint: str, priority: int, tokens: float) -> None:
-        pool = self._pool(endpoint)
-        if not pool.try_acquire():
-            await pool.acquire(priority)
+        pool = await self._turn_in(endpoint, priority)
         ref = self._limiter.acquire.remote(endpoint, priority, tokens, self._holder)
         try:
             await asyncio.shield(ref)

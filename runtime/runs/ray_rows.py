@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 import uuid
 from collections import deque
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.runs.batch import BatchSummary, _run_row
+from decomp.runtime.runs.batch import BatchSummary, _run_row, error_row
 from decomp.runtime.runs.datasets import Row
 from decomp.runtime.runs.programs import load_program
 from decomp.runtime.runs.ray_limits import (
@@ -104,24 +105,44 @@ class RowWorker:
         await self.session.aclose()
         self._trust.close()
 
-    def pid(self) -> int:
-        import os
-        return os.getpid()
+
+#: Seconds a cluster's address may take to accept a connection before the run gives up on it.
+CONNECT_SECONDS = 10.0
+
+
+def connect(cluster: Cluster) -> Any:
+    """Join `cluster` (once per process; a new local instance when it names no address) and give
+    `ray` back. An address nobody answers at is a `RayError` within `CONNECT_SECONDS`, not Ray's
+    own minutes of retrying."""
+    ray = ray_module()
+    if ray.is_initialized():
+        return ray
+    address = cluster.address
+    if address not in (None, "auto"):
+        _probe(address)
+    try:
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, ValueError) as err:
+        raise RayError(f"cannot reach the Ray cluster at {address}: {err}") from None
+    return ray
+
+
+def _probe(address: str) -> None:
+    """A `RayError` unless HOST:PORT (or ray://HOST:PORT) accepts a TCP connection."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise RayError(f"cannot reach the Ray cluster at {address}: not auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as err:
+        raise RayError(f"cannot reach the Ray cluster at {address}: {err.strerror or err}") from None
 
 
 async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[[dict, TraceNode], None],
-                          skip: Any = (), cluster: Cluster = Cluster(),
-                          on_workers: Callable[[list], None] | None = None) -> BatchSummary:
+                          skip: Any = (), cluster: Cluster = Cluster()) -> BatchSummary:
     """Run `rows` (but those whose index is in `skip`) on the actors of `cluster`; every row's
-    (record, trace) goes to `sink` as it comes back. `on_workers` gets the list of actors when
-    they start and whenever one is replaced."""
-    ray = ray_module()
-    if not ray.is_initialized():
-        try:
-            ray.init(address=cluster.address or "local", include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
-        except ConnectionError as err:
-            raise RayError(f"cannot reach the Ray cluster at {cluster.address}: {err}") from None
+    (record, trace) goes to `sink` as it comes back."""
+    ray = connect(cluster)
     options = spec.options
     count = cluster.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     limiter = shared_limits(options.concurrency, options.rpm, options.tpm)
@@ -129,7 +150,7 @@ async def run_rows_on_ray(spec: WorkerSpec, rows: Iterable[Row], sink: Callable[
     if any(getattr(options, name) is not None for name in RUN_BUDGETS):
         ledger = ray.remote(RunLedger).options(num_cpus=0, scheduling_strategy=on_this_node(ray)).remote(options.budget())
     pool = _Workers(ray, spec, count, cluster.per_worker or max(2, -(-4 * options.concurrency // count)),
-                    limiter, ledger, on_workers)
+                    limiter, ledger)
     summary = BatchSummary()
     started = time.perf_counter()
     todo: Iterator[Row] = (row for row in rows if row.index not in skip)
@@ -173,11 +194,12 @@ START_SECONDS = 120.0
 
 def _died_row(row: Row) -> tuple[dict, TraceNode]:
     """The record and trace of a row that every worker it ran on died running."""
-    error = f"its Ray worker died while running it, {ROW_STRIKES} times (out of memory, or a crash)"
-    record: dict[str, Any] = {"id": row.id, "index": row.index, "answer": None, "outcome": "error", "error": error}
+    record, trace = error_row(row, f"its Ray worker died while running it, {ROW_STRIKES} times (out of memory, "
+                                   "or a crash)")
+    record["outcome"] = "error"
     if row.gold is not None:
         record.update(gold=row.gold, score=0.0)
-    return record, TraceNode("row", label=str(row.id or ""), error=error)
+    return record, trace
 
 
 class _Workers:
@@ -187,10 +209,9 @@ class _Workers:
     the row on them. A slot whose worker cannot start in `START_SECONDS` (no node has room for
     it) is left empty."""
 
-    def __init__(self, ray: Any, spec: WorkerSpec, count: int, per_worker: int, limiter: Any, ledger: Any,
-                 on_workers: Callable[[list], None] | None):
+    def __init__(self, ray: Any, spec: WorkerSpec, count: int, per_worker: int, limiter: Any, ledger: Any):
         self.ray, self.spec, self.per_worker = ray, spec, per_worker
-        self.limiter, self.ledger, self.on_workers = limiter, ledger, on_workers
+        self.limiter, self.ledger = limiter, ledger
         self.actor_class = ray.remote(RowWorker).options(max_concurrency=per_worker + 1, max_restarts=0,
                                                          max_task_retries=0, num_cpus=1)  # one per CPU: spread
         self.actors: list[Any] = [None] * count
@@ -212,7 +233,6 @@ class _Workers:
         failures = await asyncio.gather(*(self._up(slot, future) for slot, future in enumerate(ready)))
         if all(failures):
             raise RayError(f"no Ray worker started: {failures[0]}")
-        self._tell()
 
     async def _up(self, slot: int, ready: Any) -> str | None:
         """None when the worker in `slot` came up; else why not (and the slot is emptied)."""
@@ -221,7 +241,7 @@ class _Workers:
             return None
         except self.ray.exceptions.RayActorError as err:
             _refuse_unloadable(err)
-            why = " ".join(line.strip() for line in str(err).splitlines()[:3])
+            why = " ".join(_said(err)[:3])
         except asyncio.TimeoutError:
             why = f"not up within {START_SECONDS:g}s (does the cluster have a free CPU for it?)"
         self._drop(slot)
@@ -231,10 +251,6 @@ class _Workers:
         with contextlib.suppress(Exception):
             self.ray.kill(self.actors[slot])
         self.actors[slot] = None
-
-    def _tell(self) -> None:
-        if self.on_workers is not None:
-            self.on_workers(self.actors)
 
     def hand_out(self, next_row: Callable[[], Row | None]) -> None:
         """Give each worker rows until it holds `per_worker` or none are left."""
@@ -274,7 +290,6 @@ class _Workers:
         if self.ledger is not None:
             self.ledger.forget.remote(self.names[slot])
         await self._up(slot, self._launch(slot))
-        self._tell()
 
     async def close(self) -> None:
         """Let every worker close (its step cache committed); one that died or hangs is left."""
@@ -300,16 +315,19 @@ def _check_death(err: Exception, deaths: int, workers: int) -> None:
     there) or when workers keep dying with no row coming back."""
     _refuse_unloadable(err)
     if deaths > DEATHS_PER_WORKER * workers:
-        said = [line.strip() for line in str(err).splitlines() if line.strip()]
         raise RayError(f"{deaths} Ray workers died one after another with no row done; the last: "
-                       f"{' '.join(said[:3])}")
+                       f"{' '.join(_said(err)[:3])}")
 
 
 def _refuse_unloadable(err: Exception) -> None:
     """A `RayError` when `err` says a worker died in its constructor (the program did not load)."""
     if getattr(err, "actor_init_failed", False):
-        said = [line.strip() for line in str(err).splitlines() if line.strip()]
-        raise RayError(f"a Ray worker could not load the program: {said[-1] if said else err}")
+        raise RayError(f"a Ray worker could not load the program: {(_said(err) or [str(err)])[-1]}")
+
+
+def _said(err: Exception) -> list[str]:
+    """The non-blank lines of what `err` says."""
+    return [line.strip() for line in str(err).splitlines() if line.strip()]
 
 
 #: Seconds the workers have to commit their step caches and close their clients at the end.

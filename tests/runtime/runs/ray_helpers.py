@@ -9,20 +9,16 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from benchmarks.letter_cat_oracle import make_rows, respond
-from decomp.runtime.cli import main
+from decomp.runtime.runs.ray_limits import LOOPBACK_ONLY
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from test_resume import MODEL_ENV
+from test_resume import MODEL_ENV, invoke, model_args
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                reason="Ray is not installed: pip install -e '.[ray]'")
 
 ROWS = 24
-#: Ray gives its nodes the machine's own address, even for 127.0.0.1 ("remotely reachable");
-#: with this off it gives them 127.0.0.1, so every port of the test cluster is on loopback alone.
-LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 @pytest.fixture(scope="module")
@@ -62,26 +58,11 @@ def dataset(tmp_path_factory) -> Path:
     return path
 
 
-def run_args(dataset: Path, run_dir: Path, server, *more: str) -> list[str]:
-    return ["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(run_dir),
-            "--model", "openai:mock", "--base-url", server.base_url, "--cache", "off", *more]
-
-
-def invoke(args: list[str]):
-    return CliRunner().invoke(main, args, env=MODEL_ENV)
-
-
 @pytest.fixture(scope="module")
 def whole(dataset, tmp_path_factory) -> Path:
     """The dataset run in one process, never interrupted: what every Ray run must equal."""
     run_dir = tmp_path_factory.mktemp("whole") / "run"
     with MockOpenAIServer(responder=respond) as server:
-        result = invoke(run_args(dataset, run_dir, server, "--concurrency", "4"))
+        result = invoke(model_args(dataset, run_dir, server, "--concurrency", "4"))
     assert result.exit_code == 0, result.output
     return run_dir
-
-
-def records(run_dir: Path) -> dict[int, dict]:
-    """results.jsonl by row index."""
-    lines = (run_dir / "results.jsonl").read_text().splitlines()
-    return {record["index"]: record for record in map(json.loads, lines)}

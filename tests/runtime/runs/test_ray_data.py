@@ -11,7 +11,8 @@ import pytest
 from benchmarks.letter_cat_oracle import respond
 from decomp.runtime.runs.api import RunOptions
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from ray_helpers import cluster, dataset, needs_ray, records, whole  # noqa: F401
+from ray_helpers import cluster, dataset, needs_ray, whole  # noqa: F401
+from test_resume import complete_records
 
 pytestmark = needs_ray
 
@@ -36,7 +37,7 @@ def test_a_program_in_a_ray_data_pipeline(cluster, dataset, whole):
     assert list(answered[0])[:len(COLUMNS)] == list(COLUMNS)
     by_id = {row["id"]: row for row in answered}
     assert len(by_id) == len(rows)
-    for expected in records(whole).values():
+    for expected in complete_records(whole).values():
         got = by_id[expected["id"]]
         assert json.loads(got["answer"]) == expected["answer"]
         assert (got["outcome"], got["error"], got["score"]) == ("ok", None, 1.0)
