@@ -135,3 +135,32 @@ def _pairs_part(index: int):
 
 
 _SUBOPS = {"flat": flatten, "unique": unique, "keys": _pairs_part(0), "values": _pairs_part(1)}
+
+
+_BASE_WORDS = {
+    "select": "runs the handler once, on the query with each #n replaced by its answer",
+    "project": "runs the handler once per item of #n's list (a string counts as one item); the answer is "
+               "the list of [item, answer] pairs",
+    "projectValues": "runs the handler once per [key, value] pair of #n, on the value (as JSON); the answer is "
+                     "the list of [key, answer] pairs",
+    "projectKeys": "runs the handler once per [key, value] pair of #n, on the key (as JSON); the answer is "
+                   "the list of [answer, value] pairs",
+    "filter": "runs the handler once per item of #n's list; keeps the items it answers true for",
+    "filterValues": "runs the handler on the value of each [key, value] pair of #n; keeps the pairs it answers "
+                    "true for",
+    "filterKeys": "runs the handler on the key of each [key, value] pair of #n; keeps the pairs it answers "
+                  "true for",
+    "plan": "runs the handler on each step of the plan #n (ADaPT), in its Execution Order (AND: all must "
+            "succeed, OR: the first success)",
+}
+_SUB_WORDS = {"flat": "flattened (nested lists, recursively)", "unique": "without repeats (the first kept)",
+              "keys": "only the first part of each pair", "values": "only the second part of each pair"}
+
+
+def describe(name: str | None) -> str:
+    """What an operator does, in one sentence (raises `OperatorError` for an unknown name)."""
+    op = parse_operator(name)
+    full = SYNONYMS.get(op.name, op.name)
+    words = f"`({op.name})`" + (f" = `({full})`" if full != op.name else "") + ": " + _BASE_WORDS[op.base]
+    subs = [_SUB_WORDS[s] for s in op.subops]
+    return words + ("; then " + ", ".join(subs) if subs else "") + "."

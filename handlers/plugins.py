@@ -64,6 +64,7 @@ BUILTIN_PLUGINS = (
     "decomp.taskgraph.commands",
     "decomp.runtime.tuning.command",
     "decomp.runtime.optimize.command",
+    "decomp.runtime.lsp.command",
 )
 
 hookspec = pluggy.HookspecMarker(PROJECT)

@@ -90,21 +90,24 @@ def _function_entry(handler: PythonHandler) -> dict:
     return {"handler": handler.name, "function": name, "allowed": allowed, "file": file}
 
 
-def check_file(path: str | Path, session: Session | None = None) -> Checked:
+def check_file(path: str | Path, session: Session | None = None, text: str | None = None) -> Checked:
     """Check a .decomp module, a few-shot prompt file or a fake model file (a JSON object with
     one of the keys `answers`, `mapping`, `script`, `patterns`, `default`; a `.json` file that
     is not JSON is checked as one too). A .decomp file that declares nothing and a file that is
     none of these (Python, other JSON, JSON Lines, empty) are refused; text with no example in
     it passes with a warning (it can only be a plain prompt, such as a word list). A fake model
-    file's problems raise `FakeFileError`, each with its line and column."""
+    file's problems raise `FakeFileError`, each with its line and column.
+
+    `text`: the file's content as an editor holds it, unsaved (`decomp lsp`); the files it
+    imports or names are read from disk. A fake model file is always read from disk."""
     path = Path(path)
-    if path.suffix != ".decomp" and _is_fake_file(path):
+    if path.suffix != ".decomp" and text is None and _is_fake_file(path):
         return Checked(path, fake=read_fake_file(path)[0])
-    fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path)
+    fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path, text)
     if fewshot is not None:
         return Checked(path, fewshot=fewshot, warnings=warnings)
-    loaded = _checked_module(path, session or Session())
-    return Checked(path, module=loaded, warnings=file_warnings(path) + handler_warnings(loaded))
+    loaded = _checked_module(path, session or Session(), text)
+    return Checked(path, module=loaded, warnings=file_warnings(path, text) + handler_warnings(loaded))
 
 
 def _is_fake_file(path: Path) -> bool:
@@ -128,8 +131,7 @@ def looks_like(path: Path) -> str | None:
     return _LOOKS[kind] if kind in ("python", "json", "jsonl") else None
 
 
-def _checked_fewshot(path: Path, fewshot: nodes.FewShot | None = None):
-    fewshot = fewshot if fewshot is not None else parse_fewshot(read_text(path), str(path))
+def _checked_fewshot(path: Path, fewshot: nodes.FewShot):
     errors = check_fewshot(fewshot)
     if errors:
         raise Diagnostics(errors) if len(errors) > 1 else errors[0]
@@ -140,12 +142,12 @@ _CHECKABLE = ("a .decomp module (import, model, handler, program, main) or a few
               "(examples with QC:/QS:/A: or Q:/A: lines)")
 
 
-def _fewshot_or_module(path: Path) -> tuple[nodes.FewShot | None, list[CheckWarning]]:
+def _fewshot_or_module(path: Path, text: str | None = None) -> tuple[nodes.FewShot | None, list[CheckWarning]]:
     """A file that is not named .decomp: its checked examples when it has any; None when it
     reads as a module that declares something (then checked as one). Python, JSON, JSON Lines
     and empty files are refused; other text without examples passes with a warning (a prompt
     without examples, such as a word list a program reads, is plain text)."""
-    text = read_text(path)
+    text = read_text(path) if text is None else text
     fewshot = parse_fewshot(text, str(path))
     if any(e.question is not None or e.steps or e.answer is not None for e in fewshot.examples):
         return _checked_fewshot(path, fewshot), []
@@ -161,10 +163,10 @@ def _fewshot_or_module(path: Path) -> tuple[nodes.FewShot | None, list[CheckWarn
     return fewshot, [CheckWarning(f"no examples here: {look}", span, expected=_CHECKABLE, line_text=first)]
 
 
-def _checked_module(path: Path, session: Session) -> LoadedModule:
-    loaded = session.load(path)
+def _checked_module(path: Path, session: Session, text: str | None = None) -> LoadedModule:
+    loaded = session.load(path, text)
     if not _declares(loaded.module):
-        text = read_text(path)
+        text = read_text(path) if text is None else text
         kind = _sniff(path, text)
         raise _refusal(path, text, "this .decomp file declares nothing" + (f": {_LOOKS[kind]}" if kind else ""))
     return loaded
@@ -227,10 +229,10 @@ def _sniff(path: Path, text: str) -> str | None:
     return None
 
 
-def file_warnings(path: str | Path) -> list[CheckWarning]:
-    """The warnings of a .decomp file and of the files it imports, each file once. A file that
-    does not parse has none here, nor one outside the program's allowed folders: their errors
-    are the loader's to report."""
+def file_warnings(path: str | Path, text: str | None = None) -> list[CheckWarning]:
+    """The warnings of a .decomp file (`text`: its unsaved content) and of the files it imports,
+    each file once. A file that does not parse has none here, nor one outside the program's
+    allowed folders: their errors are the loader's to report."""
     warnings: list[CheckWarning] = []
     seen: set[Path] = set()
     queue = [Path(path)]
@@ -243,7 +245,8 @@ def file_warnings(path: str | Path) -> list[CheckWarning]:
         if not inside(file, roots):  # an import the loader refuses: never read here either
             continue
         try:
-            module = parse_module(read_text(file), str(file))
+            source = text if text is not None and file == Path(path) else read_text(file)
+            module = parse_module(source, str(file))
         except (DecompError, OSError):
             continue
         warnings += module_warnings(module)

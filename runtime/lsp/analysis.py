@@ -1,0 +1,92 @@
+"""A document's problems, as `decomp check` finds them, in every file they are in.
+
+`analyse` is what the language server's worker process runs on the editor's unsaved text: the
+checker (`decomp.runtime.engine.checking.check_file`) and the index (`index.build_index`). It
+never raises: whatever goes wrong becomes a problem at the document's first line.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from decomp.dsl import nodes
+from decomp.dsl.errors import CheckWarning, DecompError, Diagnostics, UnclosedError
+from decomp.handlers.trust import allowing
+from decomp.runtime.engine.checking import check_file
+from decomp.runtime.engine.loader import load_plugin
+from decomp.runtime.lsp.index import Index, build_index
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One diagnostic: where (None: the document's first line), what, how bad."""
+
+    span: nodes.Span | None
+    message: str
+    severity: str  # "error" | "warning"
+    code: str
+    #: Other places that explain it: (span, message), such as where an unclosed bracket opened.
+    related: tuple[tuple[nodes.Span, str], ...] = ()
+
+
+@dataclass
+class Analysis:
+    """A document's problems by file (resolved path; the document's own under its path) and its index."""
+
+    path: Path
+    version: int | None
+    problems: dict[str, list[Problem]] = field(default_factory=dict)
+    index: Index | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the server was started with: plugins to import, modules to trust, folders to allow."""
+
+    plugins: tuple[str, ...] = ()
+    trust: tuple[str, ...] = ()
+    allow_roots: tuple[str, ...] = ()
+
+
+def start_worker(settings: Settings) -> None:
+    """The worker process's start: the plugins are imported once (their problems are reported
+    with each analysis by the checker, as `decomp check --plugin` would)."""
+    for plugin in settings.plugins:
+        try:
+            load_plugin(plugin)
+        except DecompError:
+            pass
+
+
+def analyse(path: str, text: str, version: int | None, fewshot: bool | None = None,
+            settings: Settings = Settings()) -> Analysis:
+    """Check `text` as the content of `path`, and index it."""
+    resolved = Path(path)
+    analysis = Analysis(resolved, version)
+    with allowing(settings.trust, settings.allow_roots):
+        try:
+            checked = check_file(resolved, text=text)
+            found = [_problem(w) for w in checked.warnings]
+        except DecompError as err:
+            found = [_problem(e) for e in (err.errors if isinstance(err, Diagnostics) else [err])]
+        except (OSError, RecursionError, MemoryError) as err:
+            found = [Problem(None, f"cannot check this file: {type(err).__name__}: {err}", "error", "error")]
+        except Exception as err:  # a bug of ours: said, never a crash
+            found = [Problem(None, f"internal error of the checker: {type(err).__name__}: {err}\n"
+                                   + "".join(traceback.format_exception(err)[-3:]), "error", "internal error")]
+        for problem in found:
+            where = problem.span.file if problem.span is not None else str(resolved)
+            analysis.problems.setdefault(where, []).append(problem)
+        try:
+            analysis.index = build_index(resolved, text, fewshot)
+        except Exception:  # an index is a convenience: without one, hover and completion say less
+            analysis.index = None
+    return analysis
+
+
+def _problem(err: DecompError) -> Problem:
+    message = err.message + (f"\nexpected {err.expected}" if err.expected else "")
+    related = ((err.opened, err.note.message),) if isinstance(err, UnclosedError) else ()
+    severity = "warning" if isinstance(err, CheckWarning) else "error"
+    return Problem(err.span, message, severity, err.kind, related)

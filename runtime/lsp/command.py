@@ -1,0 +1,54 @@
+"""`decomp lsp`: the language server on standard input and output, a built-in plugin (the plugin
+table's `register_commands`)."""
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from decomp.dsl.errors import DecompError
+from decomp.handlers.plugins import fail, hookimpl
+from decomp.runtime.engine.loader import load_plugin
+
+
+@hookimpl
+def register_commands(cli):
+    cli.add_command(lsp_command)
+
+
+@click.command("lsp")
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
+              help="Import this module first, as `decomp check --plugin` does, so the kinds it registers are known.")
+@click.option("--trust", multiple=True, metavar="MODULE",
+              help="Let python(function=\"MODULE:f\") handlers name functions of MODULE, as `decomp check --trust`.")
+@click.option("--allow-root", "allow_roots", multiple=True, metavar="DIR",
+              help="Let `import` and file= options read files in DIR too, as `decomp check --allow-root`.")
+@click.option("--check-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, metavar="SECONDS",
+              help="A document whose check takes longer is said to, and its checker process is stopped.")
+@click.option("--log-file", type=click.Path(dir_okay=False), help="Write the server's log here (default: none).")
+def lsp_command(plugins: tuple[str, ...], trust: tuple[str, ...], allow_roots: tuple[str, ...],
+                check_timeout: float, log_file: str | None) -> None:
+    """Run the language server of .decomp files on stdin/stdout (the Language Server Protocol),
+    for VS Code (editors/vscode), Neovim or any LSP client.
+
+    As you type, each document is checked as `decomp check` checks it (problems in imported and
+    few-shot files show on their own files); hover, go to definition, references, completion
+    and the outline answer from the document's structure. See the manual's "Editors" page.
+    """
+    from decomp.runtime.lsp.analysis import Settings
+    from decomp.runtime.lsp.handlers import make_server
+    from decomp.runtime.lsp.stdio import Utf8Repair
+
+    if log_file:
+        logging.basicConfig(filename=log_file, level=logging.INFO)
+    for plugin in plugins:
+        try:
+            load_plugin(plugin)
+        except DecompError as err:
+            fail(err)
+    server = make_server(Settings(tuple(plugins), tuple(trust), tuple(allow_roots)), check_timeout)
+    try:
+        server.start_io(stdin=Utf8Repair(sys.stdin.buffer), stdout=sys.stdout.buffer)
+    finally:
+        server.close()

@@ -1,0 +1,283 @@
+"""`decomp lsp`: a language server (pygls) for `.decomp` files and few-shot prompt files.
+
+On open, change and save, a document is checked as `decomp check` checks it, on its unsaved
+text: after a pause in the typing (`DEBOUNCE_S`), in a worker process, so that requests are
+answered while a large file is checked, and a check that runs away (`CHECK_TIMEOUT_S`) is
+stopped. A result for a version the editor has moved past is dropped. Problems in other files
+(imports, few-shot files a handler reads) are published on their own URIs.
+
+Hover, definition, references, completion and the outline read the document's latest index
+(`decomp.runtime.lsp.index`); none of them runs the checker. Whatever goes wrong while
+answering a request is answered as an error that says why; the server goes on.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Callable
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.uris import from_fs_path, to_fs_path
+
+from decomp.dsl.parser import read_text
+from decomp.runtime.lsp import features
+from decomp.runtime.lsp.analysis import Analysis, Problem, Settings, analyse, start_worker
+from decomp.runtime.lsp.index import Index, build_index
+
+log = logging.getLogger(__name__)
+
+#: Seconds of quiet typing before a changed document is checked.
+DEBOUNCE_S = 0.3
+#: A check that takes longer is stopped (its worker killed) and said so at the first line
+#: (`decomp lsp --check-timeout`).
+CHECK_TIMEOUT_S = 30.0
+#: Below this many characters, a request on a document changed since its last check re-reads
+#: the document's structure at once; above it, the last check's index answers (it is on its way).
+FRESH_INDEX_CHARS = 50_000
+LANGUAGES_FEWSHOT = ("decomp-fewshot",)
+_SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}
+_SYMBOL_KIND = {"model": types.SymbolKind.Constant, "handler": types.SymbolKind.Function,
+                "program": types.SymbolKind.Class, "step": types.SymbolKind.Event, "main": types.SymbolKind.Key,
+                "metric": types.SymbolKind.Property, "example": types.SymbolKind.Namespace}
+_ITEM_KIND = {"handler": types.CompletionItemKind.Function, "operator": types.CompletionItemKind.Operator,
+              "kind": types.CompletionItemKind.Class, "option": types.CompletionItemKind.Property,
+              "ref": types.CompletionItemKind.Reference, "file": types.CompletionItemKind.File,
+              "program": types.CompletionItemKind.Module}
+
+
+class _Protocol(LanguageServerProtocol):
+    """pygls's protocol, except that a request whose parameters cannot be read is answered with
+    the error (pygls drops it unanswered, and the client waits for ever)."""
+
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as err:
+            if not (isinstance(data, dict) and "id" in data and "method" in data):
+                raise
+            self._send_response(data["id"], error=types.ResponseError(
+                code=err.code, message=f"{err.message}: cannot read the parameters of {data['method']!r}"))
+            return _ANSWERED
+
+
+class _Answered:
+    """A message already answered: `handle_message` passes it by (its jsonrpc is no version)."""
+
+    jsonrpc = "answered"
+
+
+_ANSWERED = _Answered()
+
+
+class DecompServer(LanguageServer):
+    """The language server: documents' checks, their published problems, their indexes."""
+
+    def __init__(self, settings: Settings = Settings(), check_timeout: float = CHECK_TIMEOUT_S):
+        super().__init__("decomp-lsp", _version(), protocol_cls=_Protocol)
+        self.settings = settings
+        self.check_timeout = check_timeout
+        self.pool: ProcessPoolExecutor | None = None
+        self.analyses: dict[str, Analysis] = {}
+        self.fresh: dict[str, tuple[int | None, Index]] = {}
+        self.reports: dict[str, dict[str, list[types.Diagnostic]]] = {}
+        self.waiting: dict[str, asyncio.Task] = {}
+        self.running: set[str] = set()
+        self.dirty: set[str] = set()
+
+    # ---------------------------------------------------------------- checking
+    def schedule(self, uri: str, delay: float = DEBOUNCE_S) -> None:
+        """Check `uri` after `delay` seconds, unless it changes again first."""
+        pending = self.waiting.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self.waiting[uri] = asyncio.get_running_loop().create_task(self._after(uri, delay))
+
+    async def _after(self, uri: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self.waiting.pop(uri, None)
+        if uri in self.running:  # one check of a document at a time: the newest text goes next
+            self.dirty.add(uri)
+            return
+        self.running.add(uri)
+        try:
+            await self._check(uri)
+        finally:
+            self.running.discard(uri)
+        if uri in self.dirty:
+            self.dirty.discard(uri)
+            self.schedule(uri, 0)
+
+    async def _check(self, uri: str) -> None:
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            return
+        version, text, path = doc.version, doc.source, document_path(uri, doc.language_id)
+        fewshot = True if doc.language_id in LANGUAGES_FEWSHOT else None
+        try:
+            analysis = await asyncio.wait_for(self._in_worker(str(path), text, version, fewshot), self.check_timeout)
+        except asyncio.TimeoutError:
+            self._stop_worker()
+            analysis = Analysis(path, version, {str(path): [Problem(
+                None, f"checking this file took longer than {self.check_timeout:g} s and was stopped", "error",
+                "error")]}, self.analyses.get(uri, Analysis(path, None)).index)
+        current = self.workspace.text_documents.get(uri)
+        if current is None or current.version != version:
+            return  # stale: a newer text is on its way
+        self.analyses[uri] = analysis
+        self.publish(uri, analysis)
+
+    async def _in_worker(self, path: str, text: str, version, fewshot) -> Analysis:
+        loop = asyncio.get_running_loop()
+        for attempt in (1, 2):
+            if self.pool is None:
+                self.pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"), start_worker, (self.settings,))
+            try:
+                return await loop.run_in_executor(self.pool, analyse, path, text, version, fewshot, self.settings)
+            except BrokenProcessPool:  # the worker died (killed, out of memory): a new one, once
+                self.pool = None
+                if attempt == 2:
+                    return Analysis(Path(path), version, {path: [Problem(
+                        None, "the checker's process died while checking this file", "error", "error")]})
+        raise AssertionError("unreachable")
+
+    def _stop_worker(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is None:
+            return
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Stop the worker (at shutdown)."""
+        self._stop_worker()
+
+    # ---------------------------------------------------------------- publishing
+    def publish(self, uri: str, analysis: Analysis) -> None:
+        """Publish the document's problems on every URI they are in, clearing those it no
+        longer has; each URI shows the problems every open document found there, once."""
+        own = str(analysis.path)
+        new: dict[str, list[types.Diagnostic]] = {uri: []}
+        for file, problems in analysis.problems.items():
+            target = uri if file == own else from_fs_path(str(Path(file).resolve())) or file
+            new.setdefault(target, []).extend(self.diagnostic(target, p, uri) for p in problems)
+        old = self.reports.get(uri, {})
+        self.reports[uri] = new
+        for target in {*old, *new}:
+            self._publish_merged(target)
+
+    def retract(self, uri: str) -> None:
+        """A closed document's problems are no longer shown (those of other open documents stay)."""
+        old = self.reports.pop(uri, {})
+        self.analyses.pop(uri, None)
+        self.fresh.pop(uri, None)
+        for target in old:
+            self._publish_merged(target)
+
+    def _publish_merged(self, target: str) -> None:
+        merged, seen = [], set()
+        for report in self.reports.values():
+            for diagnostic in report.get(target, ()):
+                key = (diagnostic.range.start.line, diagnostic.range.start.character, diagnostic.message)
+                if key not in seen:
+                    seen.add(key)
+                    merged.append(diagnostic)
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=target, diagnostics=merged))
+
+    def diagnostic(self, target: str, problem: Problem, root: str) -> types.Diagnostic:
+        place = features.Place.of(problem.span) if problem.span is not None else features.Place(Path(), 0, 0, 0, 1)
+        related = [types.DiagnosticRelatedInformation(self.location(span_place, root), message)
+                   for span, message in problem.related for span_place in [features.Place.of(span)]]
+        return types.Diagnostic(range=self.to_range(target, place), message=problem.message, source="decomp",
+                                severity=_SEVERITY[problem.severity], code=problem.code,
+                                related_information=related or None)
+
+    # ---------------------------------------------------------------- positions
+    def lines_of(self, uri: str) -> list[str]:
+        """The lines of a document as the editor has it, else as on disk (without line ends)."""
+        doc = self.workspace.text_documents.get(uri)
+        if doc is not None:
+            return [line.rstrip("\r\n") for line in doc.lines]
+        try:
+            return read_text(to_fs_path(uri) or uri).split("\n")
+        except Exception:
+            return []
+
+    def to_range(self, uri: str, place: features.Place) -> types.Range:
+        lines = self.lines_of(uri)
+        codec = self.workspace.position_codec
+        return codec.range_to_client_units(lines, types.Range(types.Position(place.line, place.column),
+                                                              types.Position(place.end_line, place.end_column)))
+
+    def location(self, place: features.Place, root: str) -> types.Location:
+        uri = self.uri_for(place.path, root)
+        return types.Location(uri=uri, range=self.to_range(uri, place))
+
+    def uri_for(self, path: Path, root: str) -> str:
+        """The URI of `path`: the document `root` itself when it is its path (an untitled
+        document's too)."""
+        analysis = self.analyses.get(root)
+        own = analysis.path if analysis is not None else document_path(root, "")
+        if str(path) == str(own):
+            return root
+        return from_fs_path(str(path.resolve())) or str(path)
+
+    def position(self, uri: str, position: types.Position) -> tuple[list[str], int, int]:
+        """The document's lines and the position in code points."""
+        lines = self.lines_of(uri)
+        server = self.workspace.position_codec.position_from_client_units(lines, position)
+        return lines, server.line, server.character
+
+    async def index(self, uri: str) -> Index | None:
+        """The document's index: its latest check's; or, for a small document changed since,
+        read again now from its current text."""
+        doc = self.workspace.text_documents.get(uri)
+        analysis = self.analyses.get(uri)
+        if doc is None:
+            return analysis.index if analysis is not None else None
+        if analysis is not None and analysis.version == doc.version or len(doc.source) > FRESH_INDEX_CHARS:
+            return analysis.index if analysis is not None else None
+        cached = self.fresh.get(uri)
+        if cached is not None and cached[0] == doc.version:
+            return cached[1]
+        fewshot = True if doc.language_id in LANGUAGES_FEWSHOT else None
+        index = await asyncio.to_thread(build_index, document_path(uri, doc.language_id), doc.source, fewshot)
+        self.fresh[uri] = (doc.version, index)
+        return index
+
+
+def document_path(uri: str, language_id: str | None) -> Path:
+    """The file a document is (an untitled one: a file of the working folder named by its language)."""
+    path = to_fs_path(uri) if uri.startswith("file:") else None
+    if path:
+        return Path(path).resolve()
+    return Path.cwd() / ("untitled.txt" if language_id in LANGUAGES_FEWSHOT else "untitled.decomp")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("decomp-lang")
+    except Exception:
+        return "0"
+
+
+def answering(handler: Callable) -> Callable:
+    """A request handler whose unexpected failure is answered as an internal error that says
+    what happened (the server goes on)."""
+    async def answer(server: DecompServer, params):
+        try:
+            return await handler(server, params)
+        except Exception as err:
+            log.exception("request failed")
+            raise JsonRpcInternalError(f"decomp lsp: {type(err).__name__}: {err}") from err
+    answer.__name__ = handler.__name__
+    answer.__doc__ = handler.__doc__
+    return answer
