@@ -134,18 +134,18 @@ class DecompServer(LanguageServer):
         self.publish(uri, analysis)
 
     async def _in_worker(self, path: str, text: str, version, fewshot) -> Analysis:
+        """`analyse` in the worker process; a worker that died (killed, out of memory) is
+        replaced once, then the death is the document's problem."""
         loop = asyncio.get_running_loop()
-        for attempt in (1, 2):
+        for _ in range(2):
             if self.pool is None:
                 self.pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"), start_worker, (self.settings,))
             try:
                 return await loop.run_in_executor(self.pool, analyse, path, text, version, fewshot, self.settings)
-            except BrokenProcessPool:  # the worker died (killed, out of memory): a new one, once
+            except BrokenProcessPool:
                 self.pool = None
-                if attempt == 2:
-                    return Analysis(Path(path), version, {path: [Problem(
-                        None, "the checker's process died while checking this file", "error", "error")]})
-        raise AssertionError("unreachable")
+        return Analysis(Path(path), version, {path: [Problem(
+            None, "the checker's process died while checking this file", "error", "error")]})
 
     def _stop_worker(self) -> None:
         pool, self.pool = self.pool, None

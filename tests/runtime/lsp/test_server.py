@@ -206,3 +206,19 @@ async def test_ranges_count_utf16_code_units_after_characters_beyond_the_bmp(cli
     hover = await client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=doc), position=at(2, 7)))
     assert "handler qa = regex" in hover.contents.value
+
+
+async def test_definition_of_a_model_and_a_program_named_in_option_strings(client, files):
+    text = ('model small = "fake:answers.json"\n'
+            'handler a = prompt(text="Q: x", model="small")\n'
+            'handler b = program(name="p", file="helpers.decomp")\n'
+            'program p(question) {\n  QS: [a] #question\n}\nmain p\n')
+    doc = open_doc(client, files["main"].with_name("models.decomp"), text)
+
+    async def where(line, character):
+        found = await client.text_document_definition_async(types.DefinitionParams(
+            text_document=types.TextDocumentIdentifier(uri=doc), position=at(line, character)))
+        return [(f.uri, f.range.start.line, f.range.start.character) for f in found]
+    assert await where(1, 41) == [(doc, 0, 0)]  # model="small" -> the model's declaration
+    assert await where(2, 27) == [(doc, 3, 8)]  # name="p" -> the program
+    assert await where(2, 40) == [(uri(files["helpers"]), 0, 0)]  # file="helpers.decomp"
