@@ -60,8 +60,11 @@ def start_worker(settings: Settings) -> None:
 
 
 def analyse(path: str, text: str, version: int | None, fewshot: bool | None = None,
-            settings: Settings = Settings()) -> Analysis:
-    """Check `text` as the content of `path`, and index it."""
+            settings: Settings = Settings(), with_index: bool = True) -> Analysis:
+    """Check `text` as the content of `path`, and index it (`with_index`: a large document's
+    index is built where it is used instead: its syntax tree, pickled back from the worker,
+    would hold the server's event loop for as long as it takes to unpickle, over a second at
+    1 MB)."""
     resolved = Path(path)
     analysis = Analysis(resolved, version)
     with allowing(settings.trust, settings.allow_roots):
@@ -78,11 +81,18 @@ def analyse(path: str, text: str, version: int | None, fewshot: bool | None = No
         for problem in found:
             where = problem.span.file if problem.span is not None else str(resolved)
             analysis.problems.setdefault(where, []).append(problem)
-        try:
-            analysis.index = build_index(resolved, text, fewshot)
-        except Exception:  # an index is a convenience: without one, hover and completion say less
-            analysis.index = None
+        if with_index:
+            analysis.index = safe_index(resolved, text, fewshot)
     return analysis
+
+
+def safe_index(path: Path, text: str, fewshot: bool | None) -> Index | None:
+    """`build_index`, or None when it fails: an index is a convenience (without one, hover and
+    completion say less), never a reason to lose the problems."""
+    try:
+        return build_index(path, text, fewshot)
+    except Exception:
+        return None
 
 
 def _problem(err: DecompError) -> Problem:

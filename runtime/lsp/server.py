@@ -13,6 +13,7 @@ answering a request is answered as an error that says why; the server goes on.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
@@ -28,7 +29,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from decomp.dsl.parser import read_text
 from decomp.runtime.lsp import features
-from decomp.runtime.lsp.analysis import Analysis, Problem, Settings, analyse, start_worker
+from decomp.runtime.lsp.analysis import Analysis, Problem, Settings, analyse, safe_index, start_worker
 from decomp.runtime.lsp.index import Index, build_index
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,8 @@ DEBOUNCE_S = 0.3
 #: (`decomp lsp --check-timeout`).
 CHECK_TIMEOUT_S = 30.0
 #: Below this many characters, a request on a document changed since its last check re-reads
-#: the document's structure at once; above it, the last check's index answers (it is on its way).
+#: the document's structure at once; above it, the last check's index answers (it is on its way),
+#: and the index is built in this process, on a thread, rather than pickled back from the worker.
 FRESH_INDEX_CHARS = 50_000
 LANGUAGES_FEWSHOT = ("decomp-fewshot",)
 _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}
@@ -127,11 +129,16 @@ class DecompServer(LanguageServer):
             analysis = Analysis(path, version, {str(path): [Problem(
                 None, f"checking this file took longer than {self.check_timeout:g} s and was stopped", "error",
                 "error")]}, self.analyses.get(uri, Analysis(path, None)).index)
-        current = self.workspace.text_documents.get(uri)
-        if current is None or current.version != version:
+        if analysis.index is None and self._is_current(uri, version):  # a large document's, built here
+            analysis.index = await asyncio.to_thread(_index_unpaused, path, text, fewshot)
+        if not self._is_current(uri, version):
             return  # stale: a newer text is on its way
         self.analyses[uri] = analysis
         self.publish(uri, analysis)
+
+    def _is_current(self, uri: str, version) -> bool:
+        current = self.workspace.text_documents.get(uri)
+        return current is not None and current.version == version
 
     async def _in_worker(self, path: str, text: str, version, fewshot) -> Analysis:
         """`analyse` in the worker process; a worker that died (killed, out of memory) is
@@ -141,7 +148,8 @@ class DecompServer(LanguageServer):
             if self.pool is None:
                 self.pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"), start_worker, (self.settings,))
             try:
-                return await loop.run_in_executor(self.pool, analyse, path, text, version, fewshot, self.settings)
+                return await loop.run_in_executor(self.pool, analyse, path, text, version, fewshot, self.settings,
+                                                  len(text) <= FRESH_INDEX_CHARS)
             except BrokenProcessPool:
                 self.pool = None
         return Analysis(Path(path), version, {path: [Problem(
@@ -251,6 +259,20 @@ class DecompServer(LanguageServer):
         index = await asyncio.to_thread(build_index, document_path(uri, doc.language_id), doc.source, fewshot)
         self.fresh[uri] = (doc.version, index)
         return index
+
+
+def _index_unpaused(path: Path, text: str, fewshot: bool | None) -> Index | None:
+    """`safe_index` of a large document, the cyclic garbage collector held off while it runs and
+    its objects frozen after: its full collections, each walking every object of a growing
+    syntax tree, would stop the server's loop for a third of a second at a time (the tree has
+    no cycles to collect)."""
+    gc.disable()
+    try:
+        index = safe_index(path, text, fewshot)
+    finally:
+        gc.enable()
+    gc.freeze()
+    return index
 
 
 def document_path(uri: str, language_id: str | None) -> Path:
