@@ -28,7 +28,7 @@ from decomp.runtime.runs.api import (
     user_folders,
     with_fields,
 )
-from decomp.runtime.runs import dryrun
+from decomp.runtime.runs import dryrun, otel
 from decomp.runtime.runs.command_options import session_options, trust_options
 from decomp.runtime.runs.datasets import Row, read_rows, window
 from decomp.runtime.runs.resumed import recorded_run
@@ -177,10 +177,15 @@ def _load_plugins(plugins: tuple[str, ...], program: Path) -> None:
                    "ray extra (docs/ray.md).")
 @click.option("--ray-workers", type=click.IntRange(1), metavar="N",
               help="With --ray: this many workers (default: one per CPU of the cluster).")
+@click.option("--otlp", is_flag=False, flag_value="", default=None, metavar="[URL]",
+              help="Send each row's tree as an OpenTelemetry trace (GenAI conventions) to this OTLP endpoint "
+                   "(http://HOST:4318; none: $OTEL_EXPORTER_OTLP_ENDPOINT, which alone also turns it on). "
+                   "Prompts and answers only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true. "
+                   "Needs the otel extra (docs/observability.md).")
 @session_options
 @trust_options
 def run(file, question, main_name, data, run_dir, resume, force, output, fields, show_trace, trace_out, verbose,
-        dry_run, shard, offset, limit, ray_address, ray_workers, **opts) -> None:
+        dry_run, shard, offset, limit, ray_address, ray_workers, otlp, **opts) -> None:
     """Run the program FILE on one --question or on every row of --input.
 
     A dataset run writes a run directory (results.jsonl, traces, summary.json, the program and
@@ -214,7 +219,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
     _load_plugins(plugins, program)
     if data is not None and not dry_run:
         _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose, shard,
-                     (offset, limit), cluster)
+                     (offset, limit), cluster, otlp)
         return
     session = options.session(ReplayModel() if dry_run else None)
     try:
@@ -226,7 +231,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
             _dry_run(session, loaded, data, question, extra, session.spec_price(options.model or loaded.default_model),
                      (offset, limit))
         elif question is not None:
-            _run_one(session, loaded, question, extra, show_trace, trace_out)
+            _run_one(session, loaded, question, extra, show_trace, trace_out, otlp, program)
         else:
             raise click.UsageError("give --question TEXT or --input DATA --output OUT.jsonl")
 
@@ -266,13 +271,13 @@ def _check_run_usage(question: str | None, data: Path | None, show_trace: bool, 
 def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str | None, run_dir: Path | None,
                  resume: bool, force: bool, output: Path | None, fields: dict[str, Any] | None = None,
                  verbose: bool = False, shard: Shard | None = None, rows: tuple[int, int | None] = (0, None),
-                 cluster: Cluster | None = None) -> None:
+                 cluster: Cluster | None = None, otlp: str | None = None) -> None:
     """`run_dataset`, its notes on stderr, its summary as one JSON line on stdout (and with
     `verbose`, each failed row's error on stderr)."""
     try:
         done = run_dataset(program, data, options=options, main=main_name, run_dir=run_dir, resume=resume,
                            force=force, output=output, progress=None, fields=fields, shard=shard,
-                           offset=rows[0], limit=rows[1], cluster=cluster,
+                           offset=rows[0], limit=rows[1], cluster=cluster, otlp=otlp,
                            on_note=lambda note: click.echo(f"note: {note}", err=True))
         failed = [record for record in done.records() if record.get("error")] if verbose else []
     except (DecompError, OSError, ValueError) as err:
@@ -291,9 +296,21 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
         sys.exit(EXIT_ROWS_FAILED)
 
 
-def _run_one(session, loaded, question, fields, show_trace, trace_out=None) -> None:
+def _run_one(session, loaded, question, fields, show_trace, trace_out=None, otlp=None, program=None) -> None:
     row = {"question": question, **fields}
+    export = None
+    if otel.wanted(otlp):
+        try:
+            export = otel.TraceExport.start(otlp or None, mask=session.secrets.mask,
+                                            resource={"decomp.program": str(program)})
+        except DecompError as err:
+            fail(err)
     result = session.run(loaded, row)
+    if export is not None:
+        export.row(result.trace, otel.row_attributes({"id": "question", "index": 0}))
+        problem = export.close()
+        if problem:
+            click.echo(f"warning: {problem}", err=True)
     if show_trace or trace_out is not None:
         text = result.trace.to_json(indent=2)
         if trace_out is not None:
@@ -495,14 +512,23 @@ def trace_show(run_dir: Path, row_id: str | None, as_json: bool) -> None:
 
 @trace_group.command("export")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--jsonl", "as_jsonl", is_flag=True, required=True,
+@click.option("--jsonl", "as_jsonl", is_flag=True,
               help="One JSON line per row, in input order: its results line and its tree (\"trace\").")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not to stdout.")
-def trace_export(run_dir: Path, as_jsonl: bool, output: Path | None) -> None:
-    """Export RUN_DIR's rows with their decomposition trees as JSON lines."""
+@click.option("--otlp", is_flag=False, flag_value="", default=None, metavar="[URL]",
+              help="Send each row's tree as an OpenTelemetry trace to this OTLP endpoint (none: "
+                   "$OTEL_EXPORTER_OTLP_ENDPOINT), as `decomp run --otlp` does while it runs.")
+def trace_export(run_dir: Path, as_jsonl: bool, output: Path | None, otlp: str | None) -> None:
+    """Export RUN_DIR's rows with their decomposition trees: as JSON lines (--jsonl), or as
+    OpenTelemetry traces to a collector (--otlp)."""
     from decomp.runtime.views import export
 
+    if as_jsonl == (otlp is not None) or (otlp is not None and output is not None):
+        raise click.UsageError("give --jsonl [-o FILE] or --otlp [URL]")
     run = _open_run_dir(run_dir)
+    if otlp is not None:
+        _export_otlp(run, otlp)
+        return
     try:
         lines = export.export_lines(run)
         if output is None:
@@ -513,6 +539,18 @@ def trace_export(run_dir: Path, as_jsonl: bool, output: Path | None) -> None:
                 out.writelines(line + "\n" for line in lines)
     except (RunDirError, OSError) as err:
         fail(err)
+
+
+def _export_otlp(run: RunDir, url: str) -> None:
+    """`trace export --otlp`: the rows sent, said on stderr; what failed, exit status 1."""
+    try:
+        sent, problem = otel.export_run(run, url or None)
+    except (DecompError, RunDirError, OSError) as err:
+        fail(err)
+    click.echo(f"{run.path}: {sent} row(s) sent as traces", err=True)
+    if problem:
+        click.echo(f"error: {problem}", err=True)
+        sys.exit(EXIT_ERROR)
 
 
 @trace_group.command("html")

@@ -127,7 +127,7 @@ main down
 '''
 
 
-_TIMED = ("seconds", "mean_ms", "wall_s", "mean_s", "p50_s", "p95_s")
+_TIMED = ("seconds", "started", "mean_ms", "wall_s", "mean_s", "p50_s", "p95_s")
 
 
 def untimed(value):

@@ -241,3 +241,30 @@ def test_ray_scale(elsewhere):
     assert r["calls"] == {"process": 66, "1": 66, "2": 66}  # 11 calls a row, the same on Ray
     assert all(value > 0 for value in r["rows_per_s"].values()) and all(v >= 1 for v in r["ratio"].values())
     assert 1 <= r["max_in_flight"] <= 3
+
+
+@pytest.mark.slow
+def test_lsp_latency(elsewhere):
+    r = _run("lsp_latency", "--edits", "2", "--requests", "5", "--big-kb", "50", cwd=elsewhere)
+    assert r["edits"] == 2 and r["requests"] == 5 and r["big_kb"] == 50 and r["typing_interval_ms"] == 100
+    assert r["big_chars"] >= 50_000 and r["big_diagnostics"] == 0  # the big program is valid
+    assert set(r["recheck_s"]) == set(r["recheck_minus_debounce_s"]) == {"median", "p90"}
+    assert set(r["hover_ms"]) == set(r["completion_ms"]) == set(r["definition_ms"]) == {"median", "p99"}
+    assert set(r["hover_ms_during_big_check"]) == {"median", "p99", "max"}
+    figures = [r[key] for key in ("initialize_s", "first_diagnostics_s", "big_check_s", "hovers_during_big_check",
+                                  "hover_p99_over_typing_interval", "hover_max_over_typing_interval", "debounce_s")]
+    figures += [value for key in ("recheck_s", "recheck_minus_debounce_s", "hover_ms", "completion_ms",
+                                  "definition_ms", "hover_ms_during_big_check") for value in r[key].values()]
+    assert all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in figures), r
+    assert r["recheck_s"]["median"] >= r["debounce_s"] and r["load_1m"] >= 0 and r["python"]
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_otel_overhead(elsewhere):
+    r = _run("otel_overhead", "--rows", "6", "--repeat", "1", "--cp-rows", "4", "--pairs", "1", "--latency", "0.02",
+             cwd=elsewhere)
+    assert r["receiver"] == "mlflow" and r["overhead"]["calls"] == 66  # 11 model calls a row
+    assert set(r["overhead"]["us_per_call"]) == {"off", "on"} and r["overhead"]["ratio"] > 0
+    assert r["overhead"]["sender_us_per_call"] > 0  # the sender ran, in a process of its own
+    assert r["critical_path"]["ratio_off"] > 0 and r["critical_path"]["ratio_on"] > 0

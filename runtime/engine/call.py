@@ -73,9 +73,10 @@ class EngineCall(Call):
                        max_tokens: int = 256, temperature: float = 0.0, n: int = 1,
                        soft_prompt: "SoftPrompt | None" = None) -> list[str]:
         chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
-        node = self.trace.child("model", handler=self.handler.name, prompt=prompt)
+        node = self.trace.child("model", handler=self.handler.name, prompt=prompt, started=time.time())
         request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n,
                           soft_prompt=soft_prompt)
+        node.facts = {"operation": "text_completion", "temperature": temperature, "max_tokens": max_tokens}
         started = time.perf_counter()
         try:
             completion = await self.session.complete(chosen, request, self.handler.name)
@@ -89,12 +90,14 @@ class EngineCall(Call):
         node.seconds = time.perf_counter() - started
         node.prompt_tokens, node.completion_tokens = completion.prompt_tokens, completion.completion_tokens
         node.cache_hit = completion.cache_hits == len(texts)
+        node.facts.update(_model_facts(chosen), finish_reasons=list(completion.finish_reasons) or None)
         return texts
 
     async def score(self, prefix: str, text: str, *, model: str | None = None,
                     soft_prompt: "SoftPrompt | None" = None) -> tuple[float, int]:
         chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
-        node = self.trace.child("model", handler=self.handler.name, prompt=prefix + text)
+        node = self.trace.child("model", handler=self.handler.name, prompt=prefix + text, started=time.time(),
+                                facts={"operation": "score"})
         started = time.perf_counter()
         try:
             result = await self.session.score(chosen, prefix, text, self.handler.name, soft_prompt=soft_prompt)
@@ -105,12 +108,14 @@ class EngineCall(Call):
             raise _internal(node, started, err, chosen) from err
         node.raw_output = f"logprob {result.logprob:.4f} over {result.tokens} tokens"
         node.seconds, node.prompt_tokens = time.perf_counter() - started, result.tokens
+        node.facts.update(_model_facts(chosen))
         return result.logprob, result.tokens
 
     # ---- any other outbound service
     async def request(self, service: Service, method: Callable[..., Awaitable[Any]], *args: Any,
                       what: str = "", cache: Mapping[str, Any] | None = None, tokens: float = 0) -> Any:
-        node = self.trace.child(service.kind, handler=self.handler.name, query=what, label=service.name)
+        node = self.trace.child(service.kind, handler=self.handler.name, query=what, label=service.name,
+                                started=time.time())
         started = time.perf_counter()
         try:
             answer, hit = await self.session.request(service, method, args, cache=cache, tokens=tokens, what=what)
@@ -162,6 +167,14 @@ class EngineCall(Call):
     @property
     def registry(self) -> Registry:
         return self.session.registry
+
+
+def _model_facts(model: Service) -> dict:
+    """A model's name as its provider knows it (`gpt-4o` of `openai:gpt-4o`) and the provider,
+    the scheme of its spec (openai, local, fake, ...)."""
+    name = str(getattr(model, "name", "") or "")
+    provider, _, rest = name.partition(":")
+    return {"model": rest, "provider": provider} if rest else {"model": name or None, "provider": None}
 
 
 def _failed(node: TraceNode, started: float, err: RunError, service: Service) -> None:

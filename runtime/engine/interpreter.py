@@ -39,7 +39,8 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
     try:
         current_row().before_handler_call()  # every call counts, symbolic ones too
         stack = _enter(handler, scope, span)
-        node = trace.child("call", handler=name, query=query, location=_where(span))
+        node = trace.child("call", handler=name, query=query, location=_where(span), started=time.time(),
+                           facts={"kind": handler.kind})
         call = EngineCall(query, values, scope.inputs, stack, span, scope.session, handler, node)
         if scope.session.cache is None or not handler.cacheable or handler.effectful:
             answer = await run_kind(handler, call)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -267,7 +268,8 @@ class Session:
             self.cache.put(keys[i], found[i])
         row.charge(0, 0, request.n - len(missing))
         texts = self.secrets.mask_all(f["text"] for f in found)  # the hits among them too
-        return Completion(texts, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing))
+        reasons = fresh.finish_reasons if len(missing) == request.n else ()  # hits' reasons are not kept
+        return Completion(texts, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing), reasons)
 
     async def score(self, model: Model, prompt: str, continuation: str, handler: str = "", *,
                     soft_prompt: SoftPrompt | None = None) -> Score:
@@ -356,7 +358,7 @@ class Session:
         """Run the module's main (or `target`) on one row; errors are caught into the result."""
         row = RowContext(index, self.budget, self.usage, fields=fields, shared=self.shared_run)
         token = CURRENT_ROW.set(row)
-        trace = TraceNode("row", label=str(fields.get("id", "")))
+        trace = TraceNode("row", label=str(fields.get("id", "")), started=time.time())
         try:
             with self._limits():
                 answer = await self._entry(module, target, fields, trace)

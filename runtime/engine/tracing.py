@@ -36,6 +36,10 @@ class TraceNode:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float | None = None   # wall time of the call (model node: of the request)
+    started: float | None = None   # when it started, in seconds since the epoch (wall clock)
+    #: What else is known, as flat JSON: a call's handler kind ("kind"); a model request's
+    #: "model", "provider", "operation", "temperature", "max_tokens", "finish_reasons".
+    facts: dict | None = None
     children: list["TraceNode"] = field(default_factory=list)
 
     def __repr__(self) -> str:  # its own fields and how many children (a tree may be thousands deep)
@@ -176,12 +180,22 @@ def _type_problem(name: str, value: Any) -> str | None:
         return None if isinstance(value, bool) else f"is {json_kind(value)}, not a boolean"
     if name in _COUNTS:
         return None if isinstance(value, int) and not isinstance(value, bool) else f"is {json_kind(value)}, not a count"
-    if name == "seconds":
+    if name in ("seconds", "started"):
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         return None if value is None or number else f"is {json_kind(value)}, not a number"
+    if name == "facts":
+        return None if value is None or (isinstance(value, dict) and all(
+            isinstance(k, str) and _fact(v) for k, v in value.items())) else "is not an object of plain values"
     if name == "answer" and deepjson.depth(value, MAX_ANSWER_DEPTH) > MAX_ANSWER_DEPTH:
         return f"is nested more than {MAX_ANSWER_DEPTH} levels deep"
     return None
+
+
+def _fact(value: Any) -> bool:
+    """A fact's value: a string, number, boolean or null, or a list of strings."""
+    if isinstance(value, list):
+        return all(isinstance(v, str) for v in value)
+    return value is None or isinstance(value, (str, int, float, bool))
 
 
 #: The most characters of one text of a node (its query, prompt, output, answer, details) a

@@ -86,6 +86,8 @@ class Completion:
     prompt_tokens: int | None = 0
     completion_tokens: int | None = 0
     cache_hits: int = 0  # how many of `texts` came from the step cache (set by the session)
+    #: Why each text ended, as the server said ("stop", "length", ...); empty when unknown.
+    finish_reasons: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:

@@ -191,14 +191,16 @@ class LocalModel(Model):
             self._check_fit(request.soft_prompt)
         if self._llm is None:
             self._llm = self._load(logits_all=False)
-        texts, prompt_tokens, completion_tokens = [], 0, 0
+        texts, prompt_tokens, completion_tokens, reasons = [], 0, 0, []
         for index in range(max(1, request.n)):
             out = self._generate(self._llm, request, index) if request.soft_prompt is None \
                 else self._generate_soft(self._llm, request, index)
             texts.append(out["choices"][0]["text"])
+            reasons.append(str(out["choices"][0].get("finish_reason") or ""))
             prompt_tokens = out["usage"]["prompt_tokens"]
             completion_tokens += out["usage"]["completion_tokens"]
-        return Completion(tuple(texts), prompt_tokens, completion_tokens)
+        return Completion(tuple(texts), prompt_tokens, completion_tokens,
+                          finish_reasons=tuple(reasons) if all(reasons) else ())
 
     @property
     def threads(self) -> int:

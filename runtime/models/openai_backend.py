@@ -138,7 +138,9 @@ class OpenAIModel(Model):
         choices = sorted(data["choices"], key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
         texts = tuple(self._text(choice) for choice in choices)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        return Completion(texts, token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens")))
+        reasons = tuple(c.get("finish_reason") for c in choices if isinstance(c, dict))
+        return Completion(texts, token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens")),
+                          finish_reasons=reasons if all(isinstance(r, str) for r in reasons) else ())
 
     async def score(self, prompt: str, continuation: str, soft_prompt: SoftPrompt | None = None) -> Score:
         """Sum of the logprobs of the continuation's tokens, from an echoed completions call."""

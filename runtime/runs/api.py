@@ -36,7 +36,9 @@ from decomp.runtime.engine.session import Session
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE, Model, ModelSettings
 from decomp.runtime.models.prices import load_prices
+from decomp.runtime.runs import otel
 from decomp.runtime.runs.batch import run_rows
+from decomp.runtime.runs.otel import RunExport
 from decomp.runtime.runs.programs import PROGRAMS_DIR, find_program, load_program, use_main
 from decomp.runtime.runs.ray_rows import Cluster, WorkerSpec, connect, run_rows_on_ray
 from decomp.runtime.runs.datasets import window, Row, read_rows
@@ -224,7 +226,7 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
                 output: str | Path | None = None, progress: bool | None = False,
                 on_note: Callable[[str], None] | None = None, fields: Mapping[str, Any] | None = None,
                 shard: Shard | str | None = None, offset: int = 0, limit: int | None = None,
-                cluster: Cluster | None = None) -> RunSummary:
+                cluster: Cluster | None = None, otlp: str | None = None) -> RunSummary:
     """Run `program` on every row of `data` into a run directory: `decomp run PROGRAM --input DATA`.
 
     program:  a .decomp file, the name of a bundled program (`decomp/letter_cat`), or a module
@@ -262,6 +264,9 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     cluster:  run the rows on Ray actors (`decomp run --ray [ADDRESS]`; `ray_rows.Cluster`):
               this process keeps the run directory, the limits and budgets hold for the whole
               run. Needs `program` as a path and no `session` of one's own
+    otlp:     also send each row's tree as an OpenTelemetry trace to this OTLP endpoint ("": the
+              one $OTEL_EXPORTER_OTLP_ENDPOINT names, as when it is set and `otlp` is None); see
+              `decomp.runtime.runs.otel`. What could not be sent is warned once; the run goes on
 
     Returns the `RunSummary` (its `to_dict()` is the line `decomp run` prints). A row that fails
     is recorded in its line and the run goes on. Raises `DecompError` for a program that does
@@ -275,7 +280,7 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     return run_sync(lambda: arun_dataset(program, data, model=model, options=options, session=session, main=main,
                                          run_dir=run_dir, resume=resume, force=force, output=output,
                                          progress=progress, on_note=on_note, fields=fields, shard=shard,
-                                         offset=offset, limit=limit, cluster=cluster))
+                                         offset=offset, limit=limit, cluster=cluster, otlp=otlp))
 
 
 async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: str | Model | None = None,
@@ -284,7 +289,8 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
                        output: str | Path | None = None, progress: bool | None = False,
                        on_note: Callable[[str], None] | None = None,
                        fields: Mapping[str, Any] | None = None, shard: Shard | str | None = None,
-                       offset: int = 0, limit: int | None = None, cluster: Cluster | None = None) -> RunSummary:
+                       offset: int = 0, limit: int | None = None, cluster: Cluster | None = None,
+                       otlp: str | None = None) -> RunSummary:
     """`run_dataset` in a running event loop."""
     data = Path(data)
     shard = Shard.parse(shard) if isinstance(shard, str) else shard
@@ -299,11 +305,11 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
         offset, limit = (known.offset, known.limit) if (offset, limit) == (0, None) else (offset, limit)
     with recorded_trust(known, on_note):
         return await _arun_dataset(program, data, model, options, session, main, run_dir, resume, force, output,
-                                   progress, on_note, fields, shard, offset, limit, cluster)
+                                   progress, on_note, fields, shard, offset, limit, cluster, otlp)
 
 
 async def _arun_dataset(program, data: Path, model, options, session, main, run_dir, resume, force, output,
-                        progress, on_note, fields, shard, offset, limit, cluster=None) -> RunSummary:
+                        progress, on_note, fields, shard, offset, limit, cluster=None, otlp=None) -> RunSummary:
     if cluster is not None and (session is not None or isinstance(program, LoadedModule) or isinstance(model, Model)):
         raise TypeError("a run on Ray loads the program in every worker: give the program as a path, and "
                         "model and options, not a session, a loaded module or a Model instance")
@@ -326,7 +332,10 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
 
     if cluster is not None:
         connect(cluster)  # an address nobody answers at is said before a run directory is made
+    if otel.wanted(otlp):
+        otel.check(otlp)  # a missing SDK or an unknown protocol is said before a run directory is made
     run = _open_run(path, data, manifest, loaded.files, run_dir, resume, force)
+    export = RunExport.start(otlp, run.path) if otel.wanted(otlp) else None
     try:
         for note in run.notes:
             if on_note is not None:
@@ -335,6 +344,8 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
         with progress_bar(todo, session.usage, progress) as tick, allowing(roots=user_folders(fields)):
             def sink(record, trace):
                 run.add(record, trace)
+                if export is not None:
+                    export.row(record)
                 tick(record)
             if cluster is None:
                 ran = await run_rows(session, loaded, rows(), sink, skip=run.indices)
@@ -347,6 +358,9 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
     except BaseException:
         run.close()
         raise
+    finally:
+        if export is not None:
+            export.close()
     output = Path(output) if output is not None else None
     if output is not None:
         _write_lines(output, run.records())

@@ -1,0 +1,431 @@
+"""OpenTelemetry export: each row's decomposition tree as one trace, in the GenAI semantic
+conventions, sent over OTLP to a collector, Phoenix, Langfuse, MLflow, Jaeger or Tempo.
+
+    export = TraceExport.start("http://127.0.0.1:4318", mask=session.secrets.mask)
+    export.row(trace, {"decomp.row.id": "7"})     # a span per node, with the node's own times
+    problem = export.close()                      # a bounded flush; what failed, once, or None
+
+The endpoint is `--otlp URL` (`/v1/traces` added unless given) or the standard variables
+(`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`, their `_HEADERS` and
+`_PROTOCOL`). Spans go through the SDK's batch processor, on its own thread: a collector that is
+down, slow or refusing never slows the run; at the end the flush waits `FLUSH_S` at most, and
+the failures are said once. Prompts, outputs, queries and answers are sent only when
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` is true; every text that is sent goes
+through the run's secret mask (`decomp.runtime.engine.run_secrets`) first.
+
+Needs the `otel` extra (opentelemetry-sdk and its OTLP/HTTP exporter; gRPC with
+opentelemetry-exporter-otlp-proto-grpc).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import warnings
+from typing import Any, Callable, Sequence
+
+from decomp.dsl.errors import DecompError
+from decomp.runtime.engine.tracing import TraceNode
+
+CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+PROTOCOL_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+#: The longest the end of a run waits for spans still queued to be sent.
+FLUSH_S = 10.0
+#: One export request may take this long, the exporter's own retries included (the SDK's default).
+EXPORT_TIMEOUT_S = 10.0
+_INSTALL = "pip install 'decomp-lang[otel]'"
+
+
+def wanted(url: str | None) -> bool:
+    """Whether to export: `--otlp` was given (URL, or "" for the environment's), or the
+    environment names an endpoint."""
+    return url is not None or any(os.environ.get(name) for name in ENDPOINT_ENVS)
+
+
+def content_wanted() -> bool:
+    """Whether the user opted in to prompt and answer text in spans (the GenAI conventions' variable)."""
+    return os.environ.get(CONTENT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class TraceExport:
+    """A tracer provider exporting over OTLP, and the writing of trees as spans."""
+
+    def __init__(self, provider, reporter: "_Reporting", mask: Callable[[str], str], content: bool):
+        self.provider, self.reporter, self.mask, self.content = provider, reporter, mask, content
+        self.tracer = provider.get_tracer("decomp", _version())
+        self.spans = 0
+
+    @classmethod
+    def start(cls, url: str | None = None, *, mask: Callable[[str], str] = lambda text: text,
+              resource: dict[str, Any] | None = None, content: bool | None = None) -> "TraceExport":
+        """An export to `url` ("" or None: the environment's endpoint). Raises `DecompError`
+        when the SDK is not installed or the protocol is unknown."""
+        try:
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        except ImportError:
+            raise DecompError(f"--otlp needs the OpenTelemetry SDK: {_INSTALL}") from None
+        reporter = _Reporting(_exporter(url))
+        for name in ("opentelemetry.exporter", "opentelemetry.sdk"):  # failures are said once, by close()
+            logger = logging.getLogger(name)
+            logger.propagate = False
+            logger.addHandler(reporter)
+        attributes = {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "decomp", **(resource or {})}
+        provider = TracerProvider(resource=Resource.create(attributes))
+        provider.add_span_processor(BatchSpanProcessor(reporter, export_timeout_millis=int(EXPORT_TIMEOUT_S * 1000)))
+        return cls(provider, reporter, mask, content_wanted() if content is None else content)
+
+    def row(self, root: TraceNode, attributes: dict[str, Any] | None = None, *, fallback: float | None = None) -> None:
+        """Send the tree `root` (a row's) as one trace. Nodes that recorded no start time take
+        their first child's, else their parent's (`fallback`, else now, for the root)."""
+        from opentelemetry import trace as api
+        from opentelemetry.trace import Status, StatusCode
+
+        times = span_times(root, fallback)
+        stack: list[tuple[TraceNode, Any]] = [(root, None)]
+        while stack:
+            node, parent = stack.pop()
+            start, end = times[id(node)]
+            extra = attributes if node is root else None
+            span = self.tracer.start_span(span_name(node), context=api.set_span_in_context(parent) if parent else None,
+                                          attributes=self.attributes(node, extra), start_time=_ns(start))
+            if node.error is not None:
+                span.set_status(Status(StatusCode.ERROR, self.mask(node.error)))
+                event = {"exception.type": "decomp." + node.kind, "exception.message": self.mask(node.error)}
+                if self.content and node.details:
+                    event["exception.stacktrace"] = self.mask(node.details)
+                span.add_event("exception", event, timestamp=_ns(end))
+            stack += [(child, span) for child in reversed(node.children)]
+            span.end(end_time=_ns(end))
+            self.spans += 1
+
+    def attributes(self, node: TraceNode, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A node's span attributes: what it is, where it was written, its outcome; for a model
+        request the GenAI conventions'; text only with content capture on."""
+        out: dict[str, Any] = {"decomp.node.kind": node.kind, "decomp.outcome": outcome(node)}
+        _put(out, "decomp.label", node.label or None)
+        _put(out, "decomp.handler", node.handler)
+        _put(out, "decomp.operator", node.operator)
+        if node.location:
+            path, _, line = node.location.rpartition(":")
+            out["code.filepath"] = path or node.location
+            if line.isdigit():
+                out["code.lineno"] = int(line)
+        facts = node.facts or {}
+        _put(out, "decomp.handler.kind", facts.get("kind") if node.kind == "call" else None)
+        if node.cache_hit:
+            out["decomp.cache_hit"] = True
+        if node.kind == "model":
+            out.update(_genai(node, facts))
+        if self.content:
+            out.update(self._content(node))
+        out.update(extra or {})
+        return {k: self.mask(v) if isinstance(v, str) else v for k, v in out.items()}
+
+    def _content(self, node: TraceNode) -> dict[str, Any]:
+        if node.kind == "model":
+            reasons = (node.facts or {}).get("finish_reasons") or []
+            output = {"role": "assistant", "parts": [{"type": "text", "content": node.raw_output or ""}]}
+            if reasons:
+                output["finish_reason"] = reasons[0]
+            return {"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+                        {"type": "text", "content": node.prompt or ""}]}], ensure_ascii=False),
+                    "gen_ai.output.messages": json.dumps([output], ensure_ascii=False)}
+        found: dict[str, Any] = {}
+        _put(found, "decomp.query", node.query)
+        if node.answer is not None:
+            found["decomp.answer"] = node.answer if isinstance(node.answer, str) else json.dumps(node.answer)
+        return found
+
+    def close(self, timeout: float = FLUSH_S) -> str | None:
+        """Flush what is queued (waiting `timeout` seconds at most) and stop; what failed, in
+        one sentence, or None."""
+        done = threading.Event()
+
+        def stop():
+            try:
+                self.provider.force_flush(int(timeout * 1000))
+                self.provider.shutdown()
+            finally:
+                done.set()
+        threading.Thread(target=stop, name="decomp-otlp-close", daemon=True).start()
+        finished = done.wait(timeout + 1.0)
+        return self.reporter.problem(self.spans, finished, timeout)
+
+
+class RunExport:
+    """A dataset run's export, in a process of its own (`decomp.runtime.runs.otel_sender`): as a
+    row ends this process only passes its index, id and score down a pipe, from a thread, never
+    waiting; the sender reads the row's tree from the run directory (as `decomp trace export`
+    does), turns it into spans and sends them. So the run pays nothing for the spans, and a
+    receiver that is down or slow costs it nothing until the end, where `close` waits for the
+    sender's flush `FLUSH_S` at most and warns what failed, once."""
+
+    def __init__(self, process, queue):
+        self.process, self.queue = process, queue
+        self.thread = threading.Thread(target=self._feed, name="decomp-otlp-feed", daemon=True)
+        self.thread.start()
+        self.broken: str | None = None
+
+    @classmethod
+    def start(cls, url: str | None, run_dir) -> "RunExport":
+        """Start the sender for the run in `run_dir` (`DecompError` now, before any row runs,
+        when the SDK or the protocol is missing)."""
+        import queue
+        import subprocess
+        import sys
+        import os
+        env = dict(os.environ)
+        if url:  # by the environment, not the command line, where others could read a credential in it
+            protocol = next((env[n] for n in PROTOCOL_ENVS if env.get(n)), "http/protobuf").strip()
+            env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = _traces_endpoint(url, protocol)
+        command = [sys.executable, "-m", "decomp.runtime.runs.otel_sender", str(run_dir)]
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                   text=True, encoding="utf-8", env=env)
+        return cls(process, queue.SimpleQueue())
+
+    def row(self, record: dict) -> None:
+        """Row `record` ended (its tree is stored): queued for the sender."""
+        self.queue.put({k: record.get(k) for k in ("index", "id", "score")})
+
+    def _feed(self) -> None:
+        while (item := self.queue.get()) is not None:
+            try:
+                self.process.stdin.write(json.dumps(item, default=str) + "\n")
+                self.process.stdin.flush()
+            except (OSError, ValueError):  # the sender died: the rows are in the run directory
+                self.broken = "the OTLP sender stopped early"
+                return
+        self.process.stdin.close()
+
+    def close(self) -> str | None:
+        """Let the sender finish (`FLUSH_S` for its flush, beyond the rows it has yet to send)
+        and say what failed, once, as a warning; returns it."""
+        import subprocess
+        self.queue.put(None)
+        self.thread.join(FLUSH_S)
+        if not self.thread.is_alive():
+            self.process.stdin = None  # closed by the feed: `communicate` must not flush it
+        try:
+            out, _ = self.process.communicate(timeout=FLUSH_S + 5.0)
+            report = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+            problem = report.get("problem") or (self.broken or (None if self.process.returncode == 0 else
+                                                "the OTLP sender failed"))
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate()
+            problem = f"OTLP export: traces still unsent after {FLUSH_S:g} s were dropped; the run itself is complete"
+        except ValueError:
+            problem = "the OTLP sender said something unreadable"
+        if problem:
+            warnings.warn(problem if problem.startswith("OTLP") else f"OTLP export: {problem}; the run itself is "
+                          "complete (`decomp trace export RUN --otlp` sends it again)", stacklevel=2)
+        return problem
+
+
+def check(url: str | None) -> None:
+    """Raise `DecompError` now when an export to `url` could not start (the SDK or its exporter
+    missing, an unknown protocol): the checks the sender would make, said before a run begins."""
+    _exporter(url)
+
+
+def row_attributes(record: dict, run_name: str = "") -> dict[str, Any]:
+    """The root span's attributes of a row: its id, position, run, and score when it has one."""
+    found: dict[str, Any] = {"decomp.row.id": str(record.get("id", "")), "decomp.row.index": record.get("index", -1)}
+    if run_name:
+        found["decomp.run"] = run_name
+    score = record.get("score")
+    if isinstance(score, (int, float)) and not isinstance(score, bool):
+        found["decomp.row.score"] = float(score)
+    return found
+
+
+def export_run(run, url: str | None) -> tuple[int, str | None]:
+    """Send a finished run's stored trees (`decomp trace export RUN --otlp`), each row one trace;
+    texts are masked for the secrets the environment holds (`environment_mask`). Returns how
+    many rows were sent and what failed (or None)."""
+    started = _session_start(run.manifest)
+    export = TraceExport.start(url, mask=environment_mask(), resource={"decomp.program": run.program_path or ""})
+    count = 0
+    try:
+        for record in run.records():
+            tree = run.trace(record["index"])
+            if tree is not None:
+                export.row(tree, row_attributes(record, run.path.name), fallback=started)
+                count += 1
+    finally:
+        problem = export.close()
+    return count, problem
+
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
+
+
+def environment_mask() -> Callable[[str], str]:
+    """A mask of the values of this process's secret-looking environment variables (API keys,
+    tokens, passwords, OTLP headers), for texts written before this process knew them."""
+    from decomp.dsl.redact import SecretMask
+    secrets = {value: name for name, value in os.environ.items() if _SECRET_NAME.search(name) and value}
+    return SecretMask(secrets)
+
+
+def _session_start(manifest: dict) -> float | None:
+    import datetime
+    sessions = manifest.get("sessions") if isinstance(manifest, dict) else None
+    text = sessions[0].get("started") if isinstance(sessions, list) and sessions and isinstance(sessions[0], dict) \
+        else None
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp() if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+# ------------------------------------------------------------------ the tree as spans
+def span_name(node: TraceNode) -> str:
+    """`{gen_ai.operation.name} {gen_ai.request.model}` for a model request; else what the node is."""
+    facts = node.facts or {}
+    if node.kind == "model":
+        return f"{facts.get('operation') or 'text_completion'} {facts.get('model') or 'model'}"
+    if node.kind == "call":
+        return f"[{node.handler}] {facts.get('kind') or 'call'}"
+    if node.kind == "row":
+        return f"row {node.label}".strip()
+    label = (node.label or node.handler or "").replace("\n", " ")
+    return f"{node.kind} {label[:80]}".strip()
+
+
+def outcome(node: TraceNode) -> str:
+    return "error" if node.error is not None else "skipped" if node.skipped else "failed" if node.failed else "ok"
+
+
+def span_times(root: TraceNode, fallback: float | None = None) -> dict[int, tuple[float, float]]:
+    """Each node's (start, end), in seconds since the epoch: its own start and duration when
+    recorded; else from its children (first start, last end), else its parent's start."""
+    import time
+
+    order: list[tuple[TraceNode, TraceNode | None]] = []
+    stack: list[tuple[TraceNode, TraceNode | None]] = [(root, None)]
+    while stack:  # parents before children
+        node, parent = stack.pop()
+        order.append((node, parent))
+        stack += [(child, node) for child in node.children]
+    own: dict[int, tuple[float | None, float | None]] = {}
+    for node, _ in reversed(order):  # children before parents
+        starts = [own[id(c)][0] for c in node.children if own[id(c)][0] is not None]
+        ends = [own[id(c)][1] for c in node.children if own[id(c)][1] is not None]
+        start = node.started if node.started is not None else min(starts, default=None)
+        end = start + node.seconds if node.started is not None and node.seconds is not None else max(ends, default=None)
+        own[id(node)] = (start, end)
+    times: dict[int, tuple[float, float]] = {}
+    for node, parent in order:
+        start, end = own[id(node)]
+        if start is None:
+            start = times[id(parent)][0] if parent is not None else fallback if fallback is not None else time.time()
+        times[id(node)] = (start, max(end if end is not None else start, start))
+    return times
+
+
+def _genai(node: TraceNode, facts: dict) -> dict[str, Any]:
+    out: dict[str, Any] = {"gen_ai.operation.name": facts.get("operation") or "text_completion"}
+    _put(out, "gen_ai.provider.name", facts.get("provider"))
+    _put(out, "gen_ai.request.model", facts.get("model"))
+    _put(out, "gen_ai.request.temperature", facts.get("temperature"))
+    _put(out, "gen_ai.request.max_tokens", facts.get("max_tokens"))
+    if facts.get("finish_reasons"):
+        out["gen_ai.response.finish_reasons"] = list(facts["finish_reasons"])
+    if not node.cache_hit:
+        out["gen_ai.usage.input_tokens"] = node.prompt_tokens
+        out["gen_ai.usage.output_tokens"] = node.completion_tokens
+    return out
+
+
+def _put(out: dict, key: str, value: Any) -> None:
+    if value is not None:
+        out[key] = value
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+# ------------------------------------------------------------------ the exporter
+def _exporter(url: str | None):
+    """The OTLP span exporter for `url` (None or "": configured from the environment)."""
+    protocol = next((os.environ[n] for n in PROTOCOL_ENVS if os.environ.get(n)), "http/protobuf").strip()
+    endpoint = _traces_endpoint(url, protocol) if url else None
+    kwargs = {"timeout": EXPORT_TIMEOUT_S, **({"endpoint": endpoint} if endpoint else {})}
+    if protocol == "grpc":
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        except ImportError:
+            raise DecompError("OTLP over gRPC needs: pip install opentelemetry-exporter-otlp-proto-grpc") from None
+        return OTLPSpanExporter(**kwargs)
+    if protocol != "http/protobuf":
+        raise DecompError(f"unknown OTLP protocol {protocol!r}", expected="http/protobuf or grpc")
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError:
+        raise DecompError(f"--otlp needs the OTLP exporter: {_INSTALL}") from None
+    return OTLPSpanExporter(**kwargs)
+
+
+def _traces_endpoint(url: str, protocol: str) -> str:
+    """`url` as the traces endpoint: OTLP/HTTP's `/v1/traces` added to a bare collector URL."""
+    if protocol == "grpc" or url.rstrip("/").endswith("/v1/traces"):
+        return url
+    return url.rstrip("/") + "/v1/traces"
+
+
+class _Reporting(logging.Handler):
+    """The exporter, counting what it could not send (said once, at the end, never raised); also
+    the handler of the SDK's log, whose first error says why."""
+
+    def __init__(self, inner):
+        super().__init__(logging.WARNING)
+        self.inner = inner
+        self.failed_spans = 0
+        self.first_problem: str | None = None
+        self.logged: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.logged is None:
+            self.logged = " ".join(record.getMessage().split())[:300]
+
+    def export(self, spans: Sequence) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+        try:
+            result = self.inner.export(spans)
+        except Exception as err:  # the exporter's own bug or a refused connection: counted, never raised
+            result = SpanExportResult.FAILURE
+            self.first_problem = self.first_problem or f"{type(err).__name__}: {err}"
+        if result is not SpanExportResult.SUCCESS:
+            self.failed_spans += len(spans)
+            self.first_problem = self.first_problem or "the receiver refused or did not answer"
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def problem(self, spans: int, finished: bool, timeout: float) -> str | None:
+        if self.failed_spans:
+            why = self.logged or self.first_problem
+            return (f"OTLP export: {self.failed_spans:,} of {spans:,} spans could not be sent "
+                    f"({why}); the run itself is complete")
+        if not finished:
+            return f"OTLP export: spans still queued after {timeout:g} s were dropped; the run itself is complete"
+        return None
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("decomp-lang")
+    except Exception:
+        return "0"
