@@ -76,7 +76,9 @@ class EngineCall(Call):
         node = self.trace.child("model", handler=self.handler.name, prompt=prompt, started=time.time())
         request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n,
                           soft_prompt=soft_prompt)
-        node.facts = {"operation": "text_completion", "temperature": temperature, "max_tokens": max_tokens}
+        effective = self.session.temperature if self.session.temperature is not None else temperature
+        node.facts = {"operation": "text_completion", **_model_facts(chosen), "temperature": effective,
+                      "max_tokens": max_tokens}
         started = time.perf_counter()
         try:
             completion = await self.session.complete(chosen, request, self.handler.name)
@@ -90,14 +92,14 @@ class EngineCall(Call):
         node.seconds = time.perf_counter() - started
         node.prompt_tokens, node.completion_tokens = completion.prompt_tokens, completion.completion_tokens
         node.cache_hit = completion.cache_hits == len(texts)
-        node.facts.update(_model_facts(chosen), finish_reasons=list(completion.finish_reasons) or None)
+        node.facts["finish_reasons"] = list(completion.finish_reasons) or None
         return texts
 
     async def score(self, prefix: str, text: str, *, model: str | None = None,
                     soft_prompt: "SoftPrompt | None" = None) -> tuple[float, int]:
         chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
         node = self.trace.child("model", handler=self.handler.name, prompt=prefix + text, started=time.time(),
-                                facts={"operation": "score"})
+                                facts={"operation": "score", **_model_facts(chosen)})
         started = time.perf_counter()
         try:
             result = await self.session.score(chosen, prefix, text, self.handler.name, soft_prompt=soft_prompt)
@@ -108,7 +110,6 @@ class EngineCall(Call):
             raise _internal(node, started, err, chosen) from err
         node.raw_output = f"logprob {result.logprob:.4f} over {result.tokens} tokens"
         node.seconds, node.prompt_tokens = time.perf_counter() - started, result.tokens
-        node.facts.update(_model_facts(chosen))
         return result.logprob, result.tokens
 
     # ---- any other outbound service
