@@ -304,7 +304,8 @@ def outcome(node: TraceNode) -> str:
 
 def span_times(root: TraceNode, fallback: float | None = None) -> dict[int, tuple[float, float]]:
     """Each node's (start, end), in seconds since the epoch: its own start and duration when
-    recorded; else from its children (first start, last end), else its parent's start."""
+    recorded; else the start from its children (the first) or its parent, and the end from its
+    duration or its children (the last)."""
     import time
 
     order: list[tuple[TraceNode, TraceNode | None]] = []
@@ -320,12 +321,19 @@ def span_times(root: TraceNode, fallback: float | None = None) -> dict[int, tupl
         start = node.started if node.started is not None else min(starts, default=None)
         end = start + node.seconds if node.started is not None and node.seconds is not None else max(ends, default=None)
         own[id(node)] = (start, end)
-    times: dict[int, tuple[float, float]] = {}
-    for node, parent in order:
-        start, end = own[id(node)]
+    starts: dict[int, float] = {}
+    for node, parent in order:  # top down: a start from the parent where none was recorded
+        start = own[id(node)][0]
         if start is None:
-            start = times[id(parent)][0] if parent is not None else fallback if fallback is not None else time.time()
-        times[id(node)] = (start, max(end if end is not None else start, start))
+            start = starts[id(parent)] if parent is not None else fallback if fallback is not None else time.time()
+        starts[id(node)] = start
+    times: dict[int, tuple[float, float]] = {}
+    for node, _ in reversed(order):  # bottom up: an end from the duration, else the last child's
+        start, end = starts[id(node)], own[id(node)][1]
+        if end is None:
+            end = start + node.seconds if node.seconds is not None else \
+                max((times[id(c)][1] for c in node.children), default=start)
+        times[id(node)] = (start, max(end, start))
     return times
 
 

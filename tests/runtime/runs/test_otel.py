@@ -192,8 +192,9 @@ def test_times_of_nodes_that_recorded_none_come_from_their_children_or_parent():
     assert times[id(lone)] == (100.0, 100.0)
     assert times[id(root)] == (100.0, 105.0)
     old = TraceNode("row", label="old")  # a trace written before nodes had start times
-    old.child("call", handler="a", seconds=2.0)
-    assert otel.span_times(old, fallback=50.0)[id(old)] == (50.0, 50.0)
+    call = old.child("call", handler="a", seconds=2.0)
+    times = otel.span_times(old, fallback=50.0)
+    assert times[id(call)] == (50.0, 52.0) and times[id(old)] == (50.0, 52.0)
 
 
 def test_a_question_run_sends_its_one_row(tmp_path, receiver, model, monkeypatch):
