@@ -173,12 +173,11 @@ class RunExport:
 
     @classmethod
     def start(cls, url: str | None, run_dir) -> "RunExport":
-        """Start the sender for the run in `run_dir` (`DecompError` now, before any row runs,
-        when the SDK or the protocol is missing)."""
+        """Start the sender for the run in `run_dir` (after `check`: what the sender needs is
+        there). The endpoint goes to it in its environment."""
         import queue
         import subprocess
         import sys
-        import os
         env = dict(os.environ)
         if url:  # by the environment, not the command line, where others could read a credential in it
             protocol = next((env[n] for n in PROTOCOL_ENVS if env.get(n)), "http/protobuf").strip()
