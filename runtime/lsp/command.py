@@ -9,7 +9,9 @@ import click
 
 from decomp.dsl.errors import DecompError
 from decomp.handlers.plugins import fail, hookimpl
+from decomp.handlers.trust import allowed_now
 from decomp.runtime.engine.loader import load_plugin
+from decomp.runtime.runs.command_options import trust_options
 
 
 @hookimpl
@@ -20,15 +22,11 @@ def register_commands(cli):
 @click.command("lsp")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
               help="Import this module first, as `decomp check --plugin` does, so the kinds it registers are known.")
-@click.option("--trust", multiple=True, metavar="MODULE",
-              help="Let python(function=\"MODULE:f\") handlers name functions of MODULE, as `decomp check --trust`.")
-@click.option("--allow-root", "allow_roots", multiple=True, metavar="DIR",
-              help="Let `import` and file= options read files in DIR too, as `decomp check --allow-root`.")
 @click.option("--check-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, metavar="SECONDS",
               help="A document whose check takes longer is said to, and its checker process is stopped.")
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Write the server's log here (default: none).")
-def lsp_command(plugins: tuple[str, ...], trust: tuple[str, ...], allow_roots: tuple[str, ...],
-                check_timeout: float, log_file: str | None) -> None:
+@trust_options
+def lsp_command(plugins: tuple[str, ...], check_timeout: float, log_file: str | None) -> None:
     """Run the language server of .decomp files on stdin/stdout (the Language Server Protocol),
     for VS Code (editors/vscode), Neovim or any LSP client.
 
@@ -47,7 +45,8 @@ def lsp_command(plugins: tuple[str, ...], trust: tuple[str, ...], allow_roots: t
             load_plugin(plugin)
         except DecompError as err:
             fail(err)
-    server = make_server(Settings(tuple(plugins), tuple(trust), tuple(allow_roots)), check_timeout)
+    trust, roots = allowed_now()  # --trust and --allow-root, for the checker's process too
+    server = make_server(Settings(tuple(plugins), trust, tuple(str(root) for root in roots)), check_timeout)
     try:
         server.start_io(stdin=Utf8Repair(sys.stdin.buffer), stdout=sys.stdout.buffer)
     finally:

@@ -31,6 +31,7 @@ from decomp.dsl.parser import read_text
 from decomp.runtime.lsp import features
 from decomp.runtime.lsp.analysis import Analysis, Problem, Settings, analyse, safe_index, start_worker
 from decomp.runtime.lsp.index import Index, build_index
+from decomp.runtime.runs.rundir import decomp_version
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class DecompServer(LanguageServer):
     """The language server: documents' checks, their published problems, their indexes."""
 
     def __init__(self, settings: Settings = Settings(), check_timeout: float = CHECK_TIMEOUT_S):
-        super().__init__("decomp-lsp", _version(), protocol_cls=_Protocol)
+        super().__init__("decomp-lsp", decomp_version(), protocol_cls=_Protocol)
         self.settings = settings
         self.check_timeout = check_timeout
         self.pool: ProcessPoolExecutor | None = None
@@ -281,14 +282,6 @@ def document_path(uri: str, language_id: str | None) -> Path:
     if path:
         return Path(path).resolve()
     return Path.cwd() / ("untitled.txt" if language_id in LANGUAGES_FEWSHOT else "untitled.decomp")
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("decomp-lang")
-    except Exception:
-        return "0"
 
 
 def answering(handler: Callable) -> Callable:

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 from decomp.dsl.errors import DecompError
 from decomp.runtime.engine.tracing import TraceNode
+from decomp.runtime.runs.rundir import decomp_version, parsed_time
 
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -55,7 +56,7 @@ class TraceExport:
 
     def __init__(self, provider, reporter: "_Reporting", mask: Callable[[str], str], content: bool):
         self.provider, self.reporter, self.mask, self.content = provider, reporter, mask, content
-        self.tracer = provider.get_tracer("decomp", _version())
+        self.tracer = provider.get_tracer("decomp", decomp_version())
         self.spans = 0
 
     @classmethod
@@ -273,14 +274,9 @@ def environment_mask() -> Callable[[str], str]:
 
 
 def _session_start(manifest: dict) -> float | None:
-    import datetime
     sessions = manifest.get("sessions") if isinstance(manifest, dict) else None
-    text = sessions[0].get("started") if isinstance(sessions, list) and sessions and isinstance(sessions[0], dict) \
-        else None
-    try:
-        return datetime.datetime.fromisoformat(text).timestamp() if isinstance(text, str) else None
-    except ValueError:
-        return None
+    first = sessions[0] if isinstance(sessions, list) and sessions and isinstance(sessions[0], dict) else {}
+    return parsed_time(first.get("started"))
 
 
 # ------------------------------------------------------------------ the tree as spans
@@ -428,11 +424,3 @@ class _Reporting(logging.Handler):
         if not finished:
             return f"OTLP export: spans still queued after {timeout:g} s were dropped; the run itself is complete"
         return None
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("decomp-lang")
-    except Exception:
-        return "0"

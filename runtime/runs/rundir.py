@@ -66,7 +66,8 @@ class RunDirError(DecompError):
     read-only)."""
 
 
-def _version() -> str:
+def decomp_version() -> str:
+    """This decomp's version ("unknown" when it runs from a checkout that is not installed)."""
     try:
         from importlib.metadata import version
 
@@ -108,7 +109,7 @@ def make_manifest(program: Path, main: str | None, files: Iterable[Path], data: 
     hashes = {name: sha256_file(path) for name, path in named.items()}
     return {
         "format": FORMAT,
-        "decomp_version": _version(),
+        "decomp_version": decomp_version(),
         "program": {"path": str(program.resolve()), "main": main, "sha256": fingerprint(hashes), "files": hashes},
         "input": {"path": str(data.resolve()), "sha256": sha256_file(data)},
         "options": options,
@@ -139,7 +140,7 @@ def read_manifest(path: Path) -> dict:
         found = manifest.get("format") if isinstance(manifest, dict) else None
         raise RunDirError(f"{path} was written in run-directory format {found!r} (decomp "
                           f"{manifest.get('decomp_version', '?') if isinstance(manifest, dict) else '?'}); "
-                          f"this decomp ({_version()}) reads format {FORMAT}")
+                          f"this decomp ({decomp_version()}) reads format {FORMAT}")
     problem = _manifest_problem(manifest)
     if problem:
         raise RunDirError(f"{path / MANIFEST} is not a run manifest ({problem}); start over with --force")
@@ -548,7 +549,7 @@ class RunDir:
             last = number == len(sessions) - 1
             rows = (len(self.indices) if last else before[number + 1]) - before[number]
             session.update(rows=max(0, rows), killed=True)
-            started = _parsed_time(session.get("started"))
+            started = parsed_time(session.get("started"))
             if last and rows > 0 and last_write is not None and started is not None and last_write >= started:
                 session["seconds"] = round(last_write - started, 3)
 
@@ -596,7 +597,7 @@ def _last_write(path: Path) -> float | None:
     return max(times) if times else None
 
 
-def _parsed_time(text: Any) -> float | None:
+def parsed_time(text: Any) -> float | None:
     """A session's `started` (ISO 8601) as a POSIX time, None when it is not one."""
     try:
         return _dt.datetime.fromisoformat(text).timestamp() if isinstance(text, str) else None
