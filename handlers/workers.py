@@ -13,31 +13,50 @@ The design, in the order a call meets it:
   worker starts in milliseconds. A call takes a free worker, or waits for one (first come, first
   served); the wait, and a worker's start, do not count against the call's limit.
 * **The request** (`entry`, `payload`, the memory limit, the largest reply) is pickled to the
-  worker. The worker runs `entry(payload)`: a function of decomp's own (`decomp.` modules only),
-  which imports the user's function and calls it. Each worker has a daemon thread of its own in
-  the parent that sends the request and waits for the reply, so the event loop goes on.
+  worker after its id: `ID_BYTES` random bytes the parent makes for that call, which nothing in
+  the worker knew before. The worker runs `entry(payload)`: a function of decomp's own
+  (`decomp.` modules only), which imports the user's function and calls it. Each worker has a
+  daemon thread of its own in the parent that sends the request and waits for the reply, so the
+  event loop goes on.
 * **Deadline**: a reply not there `KILL_GRACE` seconds after `limit` never comes: the parent
   kills the worker (SIGKILL; a Python thread could not be stopped, a process can, whatever holds
   its interpreter lock) and the call is a `TimeLimitError` (`overrun_message`). A call given up
   (its row cancelled) kills its worker too. A killed or dead worker is replaced: its slot goes to
   the next call, which starts a fresh one.
-* **Memory**: inside `capped()` (where the entry runs the user's code and converts its answer)
-  the worker's RLIMIT_DATA (its private writable memory: heap and anonymous mappings, which
-  Linux counts since 4.7) is what the process already uses plus the call's limit, so an
-  allocation past it fails at once with MemoryError, even inside C code (`"x" * 10**10`). The
-  call is then a `MemoryLimitError` and the worker is replaced. Only Linux enforces it; elsewhere
-  the limit is not applied (the deadline still is).
-* **The reply** is JSON, never unpickled in the parent: `{"result": ...}` (what the entry
-  returned), `{"memory": true}`, `{"too_big": SIZE}` (the worker measured the reply and it was
-  over `max_bytes`: refused by size, the answer never sent) or `{"crash": ...}` (the entry
-  itself failed). The parent reads at most `max_bytes` (and a little) whatever the worker says.
+* **Memory**: as a call first enters `capped()` (where the entry runs the user's code and
+  converts its answer), the worker's RLIMIT_DATA (its private writable memory: heap and
+  anonymous mappings, which Linux counts since 4.7) becomes what the process already uses plus
+  the call's limit, soft and hard, so an allocation past it fails at once with MemoryError, even
+  inside C code (`"x" * 10**10`), and no code in the worker can raise it. The call is then a
+  `MemoryLimitError` and the worker is replaced. A hard limit, once lowered, cannot be raised
+  again: the worker is held to that limit for good, and the pool gives it only calls of the same
+  limit (an idle worker held to another one is replaced when no slot is free); what its earlier
+  calls kept (a module's cache) counts against later ones, and the error says so when it is much.
+  Only Linux enforces it; elsewhere the limit is not applied (the deadline still is).
+* **The reply** is the request's id, one byte (`_SERVING`, or `_RETIRING` when the call left a
+  thread running: the worker then ends, and that thread with it) and JSON, never unpickled in
+  the parent: `{"result": ...}` (what the entry returned), `{"memory": true}`, `{"too_big":
+  SIZE}` (the worker measured the reply and it was over `max_bytes`: refused by size, the answer
+  never sent) or `{"crash": ...}` (the entry itself failed). The parent reads at most
+  `max_bytes` (and a little) whatever the worker says. Anything else (another id, garbage,
+  a frame longer than a reply can be: what the function wrote to the connection) is never taken
+  for an answer: that call fails, saying so, and its worker is killed and replaced; an idle
+  worker with anything unread on its connection is replaced before its next call. (A function
+  can find its own call's id in its process, but a thread it leaves running ends with its
+  worker, and a process it leaves has a copy of the memory of its call's time, so neither ever
+  learns a later call's id: nothing they write is taken for another call's answer.)
 * **A worker that dies** (os._exit, a signal, a segfault) is its call's error, naming the exit
   code or the signal.
 
-Workers ignore SIGINT (Ctrl-C stops the parent, which kills them), die with the fork server when
-the parent dies (Linux: PR_SET_PDEATHSIG; elsewhere they end at the EOF of their pipe once idle)
-and are killed when the parent exits (`shutdown`). They are not daemonic processes, so user code
-may start processes of its own.
+Workers ignore SIGINT (Ctrl-C stops the parent, which kills them) and are killed when the parent
+exits (`shutdown`). When the parent dies (SIGKILL too) they die with it: a worker first closes
+the write ends of the fork server's "alive" pipe and of the resource tracker's pipe that
+multiprocessing hands it, so that the parent holds the last ones, and both end at their EOF;
+each worker dies with the fork server (Linux: PR_SET_PDEATHSIG, set in the worker, whose parent
+is the fork server's one thread), and elsewhere ends at the EOF of its pipe once idle. Its
+connection is not inherited by programs it runs (close-on-exec), and the other pipes are closed,
+so what a function writes to descriptors reaches its own call's connection at most. Workers are
+not daemonic processes, so user code may start processes of its own.
 """
 from __future__ import annotations
 
@@ -51,6 +70,7 @@ import multiprocessing
 import os
 import pickle
 import queue
+import secrets
 import signal
 import sys
 import threading
@@ -73,6 +93,11 @@ MAX_ANSWER_BYTES = 64 * 2**20
 START_TIMEOUT = 120.0
 #: What may be added to `max_bytes` for the reply's envelope.
 _ENVELOPE = 64 * 2**10
+#: Bytes of a request's id: random, made in the parent for each call; its reply starts with it.
+ID_BYTES = 16
+#: What follows the id in a reply: the worker takes further calls, or it ends (its call left a
+#: thread running).
+_SERVING, _RETIRING = b"K", b"R"
 _LINUX = sys.platform.startswith("linux")
 #: The modules a fresh worker starts with (the fork server imports them once).
 PRELOAD = ("decomp.handlers.kinds.python",)
@@ -143,6 +168,9 @@ class _Worker:
     def __init__(self) -> None:
         self.process: Any = None
         self.conn: Any = None
+        #: The memory limit (bytes) the process is held to for good, by its first call that had
+        #: one (Linux); None until then.
+        self.held: int | None = None
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         threading.Thread(target=self._work, name="decomp-python-worker", daemon=True).start()
 
@@ -187,8 +215,9 @@ class _Worker:
         raise RuntimeError(f"the worker process {_ending(self._exit_code())} as it started")
 
     def exchange(self, request: bytes, limit: float, max_bytes: int) -> tuple[str, Any]:
-        """Send the pickled `request` and wait for the reply: ("reply", bytes), ("timeout",
-        None) once the worker was killed at the limit, ("too_big", None) or ("died", exit code)."""
+        """Send the `request` and wait for the reply: ("reply", bytes), ("timeout", None) once
+        the worker was killed at the limit, ("garbled", None) (a frame longer than any reply: not
+        the worker's own; it is killed) or ("died", exit code)."""
         conn, process = self.conn, self.process
         try:
             conn.send_bytes(request)
@@ -206,9 +235,9 @@ class _Worker:
                     return "reply", conn.recv_bytes(max_bytes + _ENVELOPE)
                 except EOFError:
                     return "died", self._exit_code()
-                except OSError:  # longer than it may be: the rest of it is never read
+                except OSError:  # longer than a worker's reply can be: the rest of it is never read
                     self.kill()
-                    return "too_big", None
+                    return "garbled", None
             if process.sentinel in ready:
                 return "died", self._exit_code()
 
@@ -221,6 +250,21 @@ class _Worker:
     def alive(self) -> bool:
         with _PROCESS_LOCK:
             return self.process is not None and self.process.is_alive()
+
+    def quiet(self) -> bool:
+        """Whether nothing waits unread on its connection (so it is when the worker is idle)."""
+        with contextlib.suppress(OSError, ValueError):
+            return not self.conn.poll(0)
+        return False
+
+    def fits(self, memory: int | None) -> bool:
+        """Whether a call of this memory limit may run here: a worker is held to one limit."""
+        return self.held is None or self.held == memory
+
+    def hold(self, memory: int | None) -> None:
+        """The process runs a call of this memory limit: from now on it is held to it (Linux)."""
+        if _LINUX and memory is not None:
+            self.held = memory
 
     def kill(self) -> None:
         """SIGKILL the process (from any thread)."""
@@ -277,36 +321,30 @@ class WorkerPool:
                    option: str | None, memory_option: str | None, max_bytes: int) -> Any:
         """See `call_in_worker`."""
         memory = None if memory_mb is None else int(memory_mb * 2**20)
-        try:
-            request = pickle.dumps((entry, payload, memory, max_bytes, _surroundings()),
-                                   protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as err:
-            raise HandlerError(f"{what}: its arguments cannot be sent to a worker process: "
-                               f"{type(err).__name__}: {err}") from None
-        worker = await self._acquire(what)
-        healthy = False
+        ident = secrets.token_bytes(ID_BYTES)  # the reply must start with it: nothing in a worker knew it before
+        request = ident + _pickled(entry, payload, memory, max_bytes, what)
+        worker = await self._acquire(what, memory)
+        worker.hold(memory)
+        serving = False
         try:
             try:
                 kind, data = await worker.do(worker.exchange, request, limit, max_bytes)
             except asyncio.CancelledError:
                 worker.kill()  # given up: its work stops too
                 raise
-            if kind == "reply":
-                try:
-                    reply = json.loads(data)
-                except ValueError:  # something else wrote to its pipe: never trusted again
-                    raise HandlerError(f"{what}: its worker process sent a reply that is not JSON") from None
-                healthy = "result" in reply or "too_big" in reply
-                return _result(reply, what, memory_mb, memory_option, max_bytes)
-            raise _failure(kind, data, what, limit, option, max_bytes)
+            if kind != "reply":
+                raise _failure(kind, data, what, limit, option)
+            serving, reply = _opened(data, ident, what)
+            serving = serving and ("result" in reply or "too_big" in reply)
+            return _result(reply, what, memory_mb, memory_option, max_bytes)
         finally:
-            self._give(worker if healthy else None, retired=None if healthy else worker)
+            self._give(worker if serving else None, retired=None if serving else worker)
 
-    async def _acquire(self, what: str) -> _Worker:
+    async def _acquire(self, what: str, memory: int | None) -> _Worker:
         loop = asyncio.get_running_loop()
         future = None
         with self.lock:
-            worker = self._idle.pop() if self._idle else None
+            worker = self._idle_for(memory)
             if worker is None and self._count < self.size:
                 self._count += 1  # this call's slot: it starts a worker in it
             elif worker is None:
@@ -314,11 +352,23 @@ class WorkerPool:
                 self._waiters.append((loop, future))
         if future is not None:
             worker = await self._wait(loop, future)
-        if worker is not None and worker.alive():
+        if worker is not None and worker.fits(memory) and worker.alive() and worker.quiet():
             return worker
-        if worker is not None:  # it died while idle (a thread of its last call ended it): replace it
+        if worker is not None:  # held to another memory limit, dead, or something waits on its connection
             self._forget(worker)
         return await self._start(what)
+
+    def _idle_for(self, memory: int | None) -> _Worker | None:
+        """An idle worker for a call of this memory limit (the lock held): one held to it, else
+        one not held yet, else, when no slot is free, the one idle longest (to be replaced)."""
+        for wanted in (memory, None):
+            for worker in reversed(self._idle):
+                if worker.held == wanted and worker.fits(memory):
+                    self._idle.remove(worker)
+                    return worker
+        if self._idle and self._count >= self.size:
+            return self._idle.pop(0)
+        return None
 
     async def _wait(self, loop, future) -> _Worker | None:
         try:
@@ -387,6 +437,36 @@ class WorkerPool:
             worker.retire()
 
 
+def _pickled(entry: str, payload: Any, memory: int | None, max_bytes: int, what: str) -> bytes:
+    try:
+        return pickle.dumps((entry, payload, memory, max_bytes, _surroundings()), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as err:
+        raise HandlerError(f"{what}: its arguments cannot be sent to a worker process: "
+                           f"{type(err).__name__}: {err}") from None
+
+
+def _opened(data: bytes, ident: bytes, what: str) -> tuple[bool, dict[str, Any]]:
+    """Whether the worker takes further calls, and its reply, when `data` is the reply to the
+    request `ident`; anything else on its connection (what the function wrote there, a reply to
+    another request) is the call's error, never its answer."""
+    size = len(ident)
+    state = data[size:size + 1]
+    if not secrets.compare_digest(data[:size], ident) or state not in (_SERVING, _RETIRING):
+        raise _garbled(what)
+    try:
+        reply = json.loads(data[size + 1:])
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        raise _garbled(what)
+    return state == _SERVING, reply
+
+
+def _garbled(what: str) -> HandlerError:
+    return HandlerError(f"{what}: its worker process's connection carried something that is not the reply to "
+                        "this call (did the function write to it?), so the call has no answer; the worker was replaced")
+
+
 def _result(reply: dict[str, Any], what: str, memory_mb: float | None, option: str | None, max_bytes: int) -> Any:
     """What the entry returned, or the error its reply stands for."""
     if "result" in reply:
@@ -394,19 +474,21 @@ def _result(reply: dict[str, Any], what: str, memory_mb: float | None, option: s
     if "memory" in reply:
         if memory_mb is None:
             raise MemoryLimitError(f"{what} ran out of memory")
-        raise MemoryLimitError(memory_message(what, memory_mb, option))
+        kept = reply.get("kept") or 0
+        note = (f"; its worker process held {mib(round(kept / 2**20, 1))} MiB of it from earlier calls"
+                if isinstance(kept, int) and kept >= memory_mb * 2**20 / 20 else "")
+        raise MemoryLimitError(memory_message(what, memory_mb, option) + note)
     if "too_big" in reply:
         raise HandlerError(f"{what} answered with {mib(reply['too_big'] / 2**20)} MiB of JSON, over the "
                            f"limit of {mib(max_bytes / 2**20)} MiB for an answer")
     raise HandlerError(f"{what}: its worker process failed: {reply.get('crash')}", details=reply.get("details"))
 
 
-def _failure(kind: str, data: Any, what: str, limit: float, option: str | None, max_bytes: int) -> HandlerError:
+def _failure(kind: str, data: Any, what: str, limit: float, option: str | None) -> HandlerError:
     if kind == "timeout":
         return TimeLimitError(overrun_message(what, limit, option))
-    if kind == "too_big":
-        return HandlerError(f"{what} answered with more than {mib(max_bytes / 2**20)} MiB of JSON, "
-                            "over the limit for an answer")
+    if kind == "garbled":
+        return _garbled(what)
     return HandlerError(f"{what}: its worker process {_ending(data)} before answering")
 
 
@@ -476,11 +558,18 @@ def _ending(code: int | None) -> str:
 # ---- the worker's side
 #: Bytes the call running now may add to the worker's memory (None: no limit).
 _CAP: int | None = None
+#: The memory limit this worker is held to for good, and the private writable memory it held
+#: when the limit was set (bytes); None until a call with a limit entered `capped()`.
+_HELD: tuple[int, int] | None = None
+#: What the worker held, as the call running now entered `capped()`, past what it held then.
+_KEPT = 0
 
 
 def serve(conn) -> None:
-    """A worker's loop: read a request, run its entry, send the reply, until the pipe closes."""
-    _settle_in()
+    """A worker's loop: read a request, run its entry, send the reply (after the request's id),
+    until the pipe closes, or until a call leaves code running (then the worker ends, and with
+    it that code's threads)."""
+    _settle_in(conn)
     for module in PRELOAD:
         importlib.import_module(module)
     conn.send_bytes(b"ready")
@@ -489,17 +578,36 @@ def serve(conn) -> None:
             request = conn.recv_bytes()
         except (EOFError, OSError):
             return
+        ident, reply = _answer(request)
+        left = _left_running()
         try:
-            entry, payload, memory, max_bytes, surroundings = pickle.loads(request)
-            _take(surroundings)
-        except Exception as err:
-            reply = json.dumps({"crash": f"the request could not be read: {type(err).__name__}: {err}"}).encode()
-        else:
-            reply = _reply(entry, payload, memory, max_bytes)
-        try:
-            conn.send_bytes(reply)
+            conn.send_bytes(ident + (_RETIRING if left else _SERVING) + reply)
         except OSError:
             return
+        if left:
+            os._exit(0)
+
+
+def _answer(request: bytes) -> tuple[bytes, bytes]:
+    """The request's id, and the reply to it (JSON)."""
+    ident = request[:ID_BYTES]
+    try:
+        entry, payload, memory, max_bytes, surroundings = pickle.loads(memoryview(request)[ID_BYTES:])
+        _take(surroundings)
+    except MemoryError:  # under the limit an earlier call set
+        return ident, _memory_reply()
+    except Exception as err:
+        return ident, json.dumps({"crash": f"the request could not be read: {type(err).__name__}: {err}"}).encode()
+    return ident, _reply(entry, payload, memory, max_bytes)
+
+
+def _left_running() -> bool:
+    """Whether the call left a thread running here besides this one: it shares the worker's
+    memory, so it could learn a later call's id and answer that call. (A child process the call
+    left running could not: what it writes is never taken for a later call's answer, and an
+    idle worker with anything on its connection is replaced. Programs a function starts and
+    keeps, such as a server it talks to, so stay with their worker.)"""
+    return len(sys._current_frames()) > 1
 
 
 def _surroundings() -> tuple[dict[str, str], str, list[str]]:
@@ -523,13 +631,15 @@ def _take(surroundings: tuple[dict[str, str], str, list[str]]) -> None:
 
 
 def _reply(entry: str, payload: Any, memory: int | None, max_bytes: int) -> bytes:
-    global _CAP
-    _CAP = memory
+    global _CAP, _KEPT
+    if _HELD is not None and memory != _HELD[0]:  # the pool sends such a call to another worker
+        return json.dumps({"crash": f"the worker process is held to another memory limit ({_HELD[0]} bytes)"}).encode()
+    _CAP, _KEPT = memory, 0
     try:
         reply: dict[str, Any] = {"result": _entry(entry)(payload)}
         data = json.dumps(reply).encode()
     except MemoryError:
-        data = b'{"memory": true}'
+        data = _memory_reply()
     except BaseException as err:  # the entry's own failure, whatever it is: never the worker's end
         data = json.dumps({"crash": f"{type(err).__name__}: {err}", "details": traceback.format_exc()}).encode()
     finally:
@@ -537,6 +647,10 @@ def _reply(entry: str, payload: Any, memory: int | None, max_bytes: int) -> byte
     if len(data) > max_bytes:
         data = json.dumps({"too_big": len(data)}).encode()
     return data
+
+
+def _memory_reply() -> bytes:
+    return b'{"memory": true, "kept": %d}' % _KEPT
 
 
 def _entry(path: str) -> Callable[[Any], Any]:
@@ -548,23 +662,31 @@ def _entry(path: str) -> Callable[[Any], Any]:
 
 @contextlib.contextmanager
 def capped() -> Iterator[None]:
-    """Within the block, the worker may take at most the call's memory limit more private
-    writable memory (Linux: RLIMIT_DATA; elsewhere, or with no limit, nothing changes). An
-    allocation past it raises MemoryError: let it pass out of the entry."""
+    """Within the block, and from then on, the worker may take at most the call's memory limit
+    more private writable memory than it held as a call first entered it (Linux: RLIMIT_DATA,
+    its hard limit too, so that no code in the worker can raise it; elsewhere, or with no limit,
+    nothing changes). A lowered hard limit cannot be raised again: the worker is held to that
+    limit for good, the pool sends it only calls of the same limit, and what earlier calls kept
+    counts against later ones. An allocation past it raises MemoryError: let it pass out of the
+    entry."""
+    global _HELD, _KEPT
     limit = _CAP
     used = _data_size() if limit is not None and _LINUX else None
-    if used is None:
-        yield
-        return
+    if used is not None and _HELD is None:
+        _hold(used + limit)
+        _HELD = (limit, used)
+    if used is not None and _HELD is not None:
+        _KEPT = max(0, used - _HELD[1])
+    yield
+
+
+def _hold(cap: int) -> None:
+    """RLIMIT_DATA set to `cap` bytes (or to the hard limit, when lower), soft and hard."""
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    cap = used + limit if hard == resource.RLIM_INFINITY else min(used + limit, hard)
-    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
 
 
 def _data_size() -> int | None:
@@ -579,13 +701,34 @@ def _data_size() -> int | None:
     return None
 
 
-def _settle_in() -> None:
-    """Ctrl-C is the parent's to handle; on Linux, the worker dies with the fork server (which
-    dies with the parent)."""
+def _settle_in(conn) -> None:
+    """Ctrl-C is the parent's to handle; the connection is not handed to programs the user's code
+    runs; the worker lets go of the pipes multiprocessing gave it (`_let_go`); on Linux, it dies
+    with the fork server (which dies with the parent)."""
     with contextlib.suppress(ValueError, OSError):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(ValueError, OSError):
+        os.set_inheritable(conn.fileno(), False)
+    _let_go()
     if _LINUX:
         with contextlib.suppress(Exception):
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _let_go() -> None:
+    """Close the write ends of the fork server's "alive" pipe and of the resource tracker's pipe,
+    which multiprocessing hands every worker: each of them ends once its pipe has no writer
+    left, so while workers held them neither noticed the parent's death, and what a function
+    wrote to them could end the fork server. Code here that needs a resource tracker starts its
+    own."""
+    from multiprocessing import forkserver, resource_tracker
+
+    for owner, name in ((forkserver._forkserver, "_forkserver_alive_fd"), (resource_tracker._resource_tracker, "_fd")):
+        fd = getattr(owner, name, None)
+        if isinstance(fd, int):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            setattr(owner, name, None)
+    resource_tracker._resource_tracker._pid = None
