@@ -2,22 +2,29 @@
 conventions, sent over OTLP to a collector, Phoenix, Langfuse, MLflow, Jaeger or Tempo.
 
     export = TraceExport.start("http://127.0.0.1:4318", mask=session.secrets.mask)
-    export.row(trace, {"decomp.row.id": "7"})     # a span per node, with the node's own times
+    export.row(trace, row_attributes(record))     # a span per node, with the node's own times
     problem = export.close()                      # a bounded flush; what failed, once, or None
 
-The endpoint is `--otlp URL` (`/v1/traces` added unless given) or the standard variables
-(`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`, their `_HEADERS` and
-`_PROTOCOL`). Spans go through the SDK's batch processor, on its own thread: a collector that is
-down, slow or refusing never slows the run; at the end the flush waits `FLUSH_S` at most, and
-the failures are said once. Prompts, outputs, queries and answers are sent only when
-`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` is true; every text that is sent goes
-through the run's secret mask (`decomp.runtime.engine.run_secrets`) first.
+The endpoint is `--otlp URL` (`/v1/traces` joined to its path unless there) or the standard
+variables (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`, their `_HEADERS`
+and `_PROTOCOL`). Spans go through the SDK's batch processor, on its own thread: a collector that
+is down, slow or refusing never slows the run; at the end the flush waits `FLUSH_S` at most, and
+the failures are said once, the endpoint shown without its credentials (`redact_url`).
+
+What a span says is either program structure (kinds, handler names, operators, file:line,
+positions, model names, outcomes, token counts) or content (anything a row, a model, a plan or a
+user's function wrote: row ids, foreach items, queries, prompts, answers, error messages, which
+may quote any of these). Content is sent, span names included, only when
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` is true (`CONTENT_ATTRIBUTES`, `span_name`);
+every text that is sent goes through the run's secret mask (`decomp.runtime.engine.run_secrets`)
+first.
 
 Needs the `otel` extra (opentelemetry-sdk and its OTLP/HTTP exporter; gRPC with
 opentelemetry-exporter-otlp-proto-grpc).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -25,13 +32,24 @@ import re
 import threading
 import warnings
 from typing import Any, Callable, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 from decomp.dsl.errors import DecompError
+from decomp.dsl.redact import MASK, redact_url, url_secrets
+from decomp.dsl.values import storable_json
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.rundir import decomp_version, parsed_time
 
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+TRACES_PATH = "/v1/traces"
+#: Span attributes that hold content (what a row, a model or a user's code wrote), sent only with
+#: content capture on; every other attribute is program structure.
+CONTENT_ATTRIBUTES = frozenset({"decomp.row.id", "decomp.label", "decomp.query", "decomp.answer",
+                                "gen_ai.input.messages", "gen_ai.output.messages", "exception.stacktrace"})
+#: The finish reasons the GenAI conventions name (the OpenAI API's and llama.cpp's words); any other
+#: a server wrote could say anything, and goes as "other" with content capture off.
+FINISH_REASONS = frozenset({"stop", "length", "content_filter", "tool_call", "tool_calls", "function_call", "error"})
 PROTOCOL_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 #: The longest the end of a run waits for spans still queued to be sent.
 FLUSH_S = 10.0
@@ -62,53 +80,66 @@ class TraceExport:
     @classmethod
     def start(cls, url: str | None = None, *, mask: Callable[[str], str] = lambda text: text,
               resource: dict[str, Any] | None = None, content: bool | None = None) -> "TraceExport":
-        """An export to `url` ("" or None: the environment's endpoint). Raises `DecompError`
-        when the SDK is not installed or the protocol is unknown."""
+        """An export to `url` ("" or None: the environment's endpoint, `traces_endpoint`).
+        Raises `DecompError` when the SDK is not installed, the protocol is unknown or the URL
+        cannot be parsed."""
         try:
             from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
         except ImportError:
             raise DecompError(f"--otlp needs the OpenTelemetry SDK: {_INSTALL}") from None
-        reporter = _Reporting(_exporter(url))
+        endpoint = traces_endpoint(url)
+        reporter = _Reporting(_exporter(endpoint), endpoint)
         for name in ("opentelemetry.exporter", "opentelemetry.sdk"):  # failures are said once, by close()
             logger = logging.getLogger(name)
             logger.propagate = False
             logger.addHandler(reporter)
         attributes = {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "decomp", **(resource or {})}
+        attributes = {k: mask(v) if isinstance(v, str) else v for k, v in attributes.items()}
         provider = TracerProvider(resource=Resource.create(attributes))
         provider.add_span_processor(BatchSpanProcessor(reporter, export_timeout_millis=int(EXPORT_TIMEOUT_S * 1000)))
         return cls(provider, reporter, mask, content_wanted() if content is None else content)
 
     def row(self, root: TraceNode, attributes: dict[str, Any] | None = None, *, fallback: float | None = None) -> None:
-        """Send the tree `root` (a row's) as one trace. Nodes that recorded no start time take
-        their first child's, else their parent's (`fallback`, else now, for the root)."""
+        """Send the tree `root` (a row's) as one trace; `attributes` (`row_attributes`) go on its
+        root, whose name has the row's index (`decomp.row.index`). Nodes that recorded no start
+        time take their first child's, else their parent's (`fallback`, else now, for the root)."""
         from opentelemetry import trace as api
-        from opentelemetry.trace import Status, StatusCode
 
         times = span_times(root, fallback)
+        names = span_names(root, (attributes or {}).get("decomp.row.index", 0), content=self.content)
         stack: list[tuple[TraceNode, Any]] = [(root, None)]
         while stack:
             node, parent = stack.pop()
             start, end = times[id(node)]
             extra = attributes if node is root else None
-            span = self.tracer.start_span(span_name(node), context=api.set_span_in_context(parent) if parent else None,
-                                          attributes=self.attributes(node, extra), start_time=_ns(start))
+            span = self.tracer.start_span(self.mask(names[id(node)]), attributes=self.attributes(node, extra),
+                                          context=api.set_span_in_context(parent) if parent else None,
+                                          start_time=_ns(start))
             if node.error is not None:
-                span.set_status(Status(StatusCode.ERROR, self.mask(node.error)))
-                event = {"exception.type": "decomp." + node.kind, "exception.message": self.mask(node.error)}
-                if self.content and node.details:
-                    event["exception.stacktrace"] = self.mask(node.details)
-                span.add_event("exception", event, timestamp=_ns(end))
+                self._error(span, node, end)
             stack += [(child, span) for child in reversed(node.children)]
             span.end(end_time=_ns(end))
             self.spans += 1
 
+    def _error(self, span, node: TraceNode, end: float) -> None:
+        """The status and `exception` event of a node that ended in an error: its message only
+        with content capture on (it may quote a row, an answer or a query), else what failed."""
+        from opentelemetry.trace import Status, StatusCode
+
+        message = self.mask(node.error or "") if self.content else withheld_error(node)
+        span.set_status(Status(StatusCode.ERROR, message))
+        event = {"exception.type": "decomp." + node.kind, "exception.message": message}
+        if self.content and node.details:
+            event["exception.stacktrace"] = self.mask(node.details)
+        span.add_event("exception", event, timestamp=_ns(end))
+
     def attributes(self, node: TraceNode, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """A node's span attributes: what it is, where it was written, its outcome; for a model
-        request the GenAI conventions'; text only with content capture on."""
+        request the GenAI conventions'; content (`CONTENT_ATTRIBUTES`, from `extra` too) only with
+        content capture on. Every text masked."""
         out: dict[str, Any] = {"decomp.node.kind": node.kind, "decomp.outcome": outcome(node)}
-        _put(out, "decomp.label", node.label or None)
         _put(out, "decomp.handler", node.handler)
         _put(out, "decomp.operator", node.operator)
         if node.location:
@@ -121,11 +152,18 @@ class TraceExport:
         if node.cache_hit:
             out["decomp.cache_hit"] = True
         if node.kind == "model":
-            out.update(_genai(node, facts))
+            out.update(_genai(node, facts, self.content))
         if self.content:
             out.update(self._content(node))
         out.update(extra or {})
-        return {k: self.mask(v) if isinstance(v, str) else v for k, v in out.items()}
+        return {k: self._masked(v) for k, v in out.items() if self.content or k not in CONTENT_ATTRIBUTES}
+
+    def _masked(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, (list, tuple)):
+            return [self.mask(v) if isinstance(v, str) else v for v in value]
+        return value
 
     def _content(self, node: TraceNode) -> dict[str, Any]:
         if node.kind == "model":
@@ -133,13 +171,14 @@ class TraceExport:
             output = {"role": "assistant", "parts": [{"type": "text", "content": node.raw_output or ""}]}
             if reasons:
                 output["finish_reason"] = reasons[0]
-            return {"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
-                        {"type": "text", "content": node.prompt or ""}]}], ensure_ascii=False),
-                    "gen_ai.output.messages": json.dumps([output], ensure_ascii=False)}
+            return {"gen_ai.input.messages": storable_json([{"role": "user", "parts": [
+                        {"type": "text", "content": node.prompt or ""}]}]),
+                    "gen_ai.output.messages": storable_json([output])}
         found: dict[str, Any] = {}
+        _put(found, "decomp.label", node.label or None)
         _put(found, "decomp.query", node.query)
         if node.answer is not None:
-            found["decomp.answer"] = node.answer if isinstance(node.answer, str) else json.dumps(node.answer)
+            found["decomp.answer"] = node.answer if isinstance(node.answer, str) else storable_json(node.answer)
         return found
 
     def close(self, timeout: float = FLUSH_S) -> str | None:
@@ -181,8 +220,7 @@ class RunExport:
         import sys
         env = dict(os.environ)
         if url:  # by the environment, not the command line, where others could read a credential in it
-            protocol = next((env[n] for n in PROTOCOL_ENVS if env.get(n)), "http/protobuf").strip()
-            env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = _traces_endpoint(url, protocol)
+            env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = traces_endpoint(url)
         command = [sys.executable, "-m", "decomp.runtime.runs.otel_sender", str(run_dir)]
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                    text=True, encoding="utf-8", env=env)
@@ -195,7 +233,7 @@ class RunExport:
     def _feed(self) -> None:
         while (item := self.queue.get()) is not None:
             try:
-                self.process.stdin.write(json.dumps(item, default=str) + "\n")
+                self.process.stdin.write(storable_json(item, default=str) + "\n")
                 self.process.stdin.flush()
             except (OSError, ValueError):  # the sender died: the rows are in the run directory
                 self.broken = "the OTLP sender stopped early"
@@ -229,12 +267,14 @@ class RunExport:
 
 def check(url: str | None) -> None:
     """Raise `DecompError` now when an export to `url` could not start (the SDK or its exporter
-    missing, an unknown protocol): the checks the sender would make, said before a run begins."""
-    _exporter(url)
+    missing, an unknown protocol, a URL that cannot be parsed): the checks the sender would make,
+    said before a run begins."""
+    _exporter(traces_endpoint(url))
 
 
 def row_attributes(record: dict, run_name: str = "") -> dict[str, Any]:
-    """The root span's attributes of a row: its id, position, run, and score when it has one."""
+    """The root span's attributes of a row: its id (content: sent only with content capture on),
+    position, run, and score when it has one."""
     found: dict[str, Any] = {"decomp.row.id": str(record.get("id", "")), "decomp.row.index": record.get("index", -1)}
     if run_name:
         found["decomp.run"] = run_name
@@ -280,20 +320,49 @@ def _session_start(manifest: dict) -> float | None:
 
 
 # ------------------------------------------------------------------ the tree as spans
-def span_name(node: TraceNode) -> str:
-    """`{gen_ai.operation.name} {gen_ai.request.model}` for a model request; else what the node is."""
+def span_names(root: TraceNode, index: int = 0, *, content: bool = False) -> dict[int, str]:
+    """The span name of each node of the tree `root` (row `index`), by `id(node)` (`span_name`,
+    each node's position counted among its parent's children of its kind, from 1)."""
+    names = {id(root): span_name(root, index, content=content)}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        seen: dict[str, int] = {}
+        for child in node.children:
+            seen[child.kind] = seen.get(child.kind, 0) + 1
+            names[id(child)] = span_name(child, seen[child.kind], content=content)
+            stack.append(child)
+    return names
+
+
+def span_name(node: TraceNode, position: int = 1, *, content: bool = False) -> str:
+    """A span's name: `{gen_ai.operation.name} {gen_ai.request.model}` for a model request,
+    `[handler] kind` for a handler call; else the node's kind and `position` (a row's index; a
+    foreach item's, step's or turn's place among its kind, from 1), and its handler: `row 3`,
+    `item 2`, `step 1 [ask]`. With `content` on, a node's label instead of its position: `row
+    ID`, `item TEXT` (the caller masks it)."""
     facts = node.facts or {}
     if node.kind == "model":
         return f"{facts.get('operation') or 'text_completion'} {facts.get('model') or 'model'}"
     if node.kind == "call":
         return f"[{node.handler}] {facts.get('kind') or 'call'}"
-    if node.kind == "row":
-        return f"row {node.label}".strip()
-    label = (node.label or node.handler or "").replace("\n", " ")
-    return f"{node.kind} {label[:80]}".strip()
+    if content and node.kind == "row":
+        return f"row {node.label or position}"
+    if content and (node.label or node.handler):
+        label = (node.label or node.handler or "").replace("\n", " ")
+        return f"{node.kind} {label[:80]}"
+    return f"{node.kind} {position}" + (f" [{node.handler}]" if node.handler else "")
+
+
+def withheld_error(node: TraceNode) -> str:
+    """An error said by what failed, never its text (which may quote a row, a query or an
+    answer): the status and `exception.message` of a span with content capture off."""
+    where = f" in [{node.handler}]" if node.handler else ""
+    return f"{node.kind} error{where} (its message is sent only with content capture on)"
 
 
 def outcome(node: TraceNode) -> str:
+    """`ok`, `failed` (answered, but not ok), `skipped` (never ran) or `error`."""
     return "error" if node.error is not None else "skipped" if node.skipped else "failed" if node.failed else "ok"
 
 
@@ -332,14 +401,15 @@ def span_times(root: TraceNode, fallback: float | None = None) -> dict[int, tupl
     return times
 
 
-def _genai(node: TraceNode, facts: dict) -> dict[str, Any]:
+def _genai(node: TraceNode, facts: dict, content: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"gen_ai.operation.name": facts.get("operation") or "text_completion"}
     _put(out, "gen_ai.provider.name", facts.get("provider"))
     _put(out, "gen_ai.request.model", facts.get("model"))
     _put(out, "gen_ai.request.temperature", facts.get("temperature"))
     _put(out, "gen_ai.request.max_tokens", facts.get("max_tokens"))
     if facts.get("finish_reasons"):
-        out["gen_ai.response.finish_reasons"] = list(facts["finish_reasons"])
+        out["gen_ai.response.finish_reasons"] = [r if content or r in FINISH_REASONS else "other"
+                                                 for r in facts["finish_reasons"]]
     if not node.cache_hit:
         out["gen_ai.usage.input_tokens"] = node.prompt_tokens
         out["gen_ai.usage.output_tokens"] = node.completion_tokens
@@ -356,10 +426,24 @@ def _ns(seconds: float) -> int:
 
 
 # ------------------------------------------------------------------ the exporter
-def _exporter(url: str | None):
-    """The OTLP span exporter for `url` (None or "": configured from the environment)."""
-    protocol = next((os.environ[n] for n in PROTOCOL_ENVS if os.environ.get(n)), "http/protobuf").strip()
-    endpoint = _traces_endpoint(url, protocol) if url else None
+def _protocol() -> str:
+    return next((os.environ[n] for n in PROTOCOL_ENVS if os.environ.get(n)), "http/protobuf").strip()
+
+
+def traces_endpoint(url: str | None) -> str | None:
+    """Where spans go: `url` (`--otlp`), else `$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as given,
+    else `$OTEL_EXPORTER_OTLP_ENDPOINT`; a base URL with `/v1/traces` joined to its path (OTLP/HTTP
+    only). None: the SDK's default. `DecompError` for a URL that cannot be parsed."""
+    traces, base = (os.environ.get(name) for name in ENDPOINT_ENVS)
+    if url or not traces:
+        url = url or base
+        return _traces_endpoint(url, _protocol()) if url else None
+    return traces
+
+
+def _exporter(endpoint: str | None):
+    """The OTLP span exporter for `endpoint` (None: the SDK's default)."""
+    protocol = _protocol()
     kwargs = {"timeout": EXPORT_TIMEOUT_S, **({"endpoint": endpoint} if endpoint else {})}
     if protocol == "grpc":
         try:
@@ -377,26 +461,51 @@ def _exporter(url: str | None):
 
 
 def _traces_endpoint(url: str, protocol: str) -> str:
-    """`url` as the traces endpoint: OTLP/HTTP's `/v1/traces` added to a bare collector URL."""
-    if protocol == "grpc" or url.rstrip("/").endswith("/v1/traces"):
+    """`url` as the traces endpoint: OTLP/HTTP's `/v1/traces` joined to a collector URL's path,
+    its query kept after it (`http://h:4318/otel?k=v` -> `http://h:4318/otel/v1/traces?k=v`)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise DecompError(f"the OTLP endpoint {redact_url(url)} is not a URL",
+                          expected="http://HOST:PORT[/PATH]") from None
+    path = parts.path.rstrip("/")
+    if protocol == "grpc" or path.endswith(TRACES_PATH):
         return url
-    return url.rstrip("/") + "/v1/traces"
+    return urlunsplit(parts._replace(path=path + TRACES_PATH))
+
+
+def scrub_url(text: str, url: str | None) -> str:
+    """`text` (a message that may quote `url`, whole or as the path and query it asked for) with
+    the URL's credentials masked as `redact_url` masks them, and any of them found elsewhere
+    (`url_secrets`) as `***`."""
+    if not url or not text:
+        return text
+    quoted = [url]
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        quoted.append(urlunsplit(("", "", parts.path, parts.query, "")))
+    for whole in quoted:
+        text = text.replace(whole, redact_url(whole) or "")
+    for secret in sorted(url_secrets(url), key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
 
 
 class _Reporting(logging.Handler):
     """The exporter, counting what it could not send (said once, at the end, never raised); also
     the handler of the SDK's log, whose first error says why."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, endpoint: str | None = None):
         super().__init__(logging.WARNING)
-        self.inner = inner
+        self.inner, self.endpoint = inner, endpoint
         self.failed_spans = 0
         self.first_problem: str | None = None
         self.logged: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.logged is None:
-            self.logged = " ".join(record.getMessage().split())[:300]
+        if self.logged is None:  # masked before it is cut short: never half a credential
+            self.logged = scrub_url(" ".join(record.getMessage().split()), self.endpoint)[:300]
 
     def export(self, spans: Sequence) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
@@ -404,7 +513,7 @@ class _Reporting(logging.Handler):
             result = self.inner.export(spans)
         except Exception as err:  # the exporter's own bug or a refused connection: counted, never raised
             result = SpanExportResult.FAILURE
-            self.first_problem = self.first_problem or f"{type(err).__name__}: {err}"
+            self.first_problem = self.first_problem or scrub_url(f"{type(err).__name__}: {err}", self.endpoint)
         if result is not SpanExportResult.SUCCESS:
             self.failed_spans += len(spans)
             self.first_problem = self.first_problem or "the receiver refused or did not answer"
@@ -417,10 +526,11 @@ class _Reporting(logging.Handler):
         return self.inner.force_flush(timeout_millis)
 
     def problem(self, spans: int, finished: bool, timeout: float) -> str | None:
+        to = f" to {redact_url(self.endpoint)}" if self.endpoint else ""  # never its credentials
         if self.failed_spans:
             why = self.logged or self.first_problem
-            return (f"OTLP export: {self.failed_spans:,} of {spans:,} spans could not be sent "
+            return (f"OTLP export{to}: {self.failed_spans:,} of {spans:,} spans could not be sent "
                     f"({why}); the run itself is complete")
         if not finished:
-            return f"OTLP export: spans still queued after {timeout:g} s were dropped; the run itself is complete"
+            return f"OTLP export{to}: spans still queued after {timeout:g} s were dropped; the run itself is complete"
         return None

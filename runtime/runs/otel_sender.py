@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from decomp.dsl.errors import DecompError
+from decomp.dsl.values import storable_json
 from decomp.runtime.runs import otel
 from decomp.runtime.runs.rundir import RunDir
 
@@ -26,7 +27,7 @@ def main(argv: list[str]) -> int:
         export = otel.TraceExport.start(url, mask=otel.environment_mask(),
                                         resource={"decomp.program": run.program_path or ""})
     except (DecompError, OSError) as err:
-        print(json.dumps({"rows": 0, "problem": str(err)}))
+        print(storable_json({"rows": 0, "problem": str(err)}))
         return 1
     try:
         for line in sys.stdin:
@@ -38,7 +39,7 @@ def main(argv: list[str]) -> int:
     except Exception as err:  # a tree that cannot be read: said, and what was queued still goes
         problem = f"OTLP export stopped at a row: {type(err).__name__}: {err}"
     problem = export.close() or problem
-    print(json.dumps({"rows": sent, "problem": problem}))
+    print(storable_json({"rows": sent, "problem": problem}))
     return 0
 
 

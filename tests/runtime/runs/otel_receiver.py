@@ -1,10 +1,13 @@
 """A real OTLP receiver for the export tests: MLflow's tracking server (3.6 and later accept
 OTLP/HTTP at /v1/traces), started on 127.0.0.1 with a SQLite store in the test's folder, its
-telemetry and job runners off; spans are read back with MLflow's own client."""
+telemetry and job runners off; spans are read back with MLflow's own client. `recording_relay`
+stands in front of it and keeps every byte it was sent."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
+import threading
 import signal
 import socket
 import subprocess
@@ -12,6 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 #: The header that says which experiment OTLP spans go to (mlflow/tracing/utils/otlp.py).
@@ -110,3 +114,47 @@ def spans_of(client, experiment: str, traces: int, timeout: float = 30.0) -> lis
         if len(found) >= traces or time.monotonic() > deadline:
             return [client.get_trace(t.info.trace_id).data.spans for t in found]
         time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def recording_relay(target: str):
+    """Yields (URL, received): a server on 127.0.0.1 that passes each POST on to the same path
+    and query at `target` (the MLflow server) and answers with its reply, keeping in `received`
+    the bytes it was sent, request line and headers included (a gzip body unpacked)."""
+    received: list[bytes] = []
+
+    class Relay(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            head = f"{self.requestline}\r\n{self.headers}".encode("latin-1")
+            unpacked = gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
+            received.append(head + unpacked)
+            status, reply = _forward(target + self.path, body, self.headers)
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _forward(url: str, body: bytes, headers) -> tuple[int, bytes]:
+    kept = {k: v for k, v in headers.items() if k.lower() in ("content-type", "content-encoding", EXPERIMENT_HEADER)}
+    request = urllib.request.Request(url, data=body, headers=kept, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()

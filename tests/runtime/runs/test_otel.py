@@ -6,6 +6,7 @@ and one warning. The real `OpenAIModel` against the mock server, with an API key
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -75,8 +76,12 @@ def _canon(span, children) -> tuple:
     return (span.name, tuple(sorted(_canon(c, children) for c in children.get(span.span_id, []))))
 
 
-def _shape_of_tree(node: TraceNode) -> tuple:
-    return (otel.span_name(node), tuple(sorted(_shape_of_tree(c) for c in node.children)))
+def _shape_of_tree(root: TraceNode, index: int, content: bool = False) -> tuple:
+    names = otel.span_names(root, index, content=content)
+
+    def shape(node):
+        return (names[id(node)], tuple(sorted(shape(c) for c in node.children)))
+    return shape(root)
 
 
 def _everything(spans) -> str:
@@ -93,13 +98,16 @@ def test_a_run_sends_one_trace_per_row_with_the_stored_trees_shape(tmp_path, rec
     traces = spans_of(client, experiment, 3)
     assert len(traces) == 3
     run = RunDir.open(tmp_path / "run")
-    stored = sorted(_shape_of_tree(tree) for _, tree in run.traces())
+    stored = sorted(_shape_of_tree(tree, index) for index, tree in run.traces())
     assert sorted(shape for spans in traces for shape in _shape_of_spans(spans)) == stored
 
     spans = [span for trace in traces for span in trace]
-    roots = {s.attributes["decomp.row.id"]: s for s in spans if s.parent_id is None}
-    assert set(roots) == {"one", "two", "bad"}
-    assert roots["one"].attributes["decomp.run"] == "run" and roots["one"].attributes["decomp.outcome"] == "ok"
+    roots = {s.name: s for s in spans if s.parent_id is None}  # named by index: an id is row text
+    assert set(roots) == {"row 0", "row 1", "row 2"}
+    assert not any("decomp.row.id" in s.attributes for s in spans)
+    assert roots["row 0"].attributes["decomp.row.index"] == 0
+    assert roots["row 0"].attributes["decomp.run"] == "run" and roots["row 0"].attributes["decomp.outcome"] == "ok"
+    assert {s.name for s in spans if s.attributes.get("decomp.node.kind") == "item"} == {"item 1", "item 2"}
     model_spans = [s for s in spans if s.attributes.get("decomp.node.kind") == "model"]
     assert len(model_spans) == 3  # a, b, c
     request = model_spans[0].attributes
@@ -112,9 +120,12 @@ def test_a_run_sends_one_trace_per_row_with_the_stored_trees_shape(tmp_path, rec
     call = next(s for s in spans if s.name == "[ask] prompt")
     assert call.attributes["code.filepath"].endswith("after.decomp") and call.attributes["code.lineno"] == 5
     assert call.attributes["decomp.handler"] == "ask" and call.attributes["decomp.handler.kind"] == "prompt"
-    bad = roots["bad"]
+    bad = roots["row 2"]
     assert str(bad.status.status_code).endswith("ERROR")
-    assert any(e.name == "exception" and "question" in e.attributes["exception.message"] for e in bad.events)
+    withheld = "row error (its message is sent only with content capture on)"
+    assert bad.status.description == withheld
+    assert [(e.attributes["exception.type"], e.attributes["exception.message"]) for e in bad.events
+            if e.name == "exception"] == [("decomp.row", withheld)]
     for span in spans:  # each span within its parent's time
         parent = next((p for p in spans if p.span_id == span.parent_id), None)
         if parent is not None:
@@ -136,6 +147,10 @@ def test_content_is_sent_only_on_opt_in_and_masked(tmp_path, receiver, model, mo
     answer = request["gen_ai.output.messages"][0]
     assert answer["parts"][0]["content"] == "next, says [redacted: OPENAI_API_KEY]"
     assert answer["finish_reason"] == "stop"
+    roots = {s.attributes["decomp.row.id"]: s for s in spans if s.parent_id is None}
+    assert {name: s.name for name, s in roots.items()} == {"one": "row one", "two": "row two", "bad": "row bad"}
+    assert {s.name for s in spans if s.attributes.get("decomp.node.kind") == "item"} == {"item a", "item b", "item c"}
+    assert any("question" in e.attributes["exception.message"] for e in roots["bad"].events)
     assert KEY not in _everything(spans)
 
 
@@ -150,23 +165,94 @@ def test_trace_export_sends_a_finished_runs_trees(tmp_path, receiver, model, mon
     assert sent.exit_code == 0, sent.output
     assert "3 row(s) sent as traces" in sent.stderr
     traces = spans_of(client, experiment, 3)
-    stored = sorted(_shape_of_tree(tree) for _, tree in RunDir.open(tmp_path / "run").traces())
+    stored = sorted(_shape_of_tree(tree, index) for index, tree in RunDir.open(tmp_path / "run").traces())
     assert sorted(shape for spans in traces for shape in _shape_of_spans(spans)) == stored
     assert KEY not in _everything([s for trace in traces for s in trace])
 
 
-def test_a_receiver_that_is_down_costs_a_bounded_wait_and_one_warning(tmp_path, model, monkeypatch):
-    with __import__("socket").socket() as probe:  # a port nobody listens on
+def _closed_port() -> int:
+    with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+        return probe.getsockname()[1]
+
+
+PASSWORD, QUERY_KEY = "pa55-otlp-word", "sk-query-otlp-0123"
+CREDENTIALS = f"http://alice:{PASSWORD}@127.0.0.1:{{port}}/?token=T&key={QUERY_KEY}"
+SHOWN = "http://***@127.0.0.1:{port}/v1/traces?token=***&key=***"
+
+
+def test_a_receiver_that_is_down_costs_a_bounded_wait_and_one_warning(tmp_path, model, monkeypatch):
+    port = _closed_port()
     started = time.monotonic()
-    done = _run(tmp_path, model, monkeypatch, "--otlp", closed)
+    done = _run(tmp_path, model, monkeypatch, "--otlp", CREDENTIALS.format(port=port))
     took = time.monotonic() - started
     assert done.exit_code == 3, done.output
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: OTLP export")]
     assert len(warnings) == 1 and "could not be sent" in warnings[0] and "the run itself is complete" in warnings[0]
     assert took < otel.FLUSH_S + 15
     assert len(RunDir.open(tmp_path / "run").records()) == 3
+    # the endpoint, and the SDK's line the warning quotes, without the URL's credentials
+    assert warnings[0].startswith(f"warning: OTLP export to {SHOWN.format(port=port)}: ")
+    assert "/v1/traces?token=***&key=***" in warnings[0].split(": ", 2)[2]  # urllib3's "url: ..."
+    for secret in (PASSWORD, QUERY_KEY, "token=T", "alice"):
+        assert secret not in done.output and secret not in done.stderr
+
+
+def test_a_question_run_to_a_receiver_that_is_down_shows_no_credential(tmp_path, model, monkeypatch):
+    port = _closed_port()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    program, _ = _files(tmp_path)
+    done = CliRunner().invoke(main, ["run", str(program), "-q", "a b", "--model", "openai:mock", "--base-url",
+                                     model.base_url, "--cache", "off", "--otlp", CREDENTIALS.format(port=port)],
+                              catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert f"warning: OTLP export to {SHOWN.format(port=port)}: " in done.stderr
+    for secret in (PASSWORD, QUERY_KEY, "token=T", "alice"):
+        assert secret not in done.output and secret not in done.stderr
+
+
+def test_the_traces_path_is_joined_to_the_urls_path_before_its_query(tmp_path, receiver, model, monkeypatch):
+    url, client = receiver
+    experiment = client.create_experiment("joined")
+    with_query = url.replace("http://", f"http://alice:{PASSWORD}@") + f"/?token=T&key={QUERY_KEY}"
+    done = _run(tmp_path, model, monkeypatch, "--otlp", with_query, experiment=experiment)
+    assert done.exit_code == 3, done.output
+    assert "warning" not in done.stderr  # MLflow answered at /v1/traces: the query went after the path
+    assert len(spans_of(client, experiment, 3)) == 3
+
+
+@pytest.mark.parametrize(("given", "sent"), [
+    ("http://h:4399/?token=T", "http://h:4399/v1/traces?token=T"),
+    ("http://u:p@h:4399?token=T&x=1", "http://u:p@h:4399/v1/traces?token=T&x=1"),
+    ("https://h/api/public/otel", "https://h/api/public/otel/v1/traces"),
+    ("https://h/api/public/otel/", "https://h/api/public/otel/v1/traces"),
+    ("http://h:4318/v1/traces?k=v", "http://h:4318/v1/traces?k=v"),
+])
+def test_traces_endpoint(given, sent, monkeypatch):
+    assert otel.traces_endpoint(given) == sent
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", given)  # the standard base variable: joined alike
+    assert otel.traces_endpoint(None) == sent
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:1/x?y=z")  # the signal's own: as given
+    assert otel.traces_endpoint(None) == "http://t:1/x?y=z" and otel.traces_endpoint(given) == sent
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    assert otel.traces_endpoint(given) == given
+
+
+def test_messages_quoting_the_endpoint_show_it_without_credentials():
+    url = f"http://alice:{PASSWORD}@h:4399/v1/traces?token=T&key={QUERY_KEY}"
+    said = (f"Invalid URL {url!r}; Max retries exceeded with url: /v1/traces?token=T&key={QUERY_KEY} "
+            f"(auth alice:{PASSWORD})")
+    assert otel.scrub_url(said, url) == ("Invalid URL 'http://***@h:4399/v1/traces?token=***&key=***'; Max retries "
+                                         "exceeded with url: /v1/traces?token=***&key=*** (auth ***)")
+
+
+def test_an_otlp_url_that_cannot_be_parsed_is_refused_before_the_run(tmp_path, monkeypatch):
+    program, rows = _files(tmp_path)
+    result = CliRunner().invoke(main, ["run", str(program), "--input", str(rows), "--run-dir", str(tmp_path / "r"),
+                                       "--otlp", f"http://alice:{PASSWORD}@[::1/?token=T"])
+    assert result.exit_code == 1 and "is not a URL" in result.stderr and "Traceback" not in result.output
+    assert PASSWORD not in result.output and PASSWORD not in result.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_usage_errors_and_an_unknown_protocol(tmp_path, monkeypatch):
@@ -208,5 +294,5 @@ def test_a_question_run_sends_its_one_row(tmp_path, receiver, model, monkeypatch
     assert done.exit_code == 0, done.output
     spans = spans_of(client, experiment, 1)[0]
     assert sum(s.attributes.get("decomp.node.kind") == "model" for s in spans) == 2
-    assert next(s for s in spans if s.parent_id is None).attributes["decomp.row.id"] == "question"
+    assert next(s for s in spans if s.parent_id is None).name == "row 0"
     assert KEY not in _everything(spans)
