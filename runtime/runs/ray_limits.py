@@ -5,7 +5,10 @@ tokens-per-minute limits per endpoint; every worker's scheduler (`ClusterSchedul
 slots there, in the worker's name, so that the slots of a worker that died can be given back
 (`Limiter.forget`). One `RunLedger` actor counts the budgets of the whole run (`--max-calls` and
 the like), which every worker's rows ask before each call through a `LedgerClient`
-(`budgets.SharedRun`). `ray_rows` runs the rows; `ray_data.Predictor` can share a limiter too.
+(`budgets.SharedRun`). A worker whose limiter or ledger dies (or, for the ledger, does not
+answer within `ACTOR_SECONDS`) raises `ActorLost` in the call and keeps it in `lost`, so that
+`ray_rows` returns none of its rows after and stops the run. `ray_rows` runs the rows;
+`ray_data.Predictor` can share a limiter too.
 """
 from __future__ import annotations
 
@@ -42,6 +45,24 @@ def ray_module() -> Any:
 
 class WorkerGone(RuntimeError):
     """A worker the driver took for dead asked for a slot or a budget: it gets none."""
+
+
+class ActorLost(RayError):
+    """A worker lost the run's limiter or ledger actor (it died, or did not answer): a row that
+    ran on without it would not have held the run's limits, so the worker returns no row after
+    it (`ray_rows.RowWorker`) and the driver stops the run."""
+
+
+def actor_lost(what: str, err: BaseException) -> ActorLost:
+    """The `ActorLost` for `what` ("the run's limiter actor") failing with `err`."""
+    if isinstance(err, TimeoutError):
+        return ActorLost(f"{what} did not answer within {ACTOR_SECONDS:g} s")
+    said = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return ActorLost(f"{what} died ({said[0] if said else type(err).__name__})")
+
+
+#: Seconds a worker waits for the run's ledger to admit a call before taking it for lost.
+ACTOR_SECONDS = 60.0
 
 
 #: Calls the `Limiter` actor runs at once, waiting ones included (one event loop: its slots are
@@ -130,6 +151,7 @@ class ClusterScheduler(Scheduler):
     def __init__(self, limiter: Any, concurrency: int, holder: str = "", **kwargs: Any):
         super().__init__(concurrency, **kwargs)
         self._limiter, self._holder = limiter, holder
+        self.lost: ActorLost | None = None  # the limiter died under a call: no row is returned after
 
     def _take_now(self, endpoint: str) -> bool:
         return False
@@ -143,6 +165,9 @@ class ClusterScheduler(Scheduler):
             pool.release()
             if isinstance(err, asyncio.CancelledError):
                 asyncio.ensure_future(self._release_when_taken(ref, endpoint))
+            elif isinstance(err, ray_module().exceptions.RayActorError):
+                self.lost = actor_lost("the run's limiter actor", err)
+                raise self.lost from None
             raise
         self._count_in(endpoint)
 
@@ -218,9 +243,17 @@ class LedgerClient:
 
     def __init__(self, ledger: Any, holder: str = ""):
         self._ledger, self._holder = ledger, holder
+        self.lost: ActorLost | None = None  # the ledger died or did not answer: no row is returned after
 
     def admit(self, kind: str, hold: float) -> None:
-        refused = ray_module().get(self._ledger.admit.remote(kind, hold, self._holder))
+        """Count a call at the ledger (`ACTOR_SECONDS` at most); a `BudgetExceeded` when it is
+        refused, an `ActorLost` when the ledger died or did not answer."""
+        ray = ray_module()
+        try:
+            refused = ray.get(self._ledger.admit.remote(kind, hold, self._holder), timeout=ACTOR_SECONDS)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
+            self.lost = actor_lost("the run's ledger actor", err)
+            raise self.lost from None
         if refused is not None:
             raise BudgetExceeded(refused)
 

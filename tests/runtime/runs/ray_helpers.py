@@ -1,8 +1,10 @@
 """What the Ray tests share: a real local cluster (a head and two more nodes, each a process
 tree of its own, on 127.0.0.1), a letter_cat dataset, the same rows run in one process as the
-baseline, and the `decomp run` arguments against the mock server."""
+baseline, the `decomp run` arguments against the mock server, and the processes of the
+cluster found by their title."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -66,3 +68,26 @@ def whole(dataset, tmp_path_factory) -> Path:
         result = invoke(model_args(dataset, run_dir, server, "--concurrency", "4"))
     assert result.exit_code == 0, result.output
     return run_dir
+
+
+def ray_processes(title: str, since: float = 0.0, among: list | None = None) -> list:
+    """The live processes (of `among`, else of the machine) that Ray titled `ray::TITLE...` (an
+    actor's class, with the method it runs; an agent of a node), started at `since` or later
+    (not one of an earlier run that is still going away)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter() if among is None else among:
+        with contextlib.suppress(psutil.Error):
+            cmdline = process.cmdline()
+            if any(part.startswith(f"ray::{title}") for part in cmdline) and process.create_time() >= since - 1 \
+                    and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+    return found
+
+
+def lines_in(run_dir: Path) -> int:
+    """The complete lines results.jsonl has now."""
+    with contextlib.suppress(OSError):
+        return (run_dir / "results.jsonl").read_bytes().count(b"\n")
+    return 0

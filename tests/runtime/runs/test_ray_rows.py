@@ -20,7 +20,7 @@ import pytest
 
 from benchmarks.letter_cat_oracle import respond
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from ray_helpers import ROWS, cluster, dataset, needs_ray, whole  # noqa: F401
+from ray_helpers import ROWS, cluster, dataset, needs_ray, ray_processes, whole  # noqa: F401
 from test_resume import HOOKED, MODEL_ENV, TIMEOUT, assert_same_as, complete_records, invoke, model_args
 
 
@@ -51,16 +51,7 @@ def test_the_concurrency_limit_holds_for_the_whole_run(cluster, dataset, tmp_pat
 def row_workers(since: float) -> list:
     """The processes of the run's workers (Ray names them by their actor class) started at
     `since` or later (not a worker of an earlier run that is still going away)."""
-    import psutil
-
-    found = []
-    for process in psutil.process_iter(["cmdline", "create_time", "status"]):
-        with __import__("contextlib").suppress(psutil.Error):
-            info = process.info
-            if any("RowWorker" in part for part in info["cmdline"] or ()) and info["create_time"] >= since - 1 \
-                    and info["status"] != psutil.STATUS_ZOMBIE:
-                found.append(process)
-    return found
+    return ray_processes("RowWorker", since)
 
 
 @needs_ray
