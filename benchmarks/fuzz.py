@@ -16,13 +16,21 @@ Input i is made by its own `random.Random(f"{seed}:{i}")`, so any input can be r
   and JSON answers nested around and far past the nesting limit; programs with thousands of
   steps, few-shot files with thousands of examples, texts over the size limit;
 - random bytes and random Unicode (lone surrogates included), and odd file names (bytes that
-  are not UTF-8).
+  are not UTF-8);
+- the language server's input (`decomp lsp`, kind "frames"): streams of well-formed frames and
+  hostile ones (negative, missing, non-numeric, disagreeing, zero and 999999999999-byte
+  `Content-Length`s, more digits than `int()` reads, bodies over the size limit, stray bytes,
+  header lines over the limit or not `Name: value`, bodies that are not UTF-8 or not JSON),
+  some cut short or mutated byte by byte.
 
 Each input goes through what `decomp check --json FILE` does (written to a file:
 `check_file`, the JSON description, warnings and errors formatted), through the loader from
 text (`Session.load(path, text)`: lone surrogates reach the parser), and through
 `parse_module`, `parse_fewshot`, `parse_plan`, `read_plan` and `parse_step_line` as fits its
-kind. A crash is any exception that is not the project's own (`DecompError`); a hang is an
+kind; a "frames" input through the server's reader (`decomp.runtime.lsp.stdio.Frames`), which
+must pass on every well-formed frame of a stream that was not mutated, in order, never a body
+it refused, and answer every refusal with a JSON-RPC error whose id is null. A crash is any
+exception that is not the project's own (`DecompError`); a hang is an
 input that takes more than `--limit` seconds of CPU, 5 by default (each input goes through
 four or five entry points, each reading it again: the largest generated ones, 3,000 broken
 steps with 9,000 errors to format, take about 1 s alone and over 2 s on a busy machine; a
@@ -127,6 +135,10 @@ def make_input(index: int, seed: int, seeds: dict[str, list[str]]) -> tuple[str,
     elif roll < 0.91:
         kind = rng.choice(["module", "fewshot", "step", "plan"])
         data = "".join(rng.choice(_ALPHABET) for _ in range(rng.randrange(0, 300)))
+    elif roll < 0.925:
+        return "frames", mutate_frames(rng, frames_input(rng)), "frames (mutated)"
+    elif roll < 0.96:
+        return "frames", frames_input(rng), "frames"
     elif roll < 0.997:
         a, b = rng.choice(["module", "fewshot"]), rng.choice(["module", "fewshot", "step"])
         kind, data = a, splice(rng, rng.choice(seeds[a]), rng.choice(seeds[b]))
@@ -304,6 +316,104 @@ def file_name(rng: random.Random, kind: str) -> str:
     return stem + suffix
 
 
+# ---------------------------------------------------------------- LSP framing
+#: The body limit the "frames" inputs are read with (the server's is 64 MiB): past it is cheap here.
+FRAME_LIMIT = 2048
+_GOOD = re.compile(rb'"id": (\d+), "method": "fuzz/good"')
+_STRAY = b"abc {}[]\"\t\x00\xff"  # no ':', so never a header
+_INSERTS = [b"\r\n", b":", b"-", b"9" * 12, b"\xff", b"Content-Length: "]
+
+
+def _body(ident: int, good: bool, rng: random.Random) -> bytes:
+    method = "fuzz/good" if good else "fuzz/lost"
+    params = "x" * rng.choice([0, 5, 300])
+    return json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}).encode()
+
+
+def _framed(body: bytes, *headers: bytes) -> bytes:
+    return b"".join(headers or [b"Content-Length: %d\r\n" % len(body)]) + b"\r\n" + body
+
+
+def _segment(rng: random.Random, ident: int) -> bytes:
+    """One frame, well-formed (its body names "fuzz/good") or hostile (its body "fuzz/lost")."""
+    lost = _body(ident, False, rng)
+    way = rng.choice(["good", "good", "good", "not utf-8", "not json", "negative", "missing", "words", "disagree",
+                      "zero", "over", "stray", "long header", "bad header"])
+    good = {"good": _body(ident, True, rng), "not utf-8": _body(ident, True, rng)[:-2] + b'\xff\xfe"}',
+            "not json": _body(ident, True, rng)[:-1]}
+    if way in good:
+        return _framed(good[way])
+    return {"negative": lambda: _framed(lost, b"Content-Length: -%d\r\n" % len(lost)),
+            "missing": lambda: _framed(lost, b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n"),
+            "words": lambda: _framed(lost, b"Content-Length: many\r\n"),
+            "disagree": lambda: _framed(lost, b"Content-Length: %d\r\n" % len(lost), b"Content-Length: 3\r\n"),
+            "zero": lambda: _framed(b"", b"Content-Length: 0\r\n"),
+            "over": lambda: _framed(lost + b" " * (FRAME_LIMIT + rng.choice([1, 100, 5000]))),
+            "stray": lambda: bytes(rng.choice(_STRAY) for _ in range(rng.randrange(1, 200))) + b"\r\n",
+            "long header": lambda: _framed(lost, b"Content-Length: %d\r\n" % len(lost),
+                                           b"X-Pad: " + b"a" * rng.choice([8192, 9000, 30_000]) + b"\r\n"),
+            "bad header": lambda: _framed(lost, b"Content-Length: %d\r\n" % len(lost), b"no header here\r\n"),
+            }[way]()
+
+
+def frames_input(rng: random.Random) -> bytes:
+    """A stream for the server's reader: 1 to 12 frames, then perhaps one whose length no input
+    holds (999999999999 bytes, or 5,000 digits), which swallows the rest."""
+    data = b"".join(_segment(rng, ident) for ident in range(rng.randint(1, 12)))
+    if rng.random() < 0.1:
+        data += rng.choice([b"Content-Length: 999999999999\r\n\r\n", b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n"])
+        data += _body(99, True, rng)  # never passed on: part of the body skipped
+    return data
+
+
+def mutate_frames(rng: random.Random, data: bytes) -> bytes:
+    """1 to 4 byte edits of a stream: cut, deleted, repeated or inserted bytes."""
+    for _ in range(rng.randint(1, 4)):
+        i = rng.randrange(len(data) + 1)
+        j = min(len(data), i + rng.choice([1, 2, 10, 100]))
+        data = rng.choice([lambda: data[:i], lambda: data[:i] + data[j:], lambda: data[:j] + data[i:j] + data[j:],
+                           lambda: data[:i] + rng.choice(_INSERTS) + data[i:]])()
+    return data
+
+
+def read_frames(data: bytes, exact: bool) -> None:
+    """`data` through the server's reader; raises when it answers other than with a parse error
+    whose id is null, passes on a body whose frame it refused, or loses a well-formed frame
+    (`exact`: a stream not mutated)."""
+    import io
+    import logging
+
+    from decomp.runtime.lsp import stdio
+    from decomp.runtime.lsp.stdio import PARSE_ERROR, Frames, Output
+
+    logging.getLogger(stdio.__name__).setLevel(logging.ERROR)  # a refusal is logged: thousands here
+    out = io.BytesIO()
+    frames = Frames(io.BytesIO(data), Output(out), FRAME_LIMIT)
+    passed = []
+    while header := frames.readline():
+        length = int(header.split(b":")[1])
+        if frames.readline() != b"\r\n" or len(body := frames.read(length)) != length:
+            raise AssertionError(f"a frame passed on is not `Content-Length: N`, a blank line, N bytes: {header!r}")
+        passed.append(body)
+    answers = _answers(out.getvalue())
+    if any(a["id"] is not None or a["error"]["code"] != PARSE_ERROR for a in answers):
+        raise AssertionError(f"an answer that is not a parse error with id null: {answers[:3]}")
+    sent = [m.group(1) for m in _GOOD.finditer(data) if m.group(1) != b"99"]
+    got = [m.group(1) for body in passed for m in [_GOOD.search(body)] if m]
+    if exact and (got != sent or any(b'"fuzz/lost"' in body for body in passed)):
+        raise AssertionError(f"well-formed frames passed on: {got}, sent: {sent} (or a refused one passed on)")
+
+
+def _answers(raw: bytes) -> list[dict]:
+    found = []
+    while raw:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        length = int(head.split(b":")[1])
+        found.append(json.loads(rest[:length]))
+        raw = rest[length:]
+    return found
+
+
 # ---------------------------------------------------------------- entry points
 class Hang(BaseException):
     """Raised by the wall-clock alarm inside an input that runs far too long."""
@@ -311,6 +421,9 @@ class Hang(BaseException):
 
 def run_input(kind: str, data: str | bytes, name: str, folder: Path) -> None:
     """Everything `kind` goes through; raises whatever escapes (DecompError is fine)."""
+    if kind == "frames":
+        read_frames(data, exact=name == "frames")
+        return
     raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
     text = data if isinstance(data, str) else data.decode("utf-8", "surrogateescape")
     path = folder / name

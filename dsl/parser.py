@@ -13,7 +13,9 @@ size and nesting, and the line ends (`\r\n` and a lone `\r` end a line), are `ds
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -108,12 +110,51 @@ def _fast_step(match: re.Match | None, path: str) -> nodes.Step | None:
     return _step_node(span(first, last), part("op"), part("handler"), part("rest"))
 
 
+#: Files whose reading could wait for ever or never end, by their `stat` mode.
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def special_file(path: str | Path) -> str | None:
+    """What the file at `path` is when it is a FIFO, a device or a socket ("a FIFO (named
+    pipe)"), which no source is read from; None for a regular file, a folder or no file."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((what for test, what in _SPECIAL_FILES if test(mode)), None)
+
+
+def not_read(path: str | Path, what: str) -> str:
+    """Why the `what` ("imported file") at `path`, which is no regular file, is not read."""
+    special = special_file(path)
+    return f"{what} {path} is {special}, not a regular file: it is not read" if special else f"{what} not found: {path}"
+
+
+def _open_regular(path: str | Path):
+    """`path` opened to be read, refused (`DecompError`) when it is a FIFO, a device or a socket:
+    looked at before it is opened, opened without waiting (`O_NONBLOCK`) and looked at again
+    before a byte is read, so that no file put there in between can block the reader."""
+    special = special_file(path)
+    if special is None:
+        handle = os.fdopen(os.open(path, _READ_FLAGS), "rb")
+        mode = os.fstat(handle.fileno()).st_mode
+        special = next((what for test, what in _SPECIAL_FILES if test(mode)), None)
+        if special is None:
+            return handle
+        handle.close()
+    raise DecompError(f"{path} is {special}, not a regular file: it is not read",
+                      nodes.Span(str(path), 1, 1, 1, 2), line_text="")
+
+
 def read_text(path: str | Path) -> str:
     """A source file's text; a file that is not UTF-8, or longer than `MAX_SOURCE_CHARS` bytes
     (refused after reading one byte more, whatever its size), is a `DecompSyntaxError`; a name
-    no file can have a `DecompError` (a missing file is the `OSError` it always was)."""
+    no file can have, a FIFO, a device or a socket a `DecompError` (never waited on); a missing
+    file is the `OSError` it always was."""
     try:
-        with open(path, "rb") as handle:
+        with _open_regular(path) as handle:
             data = handle.read(MAX_SOURCE_CHARS + 1)
     except ValueError:  # a NUL or a lone surrogate in the name: no file is called that
         raise DecompError("no file can have this name (it holds a NUL or text that is not Unicode)",

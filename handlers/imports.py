@@ -1,7 +1,8 @@
 """What a `.decomp` file's `python(function="module:attr")` may import, and how: the import
 policy beside `trust.py` (which says what the user trusts). A module is found without running
 its code, checked (denied modules, the program's own folder, trusted modules) and only then
-imported, with the program's folder first on `sys.path`.
+imported, with the program's folder first on `sys.path`. A check asks `untrusted_folder` first:
+a module of a folder the user has not trusted (`FolderTrust`) is not imported at all.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from decomp.handlers.trust import inside, is_trusted, untrusted
+from decomp.handlers.trust import FolderTrust, inside, is_trusted, untrusted
 
 
 #: Modules whose functions a .decomp file may never call by `module:attr`, even when trusted:
@@ -89,6 +90,30 @@ def module_allowance(module: str, folder: str | Path | None = None, local: tuple
             if found is not None and inside(found, folders):
                 return "local"
     return "trusted" if is_trusted(module) else None
+
+
+def untrusted_folder(name: str, folder: str | Path | None, local: tuple[Path, ...],
+                     trust: FolderTrust | None) -> Path | None:
+    """The folder a check may not import `name` ("module:attr") from: the folder of the file the
+    import would run first (the program's own module, or a module found on the import path that
+    lies in the program's folder), when `trust` does not trust it. None: nothing of an untrusted
+    folder would run (`trust` None: a run, which trusts the program; a module trusted by name
+    elsewhere; a missing module, a refused one, a built-in). Found without running any code."""
+    module, sep, _ = name.partition(":")
+    if trust is None or not sep or not module or module.split(".")[0] in DENIED_MODULES:
+        return None
+    allowance = module_allowance(module, folder, local)
+    if allowance is None:  # refused by the import policy, which imports nothing either
+        return None
+    folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
+    top = module.partition(".")[0]
+    own = next((found for where in folders if (found := local_module_file(top, where)) is not None), None)
+    file = own or find_module_file(module)
+    if file is None or trust.trusts(file):
+        return None
+    if allowance == "trusted" and own is None and not inside(file, folders):
+        return None  # trusted by name (--trust MODULE), and found outside the program's folder
+    return next((f for f in folders if inside(file, (f,))), file.parent)
 
 
 def find_module_file(name: str) -> Path | None:

@@ -16,18 +16,29 @@ A program is confined by default:
   `--allow-root DIR` (repeatable) or `DECOMP_ALLOW_ROOTS=DIR:DIR` (`os.pathsep`-separated).
 
 `allowing(trust=..., roots=...)` adds to both for the duration of a command (the CLI uses it).
+
+Checking is not running. `decomp check` and `decomp lsp` import a program's own Python modules
+(`helpers:f` beside the .decomp file) only from folders the user trusts, in the manner of VS
+Code's workspace trust: a `FolderTrust` the command builds (`folder_trust`) from
+`--trust-folder DIR`, the trust list file (`trust_list_file()`: `$XDG_CONFIG_HOME/decomp/
+trusted-folders`, one folder per line) and `DECOMP_TRUSTED_FOLDERS`, plus what the editor says it
+trusts, and hands to the check. Elsewhere the function is not imported (`not_imported` says so
+once, at the handler). `decomp run` passes none: running a program is consent to run its code.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 from decomp.dsl.errors import DecompError
 
 TRUST_ENV = "DECOMP_TRUST"
 ROOTS_ENV = "DECOMP_ALLOW_ROOTS"
+#: Folders whose Python a check may import (`os.pathsep`-separated), beside `--trust-folder`.
+TRUSTED_FOLDERS_ENV = "DECOMP_TRUSTED_FOLDERS"
 #: The bundled programs (`decomp programs`): every program may read files there.
 BUNDLED_PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 
@@ -110,6 +121,81 @@ def untrusted(function: str, module: str) -> str:
             f"folder, not registered and not trusted. Call functions of your own modules (a .py file "
             f"beside the .decomp file), register one with @python_handler (and --plugin), or trust the "
             f"module on purpose: --trust {top} (decomp run / decomp check) or {TRUST_ENV}={top}")
+
+
+# ---- folder trust: whose Python a check may import
+@dataclass(frozen=True)
+class FolderTrust:
+    """The folders whose Python modules a check (`decomp check`, `decomp lsp`) may import, as
+    resolved paths; a folder trusts everything under it. The bundled programs are always trusted
+    (they ship with decomp). Owned by the command that checks, passed to the load: never global."""
+
+    folders: tuple[Path, ...] = ()
+
+    @classmethod
+    def of(cls, folders: Iterable[str | Path]) -> "FolderTrust":
+        """The trust of `folders` (`~` expanded, relative ones from the working folder)."""
+        return cls(tuple(dict.fromkeys(_resolved(Path(f).expanduser()) for f in folders if str(f).strip())))
+
+    def adding(self, folders: Iterable[str | Path]) -> "FolderTrust":
+        """This trust and `folders` too."""
+        return FolderTrust.of((*self.folders, *folders))
+
+    def trusts(self, path: str | Path) -> bool:
+        """Whether `path`, resolved (symlinks followed), lies in a trusted folder or the bundled
+        programs."""
+        return inside(Path(path), (*self.folders, BUNDLED_PROGRAMS))
+
+
+def trust_list_file(environ: Mapping[str, str] | None = None) -> Path:
+    """The trust list: `$XDG_CONFIG_HOME/decomp/trusted-folders` (else
+    `~/.config/decomp/trusted-folders`), one absolute folder per line (`~` allowed), `#` comments.
+    decomp only reads it; the user writes it."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or ""
+    root = Path(base) if base and Path(base).is_absolute() else Path(env.get("HOME") or Path.home()) / ".config"
+    return root / "decomp" / "trusted-folders"
+
+
+def read_trust_list(path: Path) -> tuple[list[Path], list[str]]:
+    """The folders the trust list at `path` names, and a worded problem (`file:line: ...`) for
+    each line that is not an absolute folder (skipped). A missing file trusts nothing."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return [], []
+    except OSError as err:
+        return [], [f"{path}: cannot read the trust list: {err.strerror or err}"]
+    folders, problems = [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        entry = line.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        folder = Path(entry).expanduser()
+        if folder.is_absolute():
+            folders.append(folder)
+        else:
+            problems.append(f"{path}:{number}: {entry!r} is not an absolute folder (nor starts with ~); "
+                            "this line trusts nothing")
+    return folders, problems
+
+
+def folder_trust(given: Iterable[str | Path] = (),
+                 environ: Mapping[str, str] | None = None) -> tuple[FolderTrust, list[str]]:
+    """The folders a check may import Python from: `given` (`--trust-folder`), then the trust
+    list file's, then `DECOMP_TRUSTED_FOLDERS`'; and the trust list's problems, to be said."""
+    env = os.environ if environ is None else environ
+    listed, problems = read_trust_list(trust_list_file(env))
+    from_env = [p for p in env.get(TRUSTED_FOLDERS_ENV, "").split(os.pathsep) if p.strip()]
+    return FolderTrust.of([*given, *listed, *from_env]), problems
+
+
+def not_imported(function: str, folder: Path) -> str:
+    """The notice for a function a check did not import: its folder is not trusted."""
+    return (f"{function!r} was not imported, so it is not checked: the folder {folder} is not trusted (a check "
+            f"runs no code of a folder you have not trusted). To trust it: --trust-folder {folder}, a line in "
+            f"{trust_list_file()}, {TRUSTED_FOLDERS_ENV}, or your editor's workspace trust; decomp run imports "
+            "it (running a program is consent to run it)")
 
 
 class PathRefused(DecompError, ValueError):

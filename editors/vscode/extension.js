@@ -1,5 +1,8 @@
 // The decomp extension. Highlighting is declarative (package.json, syntaxes/); this file starts
 // the language server, `decomp lsp` by default (the setting decomp.server.command), over stdio.
+// It tells the server whether VS Code trusts the workspace: only then does the server's checker
+// import the Python helpers (helpers.py) of the workspace's programs; it restarts the server
+// when you grant trust.
 'use strict';
 
 const vscode = require('vscode');
@@ -7,6 +10,13 @@ const { LanguageClient, TransportKind } = require('vscode-languageclient/node');
 
 const SETTING = 'decomp.server.command';
 let client;
+
+// What the server may trust: the workspace's folders, only when VS Code trusts the workspace.
+function initializationOptions() {
+  const trusted = vscode.workspace.isTrusted === true;
+  const folders = trusted ? (vscode.workspace.workspaceFolders || []).map((folder) => folder.uri.fsPath) : [];
+  return { workspaceTrusted: trusted, trustedFolders: folders };
+}
 
 async function start() {
   const [command, ...args] = vscode.workspace.getConfiguration().get(SETTING) || [];
@@ -23,6 +33,7 @@ async function start() {
         { scheme: 'file', language },
         { scheme: 'untitled', language },
       ]),
+      initializationOptions: initializationOptions(),
     },
   );
   try {
@@ -51,6 +62,16 @@ async function activate(context) {
     if (event.affectsConfiguration(SETTING)) {
       await stop();
       await start();
+    }
+  }));
+  context.subscriptions.push(vscode.workspace.onDidGrantWorkspaceTrust(async () => {
+    await stop();
+    await start();   // now trusted: the checker may import the workspace's helpers
+  }));
+  context.subscriptions.push(vscode.workspace.onDidChangeWorkspaceFolders(async () => {
+    if (vscode.workspace.isTrusted === true) {
+      await stop();
+      await start();   // the new folders are trusted with the workspace
     }
   }));
   await start();

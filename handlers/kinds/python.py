@@ -40,15 +40,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from decomp.dsl.errors import CheckError, HandlerError
+from decomp.dsl.errors import CheckError, CheckWarning, HandlerError
 from decomp.dsl.sizes import answer_size, over_answer_limit
 from decomp.dsl.text import shorten
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 from decomp.handlers.offload import TimeLimitError, answer_limit, run_memory
-from decomp.handlers.imports import first_on_path, import_module, local_module_file, module_file
+from decomp.handlers.imports import first_on_path, import_module, local_module_file, module_file, untrusted_folder
 from decomp.handlers.registry import Registry, default_registry
+from decomp.handlers.trust import FolderTrust, not_imported
 from decomp.handlers.workers import call_in_worker, capped, use_workers
 
 #: What a function may ask for by naming a parameter.
@@ -66,8 +67,10 @@ class PythonHandler(Handler):
                 `decomp.handlers.trust`; anything else is a check error, imported never.
       timeout   seconds one call may take (> 0); not written: the run's `--handler-timeout`
                 (default 10 s). Past it the call's worker process is killed.
-      memory    MiB one call may add to its worker process (> 0; held by RLIMIT_DATA, Linux
-                only); not written: the run's `--handler-memory` (default 1,024 MiB).
+      memory    MiB one call may add to its worker process (> 0; held by RLIMIT_DATA, its
+                hard limit too, Linux only); what earlier calls in that worker kept (a
+                module-level cache) counts; not written: the run's `--handler-memory`
+                (default 1,024 MiB).
 
     Arguments are chosen by the function's signature: parameters named `query` (the sub-query
     text), `values` (list of the referenced values) and `inputs` (dict of named inputs) get
@@ -102,7 +105,9 @@ class PythonHandler(Handler):
         self._folder = _resolved(getattr(ctx, "base_dir", None))
         #: The main program's folder: its modules are local too (see `Registry.function`).
         self._local = tuple((getattr(ctx, "roots", None) or ())[:1])
-        self._fn = self._registry.function(options.function, self._folder, self._local)
+        #: A check's notice that the function was not imported: its folder is not trusted.
+        self._not_imported: str | None = self._untrusted(getattr(ctx, "trusted_folders", None))
+        self._fn = None if self._not_imported else self._registry.function(options.function, self._folder, self._local)
         self._reload_error: str | None = None
         if self._fn is not None:
             sources = function_sources(self._fn, self._folder)
@@ -117,9 +122,25 @@ class PythonHandler(Handler):
                 if files is not None:
                     files.update(s.path for s in sources if s.path.is_relative_to(self._folder))
 
+    def _untrusted(self, trust: FolderTrust | None) -> str | None:
+        """For a check (`trust` given): why the function is not imported, when the folder of its
+        module is not trusted (`decomp.handlers.imports.untrusted_folder`); else None."""
+        name = self.options.function
+        if trust is None or name in self._registry.functions:
+            return None
+        folder = untrusted_folder(name, self._folder, self._local, trust)
+        return None if folder is None else f"python handler '{self.name}': {not_imported(name, folder)}"
+
     # ---- static checks
     def check(self) -> list[CheckError]:
         return self.timeout_problems() + self._memory_problems() + self._function_problems()
+
+    def warnings(self) -> list[CheckWarning]:
+        """The notice, at the declaration, that a check did not import the function (its folder
+        is not trusted): everything else was checked."""
+        if self._not_imported is None:
+            return []
+        return [CheckWarning(self._not_imported, self.decl.span if self.decl is not None else None)]
 
     def _memory_problems(self) -> list[CheckError]:
         mb = self.options.memory
@@ -128,6 +149,8 @@ class PythonHandler(Handler):
         return [CheckError(f"memory must be > 0 MB, got {mb}", self.error_span("memory"))]
 
     def _function_problems(self) -> list[CheckError]:
+        if self._not_imported is not None:  # said once, as a warning (`warnings`)
+            return []
         if self._fn is None:
             return [CheckError(self._unknown_message(self._registry), self.error_span("function"))]
         if self._reload_error is not None:
@@ -531,7 +554,7 @@ def answer_in_worker(payload: dict[str, Any]) -> dict[str, Any]:
     raises is its answer here (SystemExit, KeyboardInterrupt, CancelledError, ... too), except
     the MemoryError of the cap, which the worker reports itself."""
     try:
-        fn = _worker_function(payload)
+        fn = worker_function(payload)
     except BaseException as err:  # the module's own import error, whatever it is
         return {"unloadable": f"{type(err).__name__}: {err}", "details": user_traceback(err)}
     given = {"query": payload["query"], "values": payload["values"], "inputs": payload["inputs"]}
@@ -555,7 +578,10 @@ def answer_in_worker(payload: dict[str, Any]) -> dict[str, Any]:
     return {"answer": answer}
 
 
-def _worker_function(payload: dict[str, Any]) -> Callable[..., Any]:
+def worker_function(payload: dict[str, Any]) -> Callable[..., Any]:
+    """In a worker: the function `payload["target"]` names (`worker_target`), imported from that
+    very file and re-imported when `payload["sources"]` changed; ImportError when the module
+    found is not the file the parent allowed, or names no such function."""
     target = payload["target"]
     module, file, root = target["module"], Path(target["file"]), target["root"]
     loaded = sys.modules.get(module)

@@ -4,6 +4,9 @@ prompt template whose output can grow without bound), without running anything.
 
     checked = check_file(path)       # raises DecompError (often Diagnostics) with every problem
     checked.module, checked.fewshot, checked.fake, checked.warnings
+
+`decomp check` and `decomp lsp` pass the folders the user trusts (`FolderTrust`): a program's
+own Python modules elsewhere are not imported, and each handler that names one says so once.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from decomp.dsl.limits import MAX_SOURCE_CHARS, normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.handlers.kinds.python import PythonHandler
 from decomp.handlers.registry import default_registry
-from decomp.handlers.trust import inside, program_roots
+from decomp.handlers.trust import FolderTrust, inside, program_roots
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.session import Session
 from decomp.runtime.testing.fake_file import FakeSpec, looks_like_fake_file, read_fake_file
@@ -53,8 +56,17 @@ def python_functions(loaded: LoadedModule) -> list[dict]:
 
 def handler_warnings(loaded: LoadedModule) -> list[CheckWarning]:
     """Every handler's own warnings (`Handler.warnings`), `program(file=...)` targets included,
-    each handler once, in declaration order."""
-    return [w for handler in _all_handlers(loaded) for w in handler.warnings()]
+    each handler once, in declaration order; then the loads' own (`LoadedModule.notices`)."""
+    handlers = _all_handlers(loaded)
+    modules = [loaded, *(m for m in map(_linked_module, handlers) if m is not None)]
+    notices = [w for module in {id(m): m for m in modules}.values() for w in module.notices]
+    return [w for handler in handlers for w in handler.warnings()] + notices
+
+
+def _linked_module(handler) -> LoadedModule | None:
+    """The module a `program(file=...)` handler runs, else None."""
+    other = getattr(getattr(getattr(handler, "target", None), "ctx", None), "module", None)
+    return other if isinstance(other, LoadedModule) else None
 
 
 def _all_handlers(loaded: LoadedModule) -> list:
@@ -73,9 +85,8 @@ def _all_handlers(loaded: LoadedModule) -> list:
                 continue
             seen.add(id(handler))
             found.append(handler)
-            target = getattr(handler, "target", None)
-            other = getattr(getattr(target, "ctx", None), "module", None)
-            if isinstance(other, LoadedModule):
+            other = _linked_module(handler)
+            if other is not None:
                 modules.append(other)
     return found
 
@@ -90,7 +101,8 @@ def _function_entry(handler: PythonHandler) -> dict:
     return {"handler": handler.name, "function": name, "allowed": allowed, "file": file}
 
 
-def check_file(path: str | Path, session: Session | None = None, text: str | None = None) -> Checked:
+def check_file(path: str | Path, session: Session | None = None, text: str | None = None,
+               trusted_folders: FolderTrust | None = None) -> Checked:
     """Check a .decomp module, a few-shot prompt file or a fake model file (a JSON object with
     one of the keys `answers`, `mapping`, `script`, `patterns`, `default`; a `.json` file that
     is not JSON is checked as one too). A .decomp file that declares nothing and a file that is
@@ -99,14 +111,18 @@ def check_file(path: str | Path, session: Session | None = None, text: str | Non
     file's problems raise `FakeFileError`, each with its line and column.
 
     `text`: the file's content as an editor holds it, unsaved (`decomp lsp`); the files it
-    imports or names are read from disk. A fake model file is always read from disk."""
+    imports or names are read from disk. A fake model file is always read from disk.
+
+    `trusted_folders`: the folders whose Python modules the check may import (`decomp check`
+    and `decomp lsp` always pass them); a `python(function="helpers:f")` of any other folder is
+    not imported, and its handler warns so. None: imported as a run imports them."""
     path = Path(path)
     if path.suffix != ".decomp" and text is None and _is_fake_file(path):
         return Checked(path, fake=read_fake_file(path)[0])
     fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path, text)
     if fewshot is not None:
         return Checked(path, fewshot=fewshot, warnings=warnings)
-    loaded = _checked_module(path, session or Session(), text)
+    loaded = _checked_module(path, session or Session(), text, trusted_folders)
     return Checked(path, module=loaded, warnings=file_warnings(path, text) + handler_warnings(loaded))
 
 
@@ -163,8 +179,9 @@ def _fewshot_or_module(path: Path, text: str | None = None) -> tuple[nodes.FewSh
     return fewshot, [CheckWarning(f"no examples here: {look}", span, expected=_CHECKABLE, line_text=first)]
 
 
-def _checked_module(path: Path, session: Session, text: str | None = None) -> LoadedModule:
-    loaded = session.load(path, text)
+def _checked_module(path: Path, session: Session, text: str | None = None,
+                    trusted_folders: FolderTrust | None = None) -> LoadedModule:
+    loaded = session.load(path, text, trusted_folders=trusted_folders)
     if not _declares(loaded.module):
         text = read_text(path) if text is None else text
         kind = _sniff(path, text)

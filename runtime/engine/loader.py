@@ -15,16 +15,16 @@ from pydantic import ValidationError
 
 from decomp.dsl import nodes
 from decomp.dsl.checker import METRIC_NAMES, check_metric, check_recursion, effectful
-from decomp.dsl.errors import CheckError, DecompError, Diagnostics
+from decomp.dsl.errors import CheckError, CheckWarning, DecompError, Diagnostics
 from decomp.dsl.limits import source_lines
-from decomp.dsl.parser import parse_module, read_text
+from decomp.dsl.parser import not_read, parse_module, read_text
 from decomp.handlers.base import Handler, LoadContext
 from decomp.handlers.kinds.environment import ActsOnEnvironment, EnvironmentHandler
 from decomp.handlers.kinds.python import user_traceback
-from decomp.handlers.imports import import_function, import_module, local_module_file
+from decomp.handlers.imports import import_function, import_module, local_module_file, untrusted_folder
 from decomp.handlers.plugins import add_plugin_module, load as load_plugins
 from decomp.handlers.registry import Registry, RegistryConflict, default_registry
-from decomp.handlers.trust import PathRefused, inside, program_roots, refusal
+from decomp.handlers.trust import FolderTrust, PathRefused, inside, not_imported, program_roots, refusal
 from decomp.runtime.testing.fake import FOLDER_OPTION, RESPONDER
 
 
@@ -44,10 +44,15 @@ class LoadedModule:
     #: The files the module was built from: itself, its imports, and every file its handlers
     #: named (prompt files, program files), whether or not they exist.
     files: set[Path] = field(default_factory=set)
+    #: Warnings of the load itself: a check's fake model responder not imported (untrusted folder).
+    notices: list[CheckWarning] = field(default_factory=list)
 
 
-def load(path: str | Path, registry: Registry, text: str | None = None) -> LoadedModule:
-    """Parse, build and check the module at `path` (or `text`, named `path`)."""
+def load(path: str | Path, registry: Registry, text: str | None = None,
+         trusted_folders: FolderTrust | None = None) -> LoadedModule:
+    """Parse, build and check the module at `path` (or `text`, named `path`). `trusted_folders`:
+    a check's (`decomp check`, `decomp lsp`): Python of other folders is not imported; None: a
+    run's, which imports the program's own modules."""
     try:
         os.fsencode(path)
         usable = "\x00" not in str(path)
@@ -56,7 +61,7 @@ def load(path: str | Path, registry: Registry, text: str | None = None) -> Loade
     if not usable:
         raise DecompError("no file can have this name (it holds a NUL or text that is not Unicode)",
                           nodes.Span(str(path), 1, 1, 1, 2), line_text="")
-    return _Loader(load_plugins(registry)).load(Path(path), text)
+    return _Loader(load_plugins(registry), trusted_folders=trusted_folders).load(Path(path), text)
 
 
 def load_plugin(spec: str, folder: str | Path | None = None) -> ModuleType:
@@ -101,13 +106,18 @@ def _import_plugin(spec: str, folder: str | Path | None) -> ModuleType:
 
 
 class _Loader:
-    def __init__(self, registry: Registry, active: tuple[Path, ...] = (), roots: tuple[Path, ...] | None = None):
+    def __init__(self, registry: Registry, active: tuple[Path, ...] = (), roots: tuple[Path, ...] | None = None,
+                 trusted_folders: FolderTrust | None = None):
         self.registry = registry
+        #: A check's trusted folders (None: a run's load, see `load`).
+        self.trusted_folders = trusted_folders
         self.active = active
         #: Where this load may read files (the main program's folder first): `import` and `file=`
         #: paths outside them are refused unread (see `decomp.handlers.trust`).
         self.roots = roots
         self.errors: list[DecompError] = []
+        #: Warnings of the load itself (a check's fake responder not imported), kept on the module.
+        self.notices: list[CheckWarning] = []
         self.sources: dict[str, nodes.HandlerDecl | nodes.Program | nodes.ModelDecl] = {}
         self.declared: set[str] = set()
         self.texts: dict[str, str] = {}
@@ -126,11 +136,12 @@ class _Loader:
         self._models(loaded, modules)
         for module, file in modules:
             self._declare(loaded, module, LoadContext(file.parent, loaded.default_model, loaded, self.registry,
-                                                      loaded.files, self.roots))
+                                                      loaded.files, self.roots, self.trusted_folders))
         self._check(loaded, modules)
         if self.errors:
             self._attach_lines()
             raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
+        loaded.notices = self.notices
         return loaded
 
     def _attach_lines(self) -> None:
@@ -175,7 +186,7 @@ class _Loader:
                     self.errors.append(CheckError(refusal(imp.path, "import", self.roots or ()), imp.span))
                     continue
                 if not target.is_file():
-                    self.errors.append(CheckError(f"imported file not found: {target}", imp.span))
+                    self.errors.append(CheckError(not_read(target, "imported file"), imp.span))
                     continue
                 parsed = self._parse(target, None)
                 if parsed is not None:
@@ -207,7 +218,12 @@ class _Loader:
             self.errors.append(CheckError(f"unknown model backend '{scheme}' in {decl.spec!r}", decl.span,
                                           expected=f"SCHEME:NAME with SCHEME one of: {known}"))
         if scheme == "fake" and RESPONDER.fullmatch(rest):  # a Python responder: allowed as python handlers are
-            problem = import_function(rest, file.parent, tuple((self.roots or ())[:1]))
+            local = tuple((self.roots or ())[:1])
+            untrusted = untrusted_folder(rest, file.parent, local, self.trusted_folders)
+            if untrusted is not None:  # a check: never imported from a folder the user has not trusted
+                self.notices.append(CheckWarning(f"fake model {not_imported(rest, untrusted)}", decl.span))
+                return decl.spec
+            problem = import_function(rest, file.parent, local)
             if isinstance(problem, str):
                 self.errors.append(CheckError(f"fake model {rest!r}: {problem}", decl.span))
             return decl.spec
@@ -323,7 +339,7 @@ class _Loader:
                                           handler.error_span("file")))
             return
         try:
-            other = _Loader(self.registry, self.active + (path,), self.roots).load(path, None)
+            other = _Loader(self.registry, self.active + (path,), self.roots, self.trusted_folders).load(path, None)
         except DecompError as err:
             self.errors += err.errors if isinstance(err, Diagnostics) else [err]
             return

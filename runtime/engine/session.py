@@ -23,6 +23,7 @@ from decomp.handlers.workers import workers_scope
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
+from decomp.handlers.trust import FolderTrust
 from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, SharedRun, Usage, current_row
 from decomp.runtime.engine.cache import StepCache, cache_key
 from decomp.runtime.engine.containment import run_kind
@@ -157,9 +158,12 @@ class Session:
         self._priced: dict[int, Price] = {}
 
     # ---- loading
-    def load(self, path: str | Path, text: str | None = None) -> LoadedModule:
-        """Parse and check a .decomp file; raises `DecompError` (often `Diagnostics`)."""
-        module = load(path, self.registry, text)
+    def load(self, path: str | Path, text: str | None = None, *,
+             trusted_folders: FolderTrust | None = None) -> LoadedModule:
+        """Parse and check a .decomp file; raises `DecompError` (often `Diagnostics`).
+        `trusted_folders`: a check's (the program's Python is imported only from them); None, a
+        run's (running a program is consent to import its own modules)."""
+        module = load(path, self.registry, text, trusted_folders)
         for name, (spec, options) in module.model_decls.items():
             settings = dataclasses.replace(self.settings, **_known_settings(options),
                                            options=tuple(sorted(options.items())))

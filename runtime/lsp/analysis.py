@@ -2,17 +2,24 @@
 
 `analyse` is what the language server's worker process runs on the editor's unsaved text: the
 checker (`decomp.runtime.engine.checking.check_file`) and the index (`index.build_index`). It
-never raises: whatever goes wrong becomes a problem at the document's first line.
+never raises: whatever goes wrong becomes a problem at the document's first line. The worker
+ends with the server, even one killed by SIGKILL (`start_worker`).
 """
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from decomp.dsl import nodes
 from decomp.dsl.errors import CheckWarning, DecompError, Diagnostics, UnclosedError
-from decomp.handlers.trust import allowing
+from decomp.dsl.parser import special_file
+from decomp.handlers.trust import FolderTrust, allowing
 from decomp.runtime.engine.checking import check_file
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.lsp.index import Index, build_index
@@ -42,21 +49,62 @@ class Analysis:
 
 @dataclass(frozen=True)
 class Settings:
-    """What the server was started with: plugins to import, modules to trust, folders to allow."""
+    """What the server was started with: plugins to import, modules to trust, folders to allow,
+    and the folders whose Python the checker may import (`--trust-folder`, the trust list, the
+    editor's trust; none: no program's own module is imported)."""
 
     plugins: tuple[str, ...] = ()
     trust: tuple[str, ...] = ()
     allow_roots: tuple[str, ...] = ()
+    trusted_folders: tuple[str, ...] = ()
 
 
-def start_worker(settings: Settings) -> None:
-    """The worker process's start: the plugins are imported once (their problems are reported
-    with each analysis by the checker, as `decomp check --plugin` would)."""
+#: Seconds between two looks of the worker at its parent, where no death signal can be asked for.
+PARENT_POLL_S = 0.5
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def start_worker(settings: Settings, parent: int | None = None) -> None:
+    """The worker process's start: it ends when the process `parent` (the server) does
+    (`die_with`), and the plugins are imported once (their problems are reported with each
+    analysis by the checker, as `decomp check --plugin` would)."""
+    if parent is not None:
+        die_with(parent)
     for plugin in settings.plugins:
         try:
             load_plugin(plugin)
         except DecompError:
             pass
+
+
+def die_with(parent: int) -> None:
+    """End this process when the process `parent` ends, however it ends (SIGKILL too): on Linux
+    the kernel sends SIGKILL at once (`PR_SET_PDEATHSIG`; the server starts its worker from its
+    loop's thread, which lives as long as the server); elsewhere a thread looks every
+    `PARENT_POLL_S`. A parent gone before this ran ends it now."""
+    if not _death_signal():
+        threading.Thread(target=_watch, args=(parent,), name="decomp-parent-watch", daemon=True).start()
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _death_signal() -> bool:
+    """Ask the kernel for SIGKILL when the parent dies (Linux); False where it cannot be asked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def analyse(path: str, text: str, version: int | None, fewshot: bool | None = None,
@@ -67,9 +115,14 @@ def analyse(path: str, text: str, version: int | None, fewshot: bool | None = No
     1 MB)."""
     resolved = Path(path)
     analysis = Analysis(resolved, version)
+    special = special_file(resolved)
+    if special is not None:  # its imports would be looked for beside a file that is none
+        analysis.problems[str(resolved)] = [Problem(
+            None, f"this document is {special}, not a regular file: it is not checked", "error", "error")]
+        return analysis
     with allowing(settings.trust, settings.allow_roots):
         try:
-            checked = check_file(resolved, text=text)
+            checked = check_file(resolved, text=text, trusted_folders=FolderTrust.of(settings.trusted_folders))
             found = [_problem(w) for w in checked.warnings]
         except DecompError as err:
             found = [_problem(e) for e in (err.errors if isinstance(err, Diagnostics) else [err])]

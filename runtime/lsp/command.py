@@ -9,9 +9,9 @@ import click
 
 from decomp.dsl.errors import DecompError
 from decomp.handlers.plugins import fail, hookimpl
-from decomp.handlers.trust import allowed_now
+from decomp.handlers.trust import FolderTrust, allowed_now
 from decomp.runtime.engine.loader import load_plugin
-from decomp.runtime.runs.command_options import trust_options
+from decomp.runtime.runs.command_options import folder_trust_option, trust_options
 
 
 @hookimpl
@@ -26,13 +26,20 @@ def register_commands(cli):
               help="A document whose check takes longer is said to, and its checker process is stopped.")
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Write the server's log here (default: none).")
 @trust_options
-def lsp_command(plugins: tuple[str, ...], check_timeout: float, log_file: str | None) -> None:
+@folder_trust_option
+def lsp_command(plugins: tuple[str, ...], check_timeout: float, log_file: str | None,
+                trusted_folders: FolderTrust) -> None:
     """Run the language server of .decomp files on stdin/stdout (the Language Server Protocol),
     for VS Code (editors/vscode), Neovim or any LSP client.
 
     As you type, each document is checked as `decomp check` checks it (problems in imported and
     few-shot files show on their own files); hover, go to definition, references, completion
     and the outline answer from the document's structure. See the manual's "Editors" page.
+
+    Opening a folder runs none of its code: a python handler's module (helpers.py) is imported
+    by the checker only from folders you trust: --trust-folder, the trust list,
+    $DECOMP_TRUSTED_FOLDERS, or the editor's own trust (the initialization options
+    {"trustedFolders": [...]} and {"workspaceTrusted": true}, which trusts the workspace folders).
     """
     from decomp.runtime.lsp.analysis import Settings
     from decomp.runtime.lsp.handlers import make_server
@@ -46,7 +53,9 @@ def lsp_command(plugins: tuple[str, ...], check_timeout: float, log_file: str | 
         except DecompError as err:
             fail(err)
     trust, roots = allowed_now()  # --trust and --allow-root, for the checker's process too
-    server = make_server(Settings(tuple(plugins), trust, tuple(str(root) for root in roots)), check_timeout)
+    folders = tuple(str(folder) for folder in trusted_folders.folders)
+    server = make_server(Settings(tuple(plugins), trust, tuple(str(root) for root in roots), trusted_folders=folders),
+                         check_timeout)
     try:
         server.start_io(stdin=Utf8Repair(sys.stdin.buffer), stdout=sys.stdout.buffer)
     finally:

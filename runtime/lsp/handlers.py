@@ -2,12 +2,14 @@
 `decomp.runtime.lsp.features` / `completion` and back."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from lsprotocol import types
 
 from decomp.runtime.lsp import completion, features
 from decomp.runtime.lsp.analysis import Settings
+from decomp.runtime.lsp.editor_trust import editor_trusted_folders
 from decomp.runtime.lsp.server import _ITEM_KIND, _SYMBOL_KIND, CHECK_TIMEOUT_S, DecompServer, answering
 from decomp.runtime.lsp.tokens import token_at
 
@@ -23,6 +25,10 @@ def make_server(settings: Settings = Settings(), check_timeout: float = CHECK_TI
 
 def register(server: DecompServer) -> None:
     """Register the document events and the requests on `server`."""
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: DecompServer, params: types.InitializeParams) -> None:
+        ls.settings = trusting(ls.settings, editor_trusted_folders(params))  # before any document is checked
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: DecompServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -55,9 +61,14 @@ def register(server: DecompServer) -> None:
     server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)(answering(document_symbols))
 
 
+def trusting(settings: Settings, folders: tuple[str, ...]) -> Settings:
+    """`settings` whose checker may import the Python of `folders` too (the editor's trust)."""
+    return replace(settings, trusted_folders=tuple(dict.fromkeys((*settings.trusted_folders, *folders))))
+
+
 async def hover(ls: DecompServer, params: types.HoverParams) -> types.Hover | None:
     uri = params.text_document.uri
-    lines, line, col = ls.position(uri, params.position)
+    lines, line, col = await ls.position(uri, params.position)
     found = features.hover(await ls.index(uri), lines, line, col)
     if found is None:
         return None
@@ -69,26 +80,28 @@ async def hover(ls: DecompServer, params: types.HoverParams) -> types.Hover | No
 
 async def definition(ls: DecompServer, params: types.DefinitionParams) -> list[types.Location]:
     uri = params.text_document.uri
-    lines, line, col = ls.position(uri, params.position)
-    return [ls.location(place, uri) for place in features.definition(await ls.index(uri), lines, line, col)]
+    lines, line, col = await ls.position(uri, params.position)
+    return await ls.locations(features.definition(await ls.index(uri), lines, line, col), uri)
 
 
 async def references(ls: DecompServer, params: types.ReferenceParams) -> list[types.Location]:
     uri = params.text_document.uri
-    lines, line, col = ls.position(uri, params.position)
+    lines, line, col = await ls.position(uri, params.position)
     index = await ls.index(uri)
     token = token_at(lines[line], col, index is not None and index.fewshot is not None) \
         if line < len(lines) else None
     if token is None or index is None or token.text not in index.decls and token.kind != "handler":
         return []
-    places = completion.references(index, "\n".join(lines), token.text, params.context.include_declaration)
-    return [ls.location(place, uri) for place in places]
+    places = await ls.off_loop(completion.references, index, "\n".join(lines), token.text,
+                               params.context.include_declaration)  # reads the imported files
+    return await ls.locations(places, uri)
 
 
 async def complete(ls: DecompServer, params: types.CompletionParams) -> types.CompletionList:
     uri = params.text_document.uri
-    lines, line, col = ls.position(uri, params.position)
-    items = completion.complete(await ls.index(uri), "\n".join(lines), lines, line, col)
+    lines, line, col = await ls.position(uri, params.position)
+    index = await ls.index(uri)
+    items = await ls.off_loop(completion.complete, index, "\n".join(lines), lines, line, col)  # lists folders
     return types.CompletionList(is_incomplete=False, items=[
         types.CompletionItem(label=item.label, kind=_ITEM_KIND[item.kind], detail=item.detail or None,
                              insert_text=item.insert) for item in items])

@@ -9,26 +9,37 @@ stopped. A result for a version the editor has moved past is dropped. Problems i
 Hover, definition, references, completion and the outline read the document's latest index
 (`decomp.runtime.lsp.index`); none of them runs the checker. Whatever goes wrong while
 answering a request is answered as an error that says why; the server goes on.
+
+The event loop never reads a file: a document that is not open, the files its problems are in,
+the files completion lists or references search are read on a thread, each request's reading
+within `READ_TIMEOUT_S`, and a file that is not regular (a FIFO, a device) is refused unread
+(`decomp.dsl.parser.read_text`). The input is read as `decomp.runtime.lsp.stdio` frames it: a
+frame that cannot be read is answered with an error and passed by. The checker's process ends
+with the server's, however the server ends (`analysis.start_worker`).
 """
 from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import multiprocessing
+import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import from_fs_path, to_fs_path
 
+from decomp.dsl.errors import DecompError
 from decomp.dsl.parser import read_text
-from decomp.runtime.lsp import features
+from decomp.runtime.lsp import features, stdio
 from decomp.runtime.lsp.analysis import Analysis, Problem, Settings, analyse, safe_index, start_worker
 from decomp.runtime.lsp.index import Index, build_index
 from decomp.runtime.runs.rundir import decomp_version
@@ -44,6 +55,14 @@ CHECK_TIMEOUT_S = 30.0
 #: the document's structure at once; above it, the last check's index answers (it is on its way),
 #: and the index is built in this process, on a thread, rather than pickled back from the worker.
 FRESH_INDEX_CHARS = 50_000
+#: Seconds a request may spend reading files (off the event loop): a document that is not open,
+#: the files completion lists or references search, an index's imports. Past it the request is
+#: answered with an error that says so (a read that never ends holds a thread, never the loop).
+READ_TIMEOUT_S = 10.0
+#: LSP's error code for a request that was read but could not be answered.
+REQUEST_FAILED = -32803
+#: How many files not open in the editor keep the lines last read of them (`DecompServer.disk`).
+DISK_FILES_KEPT = 256
 LANGUAGES_FEWSHOT = ("decomp-fewshot",)
 _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}
 _SYMBOL_KIND = {"model": types.SymbolKind.Constant, "handler": types.SymbolKind.Function,
@@ -69,6 +88,16 @@ class _Protocol(LanguageServerProtocol):
                 code=err.code, message=f"{err.message}: cannot read the parameters of {data['method']!r}"))
             return _ANSWERED
 
+    def handle_message(self, message):
+        """pygls's, except that JSON which is no JSON-RPC message (an array, a number, an object
+        without "jsonrpc") is answered as an invalid request (pygls fails on it unanswered)."""
+        if hasattr(message, "jsonrpc"):
+            return super().handle_message(message)
+        ident = message.get("id") if isinstance(message, dict) else None
+        ident = ident if isinstance(ident, (int, str)) and not isinstance(ident, bool) else None
+        self._send_response(ident, error=types.ResponseError(
+            code=JsonRpcInvalidRequest.CODE, message="decomp lsp: not a JSON-RPC message (an object with \"jsonrpc\")"))
+
 
 class _Answered:
     """A message already answered: `handle_message` passes it by (its jsonrpc is no version)."""
@@ -93,6 +122,26 @@ class DecompServer(LanguageServer):
         self.waiting: dict[str, asyncio.Task] = {}
         self.running: set[str] = set()
         self.dirty: set[str] = set()
+        #: The lines of files not open in the editor, as last read (off the loop) for `lines_of`.
+        self.disk: dict[str, list[str]] = {}
+
+    # ---------------------------------------------------------------- input and output
+    def start_io(self, stdin=None, stdout=None) -> None:
+        """Serve on standard input and output (or `stdin`, `stdout`), the input read by
+        `stdio.Frames`: whatever its framing, the server goes on, answering what it cannot read."""
+        out = stdio.Output(stdout or sys.stdout.buffer)
+        frames = stdin if isinstance(stdin, stdio.Frames) else stdio.Frames(stdin or sys.stdin.buffer)
+        frames.out = out
+        super().start_io(frames, out)
+
+    def report_server_error(self, error: Exception, source) -> None:
+        """pygls's report (a message the editor shows), and a body that is not JSON answered as
+        JSON-RPC answers one: a parse error whose id is null."""
+        if isinstance(error, (json.JSONDecodeError, RecursionError)):
+            why = "nested too deeply" if isinstance(error, RecursionError) else f"not JSON ({error})"
+            self.protocol._send_response(None, error=types.ResponseError(
+                code=stdio.PARSE_ERROR, message=f"decomp lsp: a message that cannot be read: {why}"))
+        super().report_server_error(error, source)
 
     # ---------------------------------------------------------------- checking
     def schedule(self, uri: str, delay: float = DEBOUNCE_S) -> None:
@@ -131,11 +180,20 @@ class DecompServer(LanguageServer):
                 None, f"checking this file took longer than {self.check_timeout:g} s and was stopped", "error",
                 "error")]}, self.analyses.get(uri, Analysis(path, None)).index)
         if analysis.index is None and self._is_current(uri, version):  # a large document's, built here
-            analysis.index = await asyncio.to_thread(_index_unpaused, path, text, fewshot)
+            analysis.index = await self._large_index(path, text, fewshot)
         if not self._is_current(uri, version):
             return  # stale: a newer text is on its way
+        await self.load_lines(*self.targets(uri, analysis))
+        if not self._is_current(uri, version):
+            return
         self.analyses[uri] = analysis
         self.publish(uri, analysis)
+
+    async def _large_index(self, path: Path, text: str, fewshot: bool | None) -> Index | None:
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(_index_unpaused, path, text, fewshot), self.check_timeout)
+        except asyncio.TimeoutError:
+            return None
 
     def _is_current(self, uri: str, version) -> bool:
         current = self.workspace.text_documents.get(uri)
@@ -146,8 +204,9 @@ class DecompServer(LanguageServer):
         replaced once, then the death is the document's problem."""
         loop = asyncio.get_running_loop()
         for _ in range(2):
-            if self.pool is None:
-                self.pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"), start_worker, (self.settings,))
+            if self.pool is None:  # started from the loop's thread, which lives as long as the server
+                self.pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"), start_worker,
+                                                (self.settings, os.getpid()))
             try:
                 return await loop.run_in_executor(self.pool, analyse, path, text, version, fewshot, self.settings,
                                                   len(text) <= FRESH_INDEX_CHARS)
@@ -169,13 +228,20 @@ class DecompServer(LanguageServer):
         self._stop_worker()
 
     # ---------------------------------------------------------------- publishing
+    def targets(self, uri: str, analysis: Analysis) -> dict[str, list[Problem]]:
+        """The document's problems by the URI they are shown on."""
+        own = str(analysis.path)
+        found: dict[str, list[Problem]] = {}
+        for file, problems in analysis.problems.items():
+            target = uri if file == own else from_fs_path(str(Path(file).resolve())) or file
+            found.setdefault(target, []).extend(problems)
+        return found
+
     def publish(self, uri: str, analysis: Analysis) -> None:
         """Publish the document's problems on every URI they are in, clearing those it no
         longer has; each URI shows the problems every open document found there, once."""
-        own = str(analysis.path)
         new: dict[str, list[types.Diagnostic]] = {uri: []}
-        for file, problems in analysis.problems.items():
-            target = uri if file == own else from_fs_path(str(Path(file).resolve())) or file
+        for target, problems in self.targets(uri, analysis).items():
             new.setdefault(target, []).extend(self.diagnostic(target, p, uri) for p in problems)
         old = self.reports.get(uri, {})
         self.reports[uri] = new
@@ -208,16 +274,45 @@ class DecompServer(LanguageServer):
                                 severity=_SEVERITY[problem.severity], code=problem.code,
                                 related_information=related or None)
 
+    # ---------------------------------------------------------------- files
+    async def off_loop(self, call: Callable, *args):
+        """`call(*args)` on a thread, within `READ_TIMEOUT_S` (else a `TimeoutError` that says so)."""
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(call, *args), READ_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"reading files took longer than {READ_TIMEOUT_S:g} s") from None
+
+    async def file_lines(self, uri: str) -> list[str]:
+        """The lines of the file `uri` names, read off the loop; a file that is not regular (a
+        FIFO, a device) is refused unread (`DecompError`), as is one too long or not UTF-8."""
+        return (await self.off_loop(read_text, to_fs_path(uri) or uri)).split("\n")
+
+    async def load_lines(self, *uris: str, strict: bool = False) -> None:
+        """Read the files `uris` name that are not open in the editor, for `lines_of`: one that
+        cannot be read has no lines (`strict`: a file refused raises its `DecompError`)."""
+        for uri in dict.fromkeys(uris):
+            if uri in self.workspace.text_documents:
+                continue
+            self.disk.pop(uri, None)
+            try:
+                self.disk[uri] = await self.file_lines(uri)
+            except OSError:  # missing, unreadable, or too slow
+                self.disk[uri] = []
+            except DecompError:
+                self.disk[uri] = []
+                if strict:
+                    raise
+        while len(self.disk) > DISK_FILES_KEPT:
+            self.disk.pop(next(iter(self.disk)))
+
     # ---------------------------------------------------------------- positions
     def lines_of(self, uri: str) -> list[str]:
-        """The lines of a document as the editor has it, else as on disk (without line ends)."""
+        """The lines of a document as the editor has it, else as last read from disk by
+        `load_lines` (without line ends). Never reads a file: this runs on the loop."""
         doc = self.workspace.text_documents.get(uri)
         if doc is not None:
             return [line.rstrip("\r\n") for line in doc.lines]
-        try:
-            return read_text(to_fs_path(uri) or uri).split("\n")
-        except Exception:
-            return []
+        return self.disk.get(uri, [])
 
     def to_range(self, uri: str, place: features.Place) -> types.Range:
         lines = self.lines_of(uri)
@@ -229,6 +324,11 @@ class DecompServer(LanguageServer):
         uri = self.uri_for(place.path, root)
         return types.Location(uri=uri, range=self.to_range(uri, place))
 
+    async def locations(self, places: list[features.Place], root: str) -> list[types.Location]:
+        """`location` of each place, the files they are in read first (off the loop)."""
+        await self.load_lines(*(self.uri_for(place.path, root) for place in places))
+        return [self.location(place, root) for place in places]
+
     def uri_for(self, path: Path, root: str) -> str:
         """The URI of `path`: the document `root` itself when it is its path (an untitled
         document's too)."""
@@ -238,8 +338,10 @@ class DecompServer(LanguageServer):
             return root
         return from_fs_path(str(path.resolve())) or str(path)
 
-    def position(self, uri: str, position: types.Position) -> tuple[list[str], int, int]:
-        """The document's lines and the position in code points."""
+    async def position(self, uri: str, position: types.Position) -> tuple[list[str], int, int]:
+        """The document's lines and the position in code points (a document not open is read
+        from disk; one refused, such as a FIFO, raises its `DecompError`)."""
+        await self.load_lines(uri, strict=True)
         lines = self.lines_of(uri)
         server = self.workspace.position_codec.position_from_client_units(lines, position)
         return lines, server.line, server.character
@@ -257,7 +359,10 @@ class DecompServer(LanguageServer):
         if cached is not None and cached[0] == doc.version:
             return cached[1]
         fewshot = True if doc.language_id in LANGUAGES_FEWSHOT else None
-        index = await asyncio.to_thread(build_index, document_path(uri, doc.language_id), doc.source, fewshot)
+        try:
+            index = await self.off_loop(build_index, document_path(uri, doc.language_id), doc.source, fewshot)
+        except TimeoutError:  # its imports did not come in time: the last check's index answers
+            return analysis.index if analysis is not None else None
         self.fresh[uri] = (doc.version, index)
         return index
 
@@ -290,6 +395,9 @@ def answering(handler: Callable) -> Callable:
     async def answer(server: DecompServer, params):
         try:
             return await handler(server, params)
+        except (DecompError, TimeoutError) as err:  # a file refused (a FIFO) or too slow to read
+            said = err.message if isinstance(err, DecompError) else str(err)
+            raise JsonRpcException(f"decomp lsp: {said}", code=REQUEST_FAILED) from err
         except Exception as err:
             log.exception("request failed")
             raise JsonRpcInternalError(f"decomp lsp: {type(err).__name__}: {err}") from err

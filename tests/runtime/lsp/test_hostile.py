@@ -21,8 +21,11 @@ CORPUS = Path(__file__).parents[2] / "dsl" / "fuzz_corpus"
 
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=SERVER + ["--check-timeout", "4"]))
-async def client(lsp_client: LanguageClient):
-    await lsp_client.initialize_session(types.InitializeParams(capabilities=types.ClientCapabilities()))
+async def client(lsp_client: LanguageClient, tmp_path_factory):
+    # the runaway check imports a slow helpers module: the checker does that only in a trusted folder
+    trusted = {"trustedFolders": [str(tmp_path_factory.getbasetemp())]}
+    await lsp_client.initialize_session(types.InitializeParams(capabilities=types.ClientCapabilities(),
+                                                               initialization_options=trusted))
     yield
     await lsp_client.shutdown_session()
 

@@ -1,0 +1,193 @@
+"""`decomp check` imports a program's own Python only from folders the user trusts
+(`--trust-folder`, the trust list file, `DECOMP_TRUSTED_FOLDERS`); elsewhere it checks the rest
+and says once, at the handler, that the function was not imported. `decomp run` still imports
+it (running a program is consent to run it)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from decomp.dsl.errors import DecompError
+from decomp.handlers.trust import TRUSTED_FOLDERS_ENV, FolderTrust, folder_trust, trust_list_file
+from decomp.runtime.cli import main
+from decomp.runtime.engine.checking import check_file
+
+#: A module whose import leaves a marker file beside it: proof that its code ran.
+HELPERS = '''\
+from pathlib import Path
+Path(__file__).with_name("imported.marker").write_text("helpers.py ran", encoding="utf-8")
+
+
+def f(query):
+    return query.upper()
+'''
+PROGRAM = '''\
+# a program whose handler names its folder's helpers
+handler f = python(function="helpers:f")
+main f
+'''
+NOTICE = "was not imported, so it is not checked"
+
+
+@pytest.fixture(autouse=True)
+def _no_trust_of_the_user(tmp_path_factory, monkeypatch):
+    """Neither the user's trust list nor their environment decides these tests."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.delenv(TRUSTED_FOLDERS_ENV, raising=False)
+
+
+def cloned(folder: Path, program: str = PROGRAM) -> Path:
+    """A folder as a cloned repository holds it: helpers.py and p.decomp."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "helpers.py").write_text(HELPERS, encoding="utf-8")
+    (folder / "p.decomp").write_text(program, encoding="utf-8")
+    return folder / "p.decomp"
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_check_of_an_untrusted_folder_imports_nothing_and_says_so_once_at_the_handler(tmp_path):
+    path = cloned(tmp_path / "repo")
+    result = invoke("check", path)
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "repo" / "imported.marker").exists()
+    assert result.output.count(NOTICE) == 1
+    line = next(line for line in result.output.splitlines() if NOTICE in line)
+    assert line.startswith(f"{path}:2:1: warning: python handler 'f': 'helpers:f' was not imported")
+    assert f"--trust-folder {(tmp_path / 'repo').resolve()}" in line and str(trust_list_file()) in line
+    assert f"{path}: ok (1 warning)" in result.output
+
+
+def test_check_with_the_folder_trusted_imports_and_checks_the_function(tmp_path):
+    path = cloned(tmp_path / "repo")
+    result = invoke("check", path, "--trust-folder", tmp_path / "repo")
+    assert result.exit_code == 0 and NOTICE not in result.output, result.output
+    assert (tmp_path / "repo" / "imported.marker").read_text(encoding="utf-8") == "helpers.py ran"
+
+
+def test_a_trusted_parent_folder_trusts_the_folders_under_it(tmp_path):
+    path = cloned(tmp_path / "work" / "repo")
+    assert invoke("check", path, "--trust-folder", tmp_path / "work").exit_code == 0
+    assert (tmp_path / "work" / "repo" / "imported.marker").exists()
+
+
+def test_trusting_another_folder_does_not_trust_this_one(tmp_path):
+    path = cloned(tmp_path / "repo")
+    (tmp_path / "mine").mkdir()
+    result = invoke("check", path, "--trust-folder", tmp_path / "mine")
+    assert NOTICE in result.output and not (tmp_path / "repo" / "imported.marker").exists()
+
+
+def test_what_needs_no_import_is_still_checked(tmp_path):
+    path = cloned(tmp_path / "repo", 'handler f = python(function="helpers:f", timeout=-1)\nmain g\n')
+    result = invoke("check", path)
+    assert result.exit_code == 1
+    assert "timeout must be > 0" in result.output and "main names an unknown program or handler 'g'" in result.output
+    assert not (tmp_path / "repo" / "imported.marker").exists()
+
+
+def test_a_function_that_would_be_wrong_is_not_guessed_at_without_the_import(tmp_path):
+    """Whether `helpers:missing` exists can be known only by importing: the notice, no error."""
+    path = cloned(tmp_path / "repo", 'handler f = python(function="helpers:missing")\nmain f\n')
+    untrusted = invoke("check", path)
+    assert untrusted.exit_code == 0 and untrusted.output.count(NOTICE) == 1
+    trusted = invoke("check", path, "--trust-folder", tmp_path / "repo")
+    assert trusted.exit_code == 1 and "has no attribute 'missing'" in trusted.output
+
+
+def test_the_trust_list_file_and_the_environment_trust_folders(tmp_path, monkeypatch):
+    path = cloned(tmp_path / "repo")
+    listed = trust_list_file()
+    listed.parent.mkdir(parents=True)
+    listed.write_text(f"# my projects\n\nrelative/folder\n{tmp_path / 'repo'}\n", encoding="utf-8")
+    result = invoke("check", path)
+    assert result.exit_code == 0 and NOTICE not in result.output
+    assert f"warning: {listed}:3: 'relative/folder' is not an absolute folder" in result.output
+    assert (tmp_path / "repo" / "imported.marker").exists()
+    other = cloned(tmp_path / "other")
+    monkeypatch.setenv(TRUSTED_FOLDERS_ENV, os.pathsep.join(["", str(tmp_path / "other")]))
+    assert NOTICE not in invoke("check", other).output and (tmp_path / "other" / "imported.marker").exists()
+
+
+def test_a_fake_model_responder_of_an_untrusted_folder_is_not_imported(tmp_path):
+    path = cloned(tmp_path / "repo", 'model default = "fake:helpers:f"\nhandler qa = prompt(text="Q: a\\nA: b")\n'
+                                     'main qa\n')
+    result = invoke("check", path)
+    assert result.exit_code == 0 and result.output.count(NOTICE) == 1, result.output
+    assert f"{path}:1:1: warning: fake model 'helpers:f'" in result.output
+    assert not (tmp_path / "repo" / "imported.marker").exists()
+
+
+def test_a_linked_program_file_of_an_untrusted_folder_is_checked_without_its_import(tmp_path):
+    cloned(tmp_path / "repo")
+    main_program = tmp_path / "repo" / "main.decomp"
+    main_program.write_text('handler sub = program(file="p.decomp")\nmain sub\n', encoding="utf-8")
+    result = invoke("check", main_program)
+    assert result.exit_code == 0 and result.output.count(NOTICE) == 1, result.output
+    assert not (tmp_path / "repo" / "imported.marker").exists()
+
+
+def test_bundled_programs_and_registered_functions_need_no_trust(tmp_path):
+    bundled = invoke("check", "decomp/letter_cat_symbolic")
+    assert bundled.exit_code == 0 and NOTICE not in bundled.output, bundled.output
+    (tmp_path / "p.decomp").write_text('handler c = python(function="capwords")\nmain c\n', encoding="utf-8")
+    registered = invoke("check", tmp_path / "p.decomp")
+    assert registered.exit_code == 0 and NOTICE not in registered.output, registered.output
+
+
+def test_the_library_check_takes_the_policy_it_is_given(tmp_path):
+    path = cloned(tmp_path / "repo")
+    checked = check_file(path, trusted_folders=FolderTrust())
+    assert [w.span.line for w in checked.warnings if NOTICE in w.message] == [2]
+    assert checked.python_functions[0]["file"] is None and not (tmp_path / "repo" / "imported.marker").exists()
+    check_file(path, trusted_folders=FolderTrust.of([tmp_path / "repo"]))
+    assert (tmp_path / "repo" / "imported.marker").exists()
+
+
+def test_folder_trust_reads_the_list_the_environment_and_the_flags(tmp_path):
+    listed = tmp_path / "config" / "decomp" / "trusted-folders"
+    listed.parent.mkdir(parents=True)
+    listed.write_text(f"{tmp_path / 'a'}\n~/b\n", encoding="utf-8")
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "HOME": str(tmp_path / "home"),
+           TRUSTED_FOLDERS_ENV: str(tmp_path / "c")}
+    trust, problems = folder_trust([tmp_path / "d"], env)
+    assert problems == []
+    assert trust.trusts(tmp_path / "a" / "x.py") and trust.trusts(tmp_path / "c") and trust.trusts(tmp_path / "d")
+    assert not trust.trusts(tmp_path / "e" / "x.py")
+    assert trust_list_file({"HOME": "/h", "XDG_CONFIG_HOME": "relative"}) == Path("/h/.config/decomp/trusted-folders")
+
+
+def test_a_symlink_in_a_trusted_folder_to_an_untrusted_module_is_not_imported(tmp_path):
+    cloned(tmp_path / "repo")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "helpers.py").symlink_to(tmp_path / "repo" / "helpers.py")
+    (mine / "p.decomp").write_text(PROGRAM, encoding="utf-8")
+    with pytest.raises(DecompError):  # refused by the import policy (it leads out of the folder), unread
+        check_file(mine / "p.decomp", trusted_folders=FolderTrust.of([mine]))
+    assert not (tmp_path / "repo" / "imported.marker").exists()
+
+
+def _decomp(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != TRUSTED_FOLDERS_ENV}
+    return subprocess.run([sys.executable, "-m", "decomp", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_check_and_run_as_real_processes(tmp_path):
+    """The command as a user types it: check imports nothing; run, consent to run, imports it."""
+    path = cloned(tmp_path / "repo")
+    checked = _decomp("check", str(path), cwd=tmp_path)
+    assert checked.returncode == 0 and checked.stderr.count(NOTICE) == 1, checked.stderr
+    assert not (tmp_path / "repo" / "imported.marker").exists()
+    ran = _decomp("run", str(path), "-q", "hello", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "HELLO" in ran.stdout
+    assert (tmp_path / "repo" / "imported.marker").read_text(encoding="utf-8") == "helpers.py ran"
