@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from decomp.dsl.values import json_kind
 from decomp.handlers.files import write_whole
 
 __all__ = ["FORMAT", "SoftPrompt", "SoftPromptError", "TENSOR", "mismatch", "read_soft_prompt",
@@ -107,8 +108,29 @@ def read_soft_prompt(path: str | os.PathLike) -> SoftPrompt:
 def _metadata(data: bytes) -> dict[str, str]:
     """The `__metadata__` of a safetensors file's header (the numpy loader drops it)."""
     length = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + length])
-    return header.get("__metadata__") or {}
+    try:
+        header = json.loads(data[8:8 + length])
+    except RecursionError:  # the safetensors reader refuses deep headers first; never a traceback all the same
+        raise ValueError("its header is nested too deeply to read") from None
+    found = header.get("__metadata__") if isinstance(header, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+#: What `decomp tune` writes in the metadata, and what each field must be when it is there:
+#: (the type, its words, the fields inside an object and theirs). `base_model` and `tokenizer`
+#: are required; the others are what the soft prompt was trained for and from.
+_SHAPE: dict[str, tuple[type, str, dict[str, tuple[type, str]]]] = {
+    "n_tokens": (int, "an integer (the tensor's rows)", {}),
+    "base_model": (dict, "an object (the weights it was trained on)",
+                   {"name": (str, "a string"), "architecture": (str, "a string"), "hidden_size": (int, "an integer"),
+                    "vocab_size": (int, "an integer"), "sha256": (str, "a string")}),
+    "tokenizer": (dict, "an object (the tokenizer it was trained with)",
+                  {"vocab_size": (int, "an integer"), "sha256": (str, "a string")}),
+    "handler": (dict, "an object (what it was trained for: program, name, kind, template_sha256)",
+                {"program": (str, "a string"), "name": (str, "a string"), "kind": (str, "a string"),
+                 "template_sha256": (str, "a string")}),
+    "training": (dict, "an object (how it was trained)", {}),
+}
 
 
 def _meta(path: Path, text: str | None) -> dict[str, Any]:
@@ -118,13 +140,38 @@ def _meta(path: Path, text: str | None) -> dict[str, Any]:
         meta = json.loads(text)
     except ValueError as err:
         raise SoftPromptError(f"{path}: its decomp metadata is not JSON ({err})") from None
+    except RecursionError:
+        raise SoftPromptError(f"{path}: the soft prompt's metadata is nested too deeply to read (decomp tune "
+                              "writes a few levels): not a soft prompt written by decomp tune") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise SoftPromptError(f"{path}: metadata format {found!r}, expected {FORMAT!r}")
     for key in ("base_model", "tokenizer"):
         if not isinstance(meta.get(key), dict):
             raise SoftPromptError(f"{path}: its metadata lacks {key!r} (what it was trained on)")
+    problem = _shape_problem(meta)
+    if problem:
+        raise SoftPromptError(f"{path}: its metadata's {problem}: not a soft prompt as decomp tune writes it")
     return meta
+
+
+def _shape_problem(meta: dict[str, Any]) -> str:
+    """The first field of `meta` of the wrong type, in words ('' when none): "'handler' is a
+    string, expected an object (...)"."""
+    for key, (kind, words, inner) in _SHAPE.items():
+        if key not in meta:
+            continue
+        if not _is(meta[key], kind):
+            return f"{key!r} is {json_kind(meta[key])}, expected {words}"
+        for name, (inner_kind, inner_words) in inner.items():
+            value = meta[key].get(name)
+            if name in meta[key] and not _is(value, inner_kind):
+                return f"'{key}.{name}' is {json_kind(value)}, expected {inner_words}"
+    return ""
+
+
+def _is(value: Any, kind: type) -> bool:
+    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
 
 
 def write_soft_prompt(path: str | os.PathLike, embeddings: np.ndarray, meta: Mapping[str, Any]) -> str:

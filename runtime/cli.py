@@ -15,7 +15,7 @@ from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.values import storable_json
 from decomp.handlers import plugins
 from decomp.handlers.plugins import fail
-from decomp.handlers.trust import allowing
+from decomp.handlers.trust import FolderTrust, allowing
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.runs import evaluation
@@ -29,7 +29,8 @@ from decomp.runtime.runs.api import (
     with_fields,
 )
 from decomp.runtime.runs import dryrun, otel
-from decomp.runtime.runs.command_options import session_options, trust_options
+from decomp.runtime.runs.command_options import folder_trust_option, metric_options, session_options, trust_options
+from decomp.runtime.runs.metric_calls import MetricLimits
 from decomp.runtime.runs.datasets import Row, read_rows, window
 from decomp.runtime.runs.resumed import recorded_run
 from decomp.runtime.runs.rundir import RunDir, RunDirError
@@ -79,7 +80,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
               help="Import this module first, as `decomp run --plugin` does, so the kinds it registers are known.")
 @trust_options
-def check(file: str, as_json: bool, plugins: tuple[str, ...]) -> None:
+@folder_trust_option
+def check(file: str, as_json: bool, plugins: tuple[str, ...], trusted_folders: FolderTrust) -> None:
     """Check FILE (a .decomp module, a few-shot prompt file or a fake model's JSON file) without
     running anything.
 
@@ -88,11 +90,16 @@ def check(file: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     that is none of these (Python, other JSON, JSON Lines, empty) are refused; text with no
     example in it passes with a warning (it can only be a plain prompt). A fake model file
     (keys answers, mapping, script, patterns, default) passes with what it holds counted.
+
+    Checking never runs code from a folder you have not trusted: a python handler's module
+    beside the program (helpers.py) is imported only from a folder named by --trust-folder, the
+    trust list or $DECOMP_TRUSTED_FOLDERS; elsewhere it is not imported, and its handler says so
+    in a warning. `decomp run` imports it (running a program is consent to run its code).
     """
     path = resolve_program(file)
     _load_plugins(plugins, path)
     try:
-        checked = check_file(path)
+        checked = check_file(path, trusted_folders=trusted_folders)
     except (DecompError, OSError) as err:
         _refuse(err, path)
     if checked.fake is not None:
@@ -291,7 +298,7 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
         hint = "" if verbose else "; -v prints each"
         click.echo(f"error: {done.failed} of {done.rows} row(s) ended in an error (in "
                    f"{done.run_dir / 'results.jsonl'}{hint})", err=True)
-    click.echo(json.dumps(done.to_dict()))
+    click.echo(storable_json(done.to_dict()))
     if done.failed:
         sys.exit(EXIT_ROWS_FAILED)
 
@@ -360,7 +367,7 @@ def _dry_run(session, loaded, data, question, fields, price=None, window_=(0, No
     done = dryrun.dry_run(session, loaded, rows, dataset=data is not None)
     for where, error in done.failures:
         click.echo(f"warning: {where} would fail: {error}", err=True)
-    click.echo(json.dumps(done.estimate(price)))
+    click.echo(storable_json(done.estimate(price)))
     if done.failures:
         click.echo(f"error: {len(done.failures)} of {len(done.calls)} row(s) would fail in this dry run", err=True)
         sys.exit(EXIT_ROWS_FAILED if data is not None else EXIT_ERROR)
@@ -408,10 +415,11 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
                    "metric when --pred is a run (its program's `metric` statement, recorded in run.json), else em.")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
               help="Import this module first, as `decomp run --plugin` does, so the metrics it registers are known.")
+@metric_options
 @trust_options
 @click.pass_context
 def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str | None,
-                 plugins: tuple[str, ...] = ()) -> None:
+                 plugins: tuple[str, ...] = (), metric_limits: MetricLimits | None = None) -> None:
     """Score predictions against gold answers, normalised like the DROP evaluator.
 
     \b
@@ -420,8 +428,14 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
 
     Plugins add subcommands (TaskLAMA's `steps` and `graph`: see their --help).
 
-    Exit status 0 when the scores are printed (a row that failed in the run scores 0; bad
-    lines are skipped with a warning), 1 when a file cannot be used, 2 for a usage error.
+    A metric of a plugin's or a module:function runs in a worker process, each row under
+    --metric-timeout and --metric-memory: a row it fails on (it raised, even SystemExit, ran
+    past its limit, returned no finite number) scores 0, is named in a warning and counted in
+    the summary's "metric_errors".
+
+    Exit status 0 when the scores are printed (a row that failed in the run, or that the metric
+    failed on, scores 0; bad lines are skipped with a warning), 1 when a file cannot be used, 2
+    for a usage error.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -429,12 +443,12 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
         raise click.UsageError("decomp eval needs --pred (and --gold to score answers; or a subcommand: steps, graph)")
     _load_plugins(plugins, Path.cwd() / "eval")
     try:
-        summary, warnings = evaluation.evaluate_files(gold, pred, metric)
+        summary, warnings = evaluation.evaluate_files(gold, pred, metric, metric_limits)
     except (OSError, ValueError, RunDirError) as err:
         fail(err)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(json.dumps(summary))
+    click.echo(storable_json(summary))
 
 
 @main.command()
@@ -464,7 +478,7 @@ def merge(runs: tuple[Path, ...], out: Path, force: bool) -> None:
     if unfinished:
         click.echo(f"note: shard {', '.join(unfinished)} did not finish: `decomp run ... --resume --run-dir {out}` "
                    "runs the rows it lacks", err=True)
-    click.echo(json.dumps({**summary, "run_dir": str(out)}))
+    click.echo(storable_json({**summary, "run_dir": str(out)}))
 
 
 @main.group("trace")
@@ -500,7 +514,7 @@ def trace_show(run_dir: Path, row_id: str | None, as_json: bool) -> None:
     try:
         if as_json:
             shown = export.rows_json(run) if row_id is None else export.row_json(run, run.find(row_id))
-            click.echo(json.dumps(shown, ensure_ascii=False, indent=2))
+            click.echo(storable_json(shown, indent=2))
         elif row_id is None:
             trace_view.show_rows(run, console)
         else:
@@ -610,15 +624,22 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
 @click.option("--html", "html_page", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write an HTML page with charts (scores and differences with their intervals).")
 @click.option("--force", is_flag=True, help="Overwrite the --html page if it exists.")
+@metric_options
 @trust_options
 def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: str | None, seed: int, method: str,
-                    resamples: int, as_json: bool, html_page: Path | None, force: bool) -> None:
+                    resamples: int, as_json: bool, html_page: Path | None, force: bool,
+                    metric_limits: MetricLimits | None = None) -> None:
     """Compare run directories: RUN_A (the baseline) against RUN_B [RUN_C ...].
 
     Per metric (and per group with --group-by) each run's score with a 95% bootstrap interval,
     and each run's paired difference from RUN_A over the rows both hold (matched by row id):
     its bootstrap interval and a two-sided paired permutation p-value (scipy.stats), seeded
     with --seed; the calls and cost of each run when its summary has them.
+
+    A metric of a plugin's or a module:function runs in a worker process, each row under
+    --metric-timeout and --metric-memory: a row it fails on scores 0 and is named in a warning
+    (and in --json's "metric_errors"). A stored score that is not a finite number is a corrupt
+    results line, named by file and line.
 
     Exit status 0 when compared, 1 when a run cannot be read or has no scores, 2 for a usage error.
     """
@@ -629,12 +650,14 @@ def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: 
         raise click.UsageError("decomp compare needs at least two run directories (the first is the baseline)")
     try:
         result = compare.compare_runs(list(runs), list(metrics) or None, group_by,
-                                      compare.Settings(seed=seed, method=method, resamples=resamples))
+                                      compare.Settings(seed=seed, method=method, resamples=resamples), metric_limits)
         if html_page is not None:
             view.write_html(result, html_page, force=force)
     except (RunDirError, OSError, ValueError) as err:
         fail(err)
-    click.echo(json.dumps(result) if as_json else view.format_table(result))
+    for error in result.get("metric_errors", ()):
+        click.echo(f"warning: {error['run']} row {error['row']}: {error['error']} (scored 0)", err=True)
+    click.echo(storable_json(result) if as_json else view.format_table(result))
 
 
 @main.command("plugins")

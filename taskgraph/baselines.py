@@ -6,9 +6,9 @@ print their graph metrics (Linear also transitively closed) against the gold gra
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from decomp.dsl.values import storable_json
 from decomp.runtime.runs.jsonl import write_jsonl
 from decomp.taskgraph import data, metrics
 from decomp.taskgraph.similarity import get_similarity
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> dict:
             write_jsonl(Path(args.out) / f"{name}.jsonl", rows)
     similarity = get_similarity(args.encoder)
     result = {name: metrics.evaluate_graphs(gold, rows, similarity) for name, rows in runs.items()}
-    print(json.dumps(result, indent=1))
+    print(storable_json(result, indent=1))
     return result
 
 

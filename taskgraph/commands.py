@@ -1,11 +1,11 @@
 """TaskLAMA's metrics as a plugin: `decomp eval steps` and `decomp eval graph`."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from decomp.dsl.values import storable_json
 from decomp.handlers.plugins import fail, hookimpl
 from decomp.runtime.runs.rundir import RunDirError
 
@@ -46,7 +46,7 @@ def _taskgraph_eval(kind: str, gold: Path, pred: Path, encoder: str, rouge_type:
         summary = score(gold_rows, pred_rows, similarity.get_similarity(encoder), rouge_type)
     except (OSError, ValueError, RuntimeError, RunDirError) as err:
         fail(err)
-    click.echo(json.dumps(summary))
+    click.echo(storable_json(summary))
 
 
 @click.command("steps")

@@ -19,7 +19,6 @@ cross-validated figures) is saved as one .npz file and loaded by `Scorer.load`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from decomp.dsl.values import storable_json
 from decomp.taskgraph.metrics import hungarian
 from decomp.taskgraph.similarity import EncoderSimilarity, get_similarity
 
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = {"sequences": len(y), "tasks": len(set(groups)), "penalty": scorer.penalty,
               "cv_spearman": round(scorer.cv_spearman, 4), "mean_f1": round(float(y.mean()), 4),
               "out": str(args.out)}
-    print(json.dumps(report))
+    print(storable_json(report))
     return report
 
 

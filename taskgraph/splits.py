@@ -14,10 +14,10 @@ as one JSON line.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from pathlib import Path
 
+from decomp.dsl.values import storable_json
 from decomp.runtime.runs.jsonl import write_jsonl
 from decomp.taskgraph.data import read_mscomplextasks
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, rows in parts.items():
         write_jsonl(args.out / f"{name}.jsonl", rows)
     sizes = {name: len(rows) for name, rows in parts.items()}
-    print(json.dumps({**sizes, "seed": args.seed, "out": str(args.out)}))
+    print(storable_json({**sizes, "seed": args.seed, "out": str(args.out)}))
     return sizes
 
 

@@ -14,12 +14,12 @@ tune ... --target completion` trains on them. Prints the counts as one JSON line
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Iterable
 
 import networkx as nx
 
+from decomp.dsl.values import storable_json
 from decomp.runtime.runs.jsonl import write_jsonl
 from decomp.taskgraph.data import read_jsonl
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
     write_jsonl(args.out / "pairs.jsonl", pairs)
     counts = {"tasks": len(rows), "steps_rows": len(steps), "pairs_rows": len(pairs),
               "yes": sum(r["completion"] == " yes" for r in pairs), "out": str(args.out)}
-    print(json.dumps(counts))
+    print(storable_json(counts))
     return counts
 
 

@@ -159,11 +159,20 @@ def test_template_render(elsewhere):
 
 @pytest.mark.slow
 def test_soak_every_hostile_row_ends_in_its_own_words_and_every_other_is_answered(elsewhere):
-    """Issue 29's cases in one batch run (benchmarks/soak.py): none crashes, none hangs."""
-    r = _run("soak", "--rows", "28", "--limit", "3", "--wall", "200", cwd=elsewhere)
+    """Issues 29 and 41's cases in one batch run (benchmarks/soak.py): none crashes, none hangs;
+    a metric that loops, exits, interrupts, runs out of memory or returns NaN fails only its row,
+    in `decomp run` and in `decomp eval`, and every other row is scored."""
+    r = _run("soak", "--rows", "28", "--limit", "3", "--wall", "200", "--metric-timeout", "1", cwd=elsewhere)
     assert r["rows"] == 28 and r["right"] == 28, r
     assert r["wrong"] == r["crashes"] == r["hangs"] == 0 and r["exit_code"] == 3  # rows failed, as meant
-    assert set(r["cases"]) >= {"ordinary", "kind-sleep", "python-memory", "template-bomb", "server-trickle"}
+    assert set(r["cases"]) >= {"ordinary", "kind-sleep", "python-memory", "template-bomb", "server-trickle",
+                               "pool-shift", "pool-scribble", "pool-escape", "metric-loop", "metric-exit",
+                               "metric-interrupt", "metric-memory", "metric-nan"}
+    assert r["metric_timeout_s"] == 1
+    e = r["eval"]
+    assert e["exit_code"] == 0 and e["crashes"] == 0 and e["wrong_warnings"] == 0, e
+    assert e["metric_errors"] == e["expected_metric_errors"] == 5, e
+    assert 0 < e["score"] == e["expected_score"], e  # every row the run answered scored 1.0, the rest 0
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from decomp.dsl.values import storable_json
 from decomp.handlers.search.corpus import Record
 
 MANIFEST = "decomp-index.json"
@@ -79,7 +80,7 @@ def _write_manifest(folder: Path, **fields: Any) -> dict[str, Any]:
                 "updated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "tantivy": _tantivy_version(tantivy)}
     tmp = folder / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(storable_json(manifest, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, folder / MANIFEST)  # atomic: a reader sees the old manifest or the new one
     return manifest
 
@@ -165,8 +166,31 @@ def _prepare_new(folder: Path, force: bool) -> None:
             raise SearchIndexError(f"{folder} is not empty and holds no index; refusing to write into it")
         if not force:
             raise SearchIndexError(f"{folder} already holds an index: --add adds to it, --force rebuilds it")
+        others = _not_index_files(folder)
+        if others:
+            raise SearchIndexError(f"{folder} holds files that are not an index's ({', '.join(others[:5])}): nothing "
+                                   "there is deleted, not even with --force; give another --out, or move them away")
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
+
+
+#: What tantivy and this package write in an index folder: a segment's files, its deletes, and
+#: the named ones (`--force` removes a folder only when it holds nothing else).
+_INDEX_FILE = re.compile(r"[0-9a-f]{32}(\.\d+)?\.(fast|fieldnorm|idx|pos|store|term|del)|meta\.json|\.managed\.json"
+                         r"|\.tantivy-(meta|writer)\.lock|\.?" + re.escape(MANIFEST) + r"(\.tmp)?")
+
+
+def _not_index_files(folder: Path) -> list[str]:
+    """The names in `folder` that no index build writes, sorted; all of them when its manifest
+    is not one this package wrote (a file of that name proves nothing)."""
+    names = sorted(p.name for p in folder.iterdir())
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return names
+    if not isinstance(manifest, dict) or manifest.get("backend") != "tantivy" or not manifest.get("version"):
+        return names
+    return [name for name in names if not _INDEX_FILE.fullmatch(name) or (folder / name).is_dir()]
 
 
 # ---- searching

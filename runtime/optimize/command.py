@@ -2,12 +2,12 @@
 plugin table's `register_commands`)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from decomp.dsl.errors import DecompError
+from decomp.dsl.values import storable_json
 from decomp.handlers.plugins import fail, hookimpl
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.runs.command_options import session_options, trust_options
@@ -83,4 +83,4 @@ def optimize_command(program: str, train: Path, dev: Path, out: Path, teacher: s
                         main=main_name, force=force, progress=None if not quiet else False, on_note=note)
     except (DecompError, OSError, ValueError) as err:
         fail(err)
-    click.echo(json.dumps(done.to_dict()))
+    click.echo(storable_json(done.to_dict()))

@@ -2,14 +2,22 @@
 each target handler's examples and demonstrations in a new file `optimized/HANDLER.txt` beside
 the .decomp file declaring it, and that declaration's `file=` pointing at it (the only change
 to any .decomp file). The folder needs nothing of the optimiser to run.
+
+`OwnedFolder` is the --out folder and what in it is decomp's: decomp writes into a folder only
+when it made it (or found it empty) and wrote its marker there, and removes only what that
+marker lists as written by it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import secrets
 import shutil
 from pathlib import Path
+from typing import Any
 
 from decomp.dsl.errors import DecompError
+from decomp.dsl.values import json_kind
 from decomp.handlers.files import write_whole
 from decomp.handlers.imports import local_module_file
 from decomp.runtime.engine.loader import LoadedModule
@@ -19,6 +27,15 @@ from decomp.runtime.runs.rundir import program_files
 
 #: The folder (beside each .decomp file declaring a target) that holds the new examples files.
 OPTIMIZED = "optimized"
+#: The marker, in the work folder, that makes an --out folder decomp's (see `OwnedFolder`).
+OWNER = "owner.json"
+_OWNER_FORMAT = "decomp-optimize-folder/1"
+#: The largest marker or state file read (decomp writes a few kilobytes).
+MAX_WORK_FILE = 16 * 1024 * 1024
+
+
+class FolderError(DecompError):
+    """An --out folder decomp may not write into, or whose work files are damaged (in words)."""
 
 
 def source_files(loaded: LoadedModule, main: Path) -> dict[str, Path]:
@@ -87,3 +104,200 @@ def _rewritten(source: str, changes: list[tuple[Target, str]]) -> str:
         end = starts[span.end_line - 1] + span.end_column - 1
         source = source[:begin] + json.dumps(written) + source[end:]
     return source
+
+
+class OwnedFolder:
+    """An optimisation's --out folder, and what in it is decomp's.
+
+    decomp takes a folder only when it is new or empty: it makes the work folder (`work`) in it
+    and writes there `owner.json`, a random identity and the list of what decomp writes in the
+    folder: entries of the work folder (each removed whole), each file of the program written
+    (with its sha256) and each folder made for them. The list is written before what it names.
+    A folder is reused only when its `owner.json` is one decomp wrote (an empty or made-up file
+    does not count: nothing is inferred from a name), and decomp removes only what the list
+    names: a file only while it holds what decomp wrote, a folder it made only when empty.
+    Everything else in the folder is left as it is."""
+
+    def __init__(self, out: Path, work: str, marker: dict[str, Any]):
+        self.out, self.work, self.marker = Path(out), work, marker
+
+    @classmethod
+    def claim(cls, out: Path, work: str) -> tuple["OwnedFolder", bool]:
+        """The folder `out` as decomp's, and whether it was decomp's before: a new or empty
+        folder is taken (the work folder and its marker made), one holding decomp's marker is
+        reused. A `FolderError` for any other folder, whose files are left as they are."""
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise FolderError(f"--out {out} is a file, not a folder")
+        if out.is_dir() and any(out.iterdir()):
+            return cls(out, work, _read_marker(out, work)), True
+        (out / work).mkdir(parents=True)
+        owned = cls(out, work, {"format": _OWNER_FORMAT, "token": secrets.token_hex(16), "work": [], "files": {},
+                                "folders": []})
+        owned._save()
+        return owned, False
+
+    def add_work(self, names: list[str]) -> None:
+        """List `names`, entries of the work folder, as decomp's (before they are written)."""
+        self.marker["work"] = sorted(set(self.marker["work"]) | set(names))
+        self._save()
+
+    def clear(self) -> None:
+        """Remove what the marker lists (what --force discards): the work folder's entries, the
+        program's files that still hold what decomp wrote, the folders made for them if empty."""
+        for name in self.marker["work"]:
+            entry = self.out / self.work / name
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            elif entry.is_symlink() or entry.exists():
+                entry.unlink()
+        self._drop_files(keep=set())
+        self.marker.update(work=[], files={})
+        self._save()
+
+    def publish(self, files: dict[str, bytes]) -> None:
+        """Write `files` (by their path inside the folder) in place of the files decomp wrote
+        there before. A `FolderError`, before anything changes, when one would replace a file
+        decomp did not write (or has changed since) or go through a link."""
+        self.check_free(files)
+        self._drop_files(keep=set(files))
+        made = {parent for name in files for parent in _parents(name) if not (self.out / parent).is_dir()}
+        self.marker["files"] = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+        self.marker["folders"] = sorted(set(self.marker["folders"]) | made)
+        self._save()
+        for name, data in sorted(files.items()):
+            (self.out / name).parent.mkdir(parents=True, exist_ok=True)
+            write_whole(self.out / name, data)
+
+    def check_free(self, names) -> None:
+        """A `FolderError` when writing any of `names` would replace a file decomp did not write
+        (or one changed since it wrote it) or go through a link; nothing is changed."""
+        blocked = [name for name in sorted(names) if self._blocked(name)]
+        if blocked:
+            shown = ", ".join(blocked[:5]) + (f" and {len(blocked) - 5} more" if len(blocked) > 5 else "")
+            raise FolderError(f"--out {self.out} holds {shown}, not written by decomp optimize (or changed since): "
+                              "move it away and give the same command again (nothing was written)")
+
+    def _blocked(self, name: str) -> bool:
+        """Whether writing `name` would replace what decomp did not write or go through a link."""
+        if self._through_link(name):
+            return True
+        path = self.out / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            return True
+        return path.exists() and _sha256(path) != self.marker["files"].get(name)
+
+    def _through_link(self, name: str) -> bool:
+        folders = [self.out / parent for parent in _parents(name)]
+        return any(folder.is_symlink() or (folder.exists() and not folder.is_dir()) for folder in folders)
+
+    def _drop_files(self, keep: set[str]) -> None:
+        """Remove the listed files not in `keep` that still hold what decomp wrote (one changed
+        since is the user's now: kept), then the listed folders left empty."""
+        for name, digest in sorted(self.marker["files"].items()):
+            path = self.out / name
+            if name in keep or self._through_link(name) or path.is_symlink() or not path.is_file():
+                continue
+            if _sha256(path) == digest:
+                path.unlink()
+        needed = {parent for name in keep for parent in _parents(name)}
+        for name in sorted(self.marker["folders"], key=lambda n: n.count("/"), reverse=True):
+            folder = self.out / name
+            if name not in needed and folder.is_dir() and not folder.is_symlink():
+                try:
+                    folder.rmdir()  # only when empty: a folder holding anything else stays
+                except OSError:
+                    pass
+        self.marker["folders"] = [n for n in self.marker["folders"] if (self.out / n).is_dir()]
+
+    def _save(self) -> None:
+        text = json.dumps(self.marker, indent=1, sort_keys=True) + "\n"
+        write_whole(self.out / self.work / OWNER, text.encode())
+
+
+def read_work_json(path: Path, max_depth: int = 32) -> Any:
+    """The JSON value of a work file decomp wrote (the marker, `state.json`); a `ValueError`
+    says in words why it cannot be (over `MAX_WORK_FILE` bytes, not UTF-8, not JSON, nested
+    more than `max_depth` levels)."""
+    with open(path, "rb") as file:
+        data = file.read(MAX_WORK_FILE + 1)
+    if len(data) > MAX_WORK_FILE:
+        raise ValueError(f"over {MAX_WORK_FILE:,} bytes")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+    if _deeper_than(value, max_depth):
+        raise ValueError(f"nested more than {max_depth} levels deep")
+    return value
+
+
+def _read_marker(out: Path, work: str) -> dict[str, Any]:
+    """decomp's marker in `out`, or a `FolderError` refusing the folder (naming what it holds)."""
+    marker, problem = _load_marker(out / work / OWNER, work)
+    if marker is not None:
+        return marker
+    names = sorted(p.name for p in out.iterdir())
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    raise FolderError(f"--out {out} is a folder that holds something else than an optimised program ({shown}; "
+                      f"{problem}): give a new or empty folder (nothing in it is deleted, not even with --force)")
+
+
+def _load_marker(path: Path, work: str) -> tuple[dict[str, Any] | None, str]:
+    """The marker at `path` when decomp wrote it, else None and why not, in words."""
+    if path.parent.is_symlink() or path.is_symlink() or not path.is_file():
+        return None, f"no {work}/{OWNER} written by decomp"
+    try:
+        marker = read_work_json(path, max_depth=3)
+    except (OSError, ValueError) as err:
+        return None, f"{work}/{OWNER} cannot be read: {getattr(err, 'strerror', None) or err}"
+    problem = _marker_problem(marker, work)
+    return (None, f"{work}/{OWNER} is not one decomp wrote: {problem}") if problem else (marker, "")
+
+
+def _marker_problem(marker: Any, work: str) -> str:
+    """What makes `marker` not one decomp wrote, in words ('' when it is)."""
+    if not isinstance(marker, dict) or marker.get("format") != _OWNER_FORMAT:
+        return f"{json_kind(marker)} without the format {_OWNER_FORMAT!r}"
+    token = marker.get("token")
+    if not isinstance(token, str) or len(token) != 32 or token.strip("0123456789abcdef"):
+        return "its token is not 32 hexadecimal digits"
+    names, files, folders = marker.get("work"), marker.get("files"), marker.get("folders")
+    if not isinstance(names, list) or not all(isinstance(n, str) and _inside(n, work) and "/" not in n
+                                              and n != OWNER for n in names):
+        return "'work' is not a list of names in the work folder"
+    if not isinstance(files, dict) or not all(_inside(n, work) and isinstance(d, str) and len(d) == 64
+                                              for n, d in files.items()):
+        return "'files' is not an object of paths in the folder and their sha256"
+    if not isinstance(folders, list) or not all(isinstance(n, str) and _inside(n, work) for n in folders):
+        return "'folders' is not a list of paths in the folder"
+    return ""
+
+
+def _inside(name: str, work: str) -> bool:
+    """Whether `name` is a plain relative path below the folder, outside the work folder."""
+    parts = name.split("/")
+    return all(part not in ("", ".", "..") and "\0" not in part for part in parts) and parts[0] != work
+
+
+def _parents(name: str) -> list[str]:
+    """The folders `name` lies in, below the output folder: "a/b/c.txt" -> ["a", "a/b"]."""
+    parts = name.split("/")[:-1]
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists or objects more than `limit` levels (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -37,12 +36,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from decomp.dsl.errors import DecompError
-from decomp.dsl.values import json_text
+from decomp.dsl.values import json_kind, json_text, storable_json
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.optimize.candidates import Candidate, make_candidates
-from decomp.runtime.optimize.folder import source_files, write_candidate
+from decomp.runtime.optimize.folder import FolderError, OwnedFolder, read_work_json, source_files, write_candidate
 from decomp.runtime.optimize.harvest import Demo, harvest, labelled
-from decomp.runtime.optimize.metrics import MetricError, row_metric
+from decomp.runtime.optimize.metrics import row_metric
 from decomp.runtime.optimize.targets import find_targets
 from decomp.runtime.runs import dryrun
 from decomp.runtime.engine.scheduler import Scheduler
@@ -55,8 +54,8 @@ from decomp.runtime.testing.fake import ReplayModel
 
 __all__ = ["OptimizeError", "OptimizeResult", "OptimizeSettings", "optimize"]
 
-#: The work folder inside the output folder.
-WORK = ".optimize"
+#: The work folder inside the output folder, and the file in it recording the inputs and settings.
+WORK, STATE = ".optimize", "state.json"
 #: How many windows the development rows are raced over when candidates may stop early, and the
 #: fewest rows in one.
 ROUNDS, BATCH = 4, 4
@@ -171,7 +170,7 @@ class _Optimizer:
         self.metric_max = 1.0 if self.metric_name in _AT_MOST_ONE else None
         self.best = float("-inf")
         try:
-            self.metric = row_metric(self.metric_name, Path.cwd())
+            self.metric = row_metric(self.metric_name, Path.cwd(), self.options.metric_limits())
         except ValueError as err:
             raise OptimizeError(str(err)) from None
         self.targets, self.skipped = find_targets(loaded, self.path.parent)
@@ -235,21 +234,47 @@ class _Optimizer:
                  "metric": self.metric_name, "model": self.options.model, "teacher": self.teacher,
                  "main": self.main}
         self.state = state
-        if self.out.exists() and not (self.out / WORK).is_dir() and any(self.out.iterdir()):
-            raise OptimizeError(f"--out {self.out} is a folder that holds something else than an optimised program: "
-                                "give a new or empty folder")
-        recorded = self.work / "state.json"
-        if force and self.out.exists():
-            shutil.rmtree(self.out)
-        if recorded.is_file():
-            before = json.loads(recorded.read_text(encoding="utf-8"))
-            if before != state:
-                changed = sorted(k for k in state if before.get(k) != state[k])
-                raise OptimizeError(f"{self.out} holds an optimisation with other inputs or settings "
-                                    f"({', '.join(changed)}): give another --out, or --force to start over")
+        previous = self._claim(force)
+        if previous is not None and previous != state:
+            changed = sorted(k for k in state if previous.get(k) != state[k])
+            raise OptimizeError(f"{self.out} holds an optimisation with other inputs or settings "
+                                f"({', '.join(changed)}): give another --out, or --force to start over")
+        if previous is not None:
             self.note(f"resuming the optimisation in {self.out}")
-        self.work.mkdir(parents=True, exist_ok=True)
-        recorded.write_text(json.dumps(state, indent=1, sort_keys=True), encoding="utf-8")
+        rounds = range(1, self.settings.rounds + 1)
+        self.owned.add_work([STATE, "candidates", "evals", *(f"teacher-{n}" for n in rounds),
+                             *(f"teacher-{n}.jsonl" for n in rounds if n > 1)])
+        (self.work / STATE).write_text(storable_json(state, indent=1, sort_keys=True), encoding="utf-8")
+
+    def _claim(self, force: bool) -> dict[str, Any] | None:
+        """Take --out as decomp's (`OwnedFolder`: new, empty, or marked by an earlier run; with
+        `force`, what that run wrote removed): the state an earlier run recorded, if any."""
+        try:
+            self.owned, before = OwnedFolder.claim(self.out, WORK)
+            self.owned.check_free([*self.files, "report.json"])  # before any call, as far as known here
+            if before and force:
+                self.owned.clear()
+        except FolderError as err:
+            raise OptimizeError(err.message) from None
+        return self._recorded_state() if before and not force else None
+
+    def _recorded_state(self) -> dict[str, Any] | None:
+        """The inputs and settings an earlier run in the folder recorded (None: none); an
+        `OptimizeError` naming the file when it is damaged."""
+        recorded = self.work / STATE
+        if not recorded.is_symlink() and not recorded.exists():
+            return None
+        problem = "not a plain file"
+        if recorded.is_file():
+            try:
+                before = read_work_json(recorded)
+            except (OSError, ValueError) as err:
+                problem = getattr(err, "strerror", None) or str(err)
+            else:
+                if isinstance(before, dict):
+                    return before
+                problem = f"{json_kind(before)}, not an object"
+        raise OptimizeError(f"{recorded} is damaged ({problem}): give another --out, or --force to start over")
 
     def _project(self) -> dict[str, int]:
         """Model calls at most (the dry run's estimate, every call a cache miss), printed and
@@ -290,11 +315,7 @@ class _Optimizer:
             if done is None:
                 break
             kept = 0
-            for record, trace in done:
-                row = by_id.get(record.get("id"))
-                if row is None:
-                    continue
-                score, problem = self._score_row(row, record, trace)
+            for row, record, trace, (score, problem) in self._scored(done, by_id):
                 if problem:
                     failures.append({"row": row.id, "error": problem})
                 if score is None or score < self.settings.threshold:
@@ -307,6 +328,9 @@ class _Optimizer:
                         pool[demo.handler].append(demo)
             rounds.append({"round": number, "rows": len(todo), "passed": kept})
             todo = [row for row in todo if row.id not in passed]
+        if failures:
+            self.note(f"the metric failed on {len(failures)} training row(s), which gave no demonstrations "
+                      f"(report.json's bootstrap.metric_errors); row {failures[0]['row']}: {failures[0]['error']}")
         report = {"model": self.teacher or self.options.model, "rows": len(self.train_rows), "passed": len(passed),
                   "rounds": rounds, "metric_errors": failures[:20], "demos": {k: len(v) for k, v in pool.items()}}
         self.note(f"the teacher passed {len(passed)} of {len(self.train_rows)} training rows; demonstrations: "
@@ -385,11 +409,7 @@ class _Optimizer:
 
     def _add_scores(self, entry: dict[str, Any], pairs) -> None:
         by_id = {row.id: row for row in self.dev_rows}
-        for record, trace in pairs:
-            row = by_id.get(record.get("id"))
-            if row is None:
-                continue
-            score, problem = self._score_row(row, record, trace)
+        for row, _, _, (score, problem) in self._scored(pairs, by_id):
             entry["_scores"].append(score or 0.0)
             if problem:
                 entry.setdefault("metric_errors", []).append({"row": row.id, "error": problem})
@@ -421,11 +441,11 @@ class _Optimizer:
         size = max(BATCH, -(-self.dev_positions // ROUNDS))
         return [(offset, size) for offset in range(0, self.dev_positions, size)]
 
-    def _score_row(self, row: Row, record: dict, trace) -> tuple[float | None, str | None]:
-        try:
-            return self.metric(row, record, trace), None
-        except MetricError as err:
-            return None, str(err)
+    def _scored(self, pairs, by_id: dict[str, Row]) -> list[tuple[Row, dict, Any, tuple[float | None, str | None]]]:
+        """Each (record, trace) of a run whose row is in `by_id`, with its (score, None) or (None,
+        the metric's error): scored all at once (a contained metric, several rows in flight)."""
+        items = [(by_id[record.get("id")], record, trace) for record, trace in pairs if record.get("id") in by_id]
+        return [(*item, scored) for item, scored in zip(items, self.metric.score_rows(items))]
 
     def _run(self, program: Path, data: Path, run_dir: Path, options: RunOptions, model: str | None = None):
         """Run `program` over `data` into `run_dir` (resumed when there): its (record, trace)
@@ -479,10 +499,6 @@ class _Optimizer:
                                 "raise --max-calls")
         number, chosen = max(complete, key=lambda c: (c[1]["dev_score"], -sum(c[1]["demos"].values()), -c[0]))
         source = Path(chosen["folder"])
-        for item in self.out.iterdir():
-            if item.name != WORK:
-                shutil.rmtree(item) if item.is_dir() else item.unlink()
-        shutil.copytree(source, self.out, dirs_exist_ok=True)
         program = self.out / self.path.name
         report = {
             "program": str(self.path.resolve()), "optimized": str(program), "main": self.main,
@@ -498,7 +514,13 @@ class _Optimizer:
             "wall_s": round(time.perf_counter() - self.started, 3),
             **({"stopped": self.stopped} if self.stopped else {}),
         }
-        (self.out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        files = {path.relative_to(source).as_posix(): path.read_bytes() for path in sorted(source.rglob("*"))
+                 if path.is_file()}
+        files["report.json"] = (storable_json(report, indent=1) + "\n").encode()
+        try:
+            self.owned.publish(files)  # only over the files an earlier run wrote: the user's stay
+        except FolderError as err:
+            raise OptimizeError(err.message) from None
         self.note(f"chose {chosen['name']}: dev score {chosen['dev_score']:.4f} (zero-shot "
                   f"{scored[0]['dev_score'] if scored[0]['dev_score'] is not None else '-'}); wrote {program}")
         return OptimizeResult(program, self.out, report)

@@ -46,6 +46,7 @@ from decomp.runtime.runs.progress import progress as progress_bar
 from decomp.runtime.runs.resumed import recorded_run, recorded_trust, trust_record
 from decomp.runtime.runs.shards import Shard
 from decomp.runtime.runs.jsonl import json_line
+from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
 from decomp.runtime.runs.rundir import (
     RunDir,
     RunDirError,
@@ -93,6 +94,9 @@ class RunOptions:
     rollout:       which rollout the run's samples are: at temperature > 0, rollout k > 0 draws
                    samples of its own instead of the cache's (`decomp optimize`'s retry rounds).
                    Both are recorded in run.json only when set.
+    metric_timeout, metric_memory_mb: the seconds (10) and MiB (1,024) one row's scoring may take
+                   with a metric that is not decomp's own (a plugin's: it runs contained, in a
+                   worker process; see `decomp.runtime.runs.metric_calls`); recorded only when set.
     """
 
     model: str | None = None
@@ -121,12 +125,15 @@ class RunOptions:
     prices: Path | None = None
     temperature: float | None = None
     rollout: int = 0
+    metric_timeout: float = DEFAULT_METRIC_TIMEOUT
+    metric_memory_mb: float = DEFAULT_METRIC_MEMORY_MB
 
     def __post_init__(self) -> None:
         for name in ("cache_dir", "prices"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):
                 object.__setattr__(self, name, Path(value))
+        self.metric_limits()  # a limit that is no number > 0: a ValueError now
 
     def session(self, model: Model | None = None) -> Session:
         """A `Session` with these options. A `Model` instance given here replaces `model` and
@@ -143,6 +150,10 @@ class RunOptions:
                        handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb,
                        prices=load_prices(self.prices) if self.prices is not None else None,
                        temperature=self.temperature, rollout=self.rollout)
+
+    def metric_limits(self) -> MetricLimits:
+        """The time and memory one row's contained metric call may take."""
+        return MetricLimits(self.metric_timeout, self.metric_memory_mb)
 
     def budget(self) -> Budget:
         """The budgets these options set, per row and for the run."""
@@ -183,7 +194,8 @@ class RunOptions:
 
 
 #: Options run.json records only when they are not at these values.
-_UNRECORDED = {"temperature": None, "rollout": 0}
+_UNRECORDED = {"temperature": None, "rollout": 0, "metric_timeout": DEFAULT_METRIC_TIMEOUT,
+               "metric_memory_mb": DEFAULT_METRIC_MEMORY_MB}
 
 
 @dataclass(frozen=True)
@@ -348,7 +360,7 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
                     export.row(record)
                 tick(record)
             if cluster is None:
-                ran = await run_rows(session, loaded, rows(), sink, skip=run.indices)
+                ran = await run_rows(session, loaded, rows(), sink, skip=run.indices, metric=options.metric_limits())
             else:
                 modules, roots = allowed_now()
                 spec = WorkerSpec(str(path.resolve()), main, _absolute(options), modules,

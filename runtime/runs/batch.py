@@ -5,7 +5,10 @@ row's record; the other rows go on. Each row's record and trace go to a sink whe
 (a run directory appends them at once, in the order rows end); `InOrder` instead writes lines
 in input order, each as soon as it and every row before it have ended. Each record carries the
 row's `index`; with gold in the data, its `gold` and `score` too: the module's `metric` (em,
-set_em or f1; DROP exact match when it declares none).
+set_em or f1; DROP exact match when it declares none; a plugin's metric runs contained, see
+`decomp.runtime.runs.scoring.Scorer`). A row the metric fails on (it raised, looped past its time
+limit, exhausted its memory, returned no finite number) ends in that error: its answer is kept,
+its score is 0, and the other rows are scored.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from typing import IO, Any, Callable, Container, Iterable
 
 from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.runs.datasets import Row, read_rows
-from decomp.runtime.runs.scoring import as_alternatives, best_score
+from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
+from decomp.runtime.runs.scoring import Scorer, as_alternatives
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.engine.session import Session
@@ -43,12 +47,12 @@ class BatchSummary:
 
 
 async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], sink: IO[str] | Sink,
-                   window: int = 256, skip: Container[int] = ()) -> BatchSummary:
+                   window: int = 256, skip: Container[int] = (), metric: MetricLimits | None = None) -> BatchSummary:
     """Run `rows` (but those whose index is in `skip`), at most `window` at once.
 
     `sink` gets each row's (record, trace) as the row ends; a text stream gets JSON lines in
     input order instead (`InOrder`). The window only bounds memory: the number of model calls
-    in flight is the scheduler's."""
+    in flight is the scheduler's. `metric`: the limits of a contained metric's call per row."""
     summary = BatchSummary()
     started = time.perf_counter()
     gate = asyncio.Semaphore(max(1, window))
@@ -58,10 +62,11 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     else:
         emit = lambda record, trace, position: sink(record, trace)  # noqa: E731
     todo = (row for row in rows if row.index not in skip)
+    scorer = Scorer(module.metric or "em", limits=metric)
 
     async def one(position: int, row: Row) -> None:
         try:
-            record, trace = await _run_row(session, module, row)
+            record, trace = await _run_row(session, module, row, scorer)
         finally:
             gate.release()
         summary.rows += 1
@@ -95,7 +100,8 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     return summary
 
 
-async def _run_row(session: Session, module: LoadedModule, row: Row) -> tuple[dict[str, Any], TraceNode]:
+async def _run_row(session: Session, module: LoadedModule, row: Row,
+                   scorer: Scorer | None = None) -> tuple[dict[str, Any], TraceNode]:
     if row.error is not None:
         return error_row(row, row.error)
     started = time.perf_counter()
@@ -110,11 +116,22 @@ async def _run_row(session: Session, module: LoadedModule, row: Row) -> tuple[di
         record["environment"] = result.environments
     if row.gold is not None:
         record["gold"] = row.gold
-        metric = module.metric or "em"
-        record["score"] = best_score(result.answer, as_alternatives(row.gold), metric) if result.error is None else 0.0
+        await _score(record, result.answer, row.gold, scorer or Scorer(module.metric or "em"))
     record["usage"] = result.usage.to_dict()
     record["seconds"] = round(time.perf_counter() - started, 6)
     return record, result.trace
+
+
+async def _score(record: dict[str, Any], answer: Any, gold: Any, scorer: Scorer) -> None:
+    """The row's `score` (0 when it ended in an error); a metric that fails on it ends the row in
+    that error."""
+    if "error" in record:
+        record["score"] = 0.0
+        return
+    try:
+        record["score"] = await scorer.abest(answer, as_alternatives(gold))
+    except MetricError as err:
+        record.update(outcome="error", error=str(err), score=0.0)
 
 
 def error_row(row: Row, error: str) -> tuple[dict[str, Any], TraceNode]:

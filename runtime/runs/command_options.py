@@ -1,6 +1,7 @@
 """The command-line options every command running a program shares (`decomp run`, `decomp
 optimize`, plugins' commands): what shapes a run (`session_options`, the fields of `RunOptions`)
-and what the program may reach (`trust_options`)."""
+and what the program may reach (`trust_options`); and what a check may import (`folder_trust_option`,
+`decomp check` and `decomp lsp` only)."""
 from __future__ import annotations
 
 import functools
@@ -8,13 +9,14 @@ from pathlib import Path
 
 import click
 
-from decomp.handlers.trust import allowing
+from decomp.handlers.trust import TRUSTED_FOLDERS_ENV, allowing, folder_trust
 from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE
 from decomp.runtime.models.prices import load_prices
+from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
 
-__all__ = ["session_options", "trust_options"]
+__all__ = ["folder_trust_option", "metric_options", "session_options", "trust_options"]
 
 
 def trust_options(command):
@@ -32,6 +34,54 @@ def trust_options(command):
                         help="Let python(function=\"MODULE:f\") handlers call functions of MODULE (and its "
                              "submodules), not only registered ones and the program's own modules (repeatable; "
                              "also $DECOMP_TRUST, comma-separated).")(wrapped)
+
+
+def folder_trust_option(command):
+    """`--trust-folder DIR` (repeatable), for the commands that check without running (`decomp
+    check`, `decomp lsp`): the command gets `trusted_folders`, a `FolderTrust` of these folders,
+    the trust list file's and `$DECOMP_TRUSTED_FOLDERS`' (see `decomp.handlers.trust`). A line of
+    the trust list that trusts nothing is said on stderr."""
+    @functools.wraps(command)
+    def wrapped(*args, trust_folders: tuple[str, ...] = (), **kwargs):
+        trusted, problems = folder_trust(trust_folders)
+        for problem in problems:
+            click.echo(f"warning: {problem}", err=True)
+        return command(*args, trusted_folders=trusted, **kwargs)
+
+    return click.option("--trust-folder", "trust_folders", multiple=True, metavar="DIR",
+                        help="Let the check import the Python modules (python(function=\"helpers:f\")) of "
+                             "programs in DIR and the folders under it; elsewhere they are not imported, and each "
+                             f"handler says so (repeatable; also ${TRUSTED_FOLDERS_ENV}, and the trust list "
+                             "$XDG_CONFIG_HOME/decomp/trusted-folders, by default ~/.config/decomp/trusted-folders, "
+                             "one folder per line).")(wrapped)
+
+
+def _metric_options() -> list:
+    """`--metric-timeout SECONDS` and `--metric-memory MB`: the limits of a metric that is not
+    decomp's own, per row (keyword arguments `metric_timeout`, `metric_memory_mb`)."""
+    return [
+        click.option("--metric-timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_METRIC_TIMEOUT,
+                     show_default=True, metavar="SECONDS",
+                     help="Seconds a metric of a plugin's or a module:function may take to score one row (it runs "
+                          "in a worker process, killed past it); past it, that row's metric error."),
+        click.option("--metric-memory", "metric_memory_mb", type=click.FloatRange(min=1),
+                     default=DEFAULT_METRIC_MEMORY_MB, show_default=True, metavar="MB",
+                     help="MiB such a metric may add to its worker process to score one row; past it, that row's "
+                          "metric error."),
+    ]
+
+
+def metric_options(command):
+    """`--metric-timeout` and `--metric-memory`, for commands that score without running a
+    program (`decomp eval`, `decomp compare`): the command gets `metric_limits`, a `MetricLimits`."""
+    @functools.wraps(command)
+    def wrapped(*args, metric_timeout: float = DEFAULT_METRIC_TIMEOUT,
+                metric_memory_mb: float = DEFAULT_METRIC_MEMORY_MB, **kwargs):
+        return command(*args, metric_limits=MetricLimits(metric_timeout, metric_memory_mb), **kwargs)
+
+    for option in reversed(_metric_options()):
+        wrapped = option(wrapped)
+    return wrapped
 
 
 def _prices(ctx, param, value: Path | None) -> Path | None:
@@ -94,6 +144,7 @@ def session_options(command):
         click.option("--handler-memory", "handler_memory_mb", type=click.FloatRange(min=1), metavar="MB",
                      help="MiB any python handler call may add to its worker process unless its memory= option "
                           "says [default: 1024]."),
+        *_metric_options(),
         click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
                      help="Import this module first (a module name, or a path to a .py file), so the handler "
                           "kinds and functions it registers can be used (repeatable)."),

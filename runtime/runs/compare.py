@@ -17,7 +17,13 @@ Metrics, per row of a run directory's results.jsonl:
   else 0.0, on rows an environment judged;
 * `success`: 1.0 when the row answered with an ok outcome, else 0.0 (asked for by name);
 * any other metric (`metrics=[...]`, a name or `module:function`): the stored answer scored
-  against the stored gold, as `decomp run` scores rows (a row in error scores 0).
+  against the stored gold, as `decomp run` scores rows (a row in error scores 0). A metric that
+  is not decomp's own runs contained (`decomp.runtime.runs.scoring.Scorer`, under `limits`): a
+  row it fails on (raising, looping past its time limit, exhausting its memory, returning no
+  finite number) scores 0 too, and the result's `metric_errors` names the run, the row and why.
+
+A stored `score` that is not a finite number is a corrupt results line: reading the run is a
+`RunDirError` naming the file and the line (`decomp.runtime.runs.rundir`).
 
 By default the metrics every run has are compared (its own metric when rows have gold,
 `env_success` when environments judged them). A row in error counts (it scores 0, as in the run's
@@ -36,7 +42,8 @@ import numpy as np
 
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.rundir import SUMMARY, RunDir
-from decomp.runtime.runs.scoring import as_alternatives, best_score, metric_function, scalar_text
+from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
+from decomp.runtime.runs.scoring import Scorer, as_alternatives, scalar_text
 
 ENV_SUCCESS, SUCCESS = "env_success", "success"
 METHODS = ("BCa", "percentile")
@@ -98,29 +105,49 @@ def _env_verdict(record: dict) -> bool | None:
     return all(bool(v) for v in verdicts) if verdicts else None
 
 
-def row_scores(run: RunRows, metric: str) -> dict[str, float]:
-    """Row id -> the row's score under `metric` (rows the metric does not apply to left out)."""
+def row_scores(run: RunRows, metric: str, scorer: Scorer | None = None,
+               errors: list[dict] | None = None) -> dict[str, float]:
+    """Row id -> the row's score under `metric` (rows the metric does not apply to left out).
+    Rows scored again (`metric` is not the run's own) are scored by `scorer` (default: a new
+    one, its limits the defaults); a row it fails on scores 0, its error added to `errors`."""
     scores: dict[str, float] = {}
+    again: list[tuple[str, dict]] = []
     for row_id, record in run.rows.items():
         value = _row_score(run, record, metric)
+        if value is _AGAIN:
+            again.append((row_id, record))
+            value = 0.0  # its place, in the rows' order (the bootstrap draws depend on it)
         if value is not None:
             scores[row_id] = value
+    if again:
+        scorer = scorer or Scorer(metric)
+        found = scorer.best_of_rows([(record.get("answer"), as_alternatives(record["gold"])) for _, record in again])
+        for (row_id, _), value in zip(again, found):
+            if isinstance(value, MetricError):
+                if errors is not None:
+                    errors.append({"metric": metric, "run": run.label, "row": row_id, "error": str(value)})
+            else:
+                scores[row_id] = value
     return scores
 
 
-def _row_score(run: RunRows, record: dict, metric: str) -> float | None:
+#: A row to score again with a metric that is not the run's own.
+_AGAIN = object()
+
+
+def _row_score(run: RunRows, record: dict, metric: str) -> Any:
     if metric == ENV_SUCCESS:
         verdict = _env_verdict(record)
         return None if verdict is None else float(verdict)
     if metric == SUCCESS:
         return float("error" not in record and record.get("outcome", "ok") == "ok")
     if metric == run.metric and "score" in record:
-        return float(record["score"])
+        return float(record["score"])  # a finite number: `RunDir` refuses a line whose score is not one
     if record.get("gold") is None:
         return None
     if record.get("error") is not None:
         return 0.0
-    return best_score(record.get("answer"), as_alternatives(record["gold"]), metric)
+    return _AGAIN
 
 
 def group_values(runs: list[RunRows], field: str) -> dict[str, str]:
@@ -263,30 +290,32 @@ class Settings:
 
 
 def compare_runs(paths: list[str | Path], metrics: list[str] | None = None, group_by: str | None = None,
-                 settings: Settings | None = None) -> dict:
+                 settings: Settings | None = None, limits: MetricLimits | None = None) -> dict:
     """Compare the run directories `paths` (the first is the baseline): see the module's text.
-    `metrics` None: those every run has. The result is JSON-ready: `runs` (label, path, metric,
-    rows, calls and cost when the summary has them), `baseline`, the statistics' settings and
-    `comparisons`, one per metric and group: each run's `scores` and the `differences` from the
-    baseline. A `CompareError` when the runs cannot be compared."""
+    `metrics` None: those every run has; `limits`: a contained metric's time and memory per row.
+    The result is JSON-ready: `runs` (label, path, metric, rows, calls and cost when the summary
+    has them), `baseline`, the statistics' settings and `comparisons`, one per metric and group:
+    each run's `scores` and the `differences` from the baseline; and `metric_errors` (metric,
+    run, row, error: each row a metric failed on, scored 0) when there were any. A
+    `CompareError` when the runs cannot be compared."""
     settings = settings or Settings()
     if len(paths) < 2:
         raise CompareError("compare needs at least two runs (the first is the baseline)")
     runs = [read_run(path, label) for path, label in zip(paths, run_labels(paths))]
     chosen = list(metrics) if metrics else common_metrics(runs)
-    for metric in chosen:
-        if metric not in (ENV_SUCCESS, SUCCESS):
-            metric_function(metric)  # an unknown one: the known ones, named
+    scorers = {metric: Scorer(metric, limits=limits) for metric in chosen  # an unknown one: the known ones, named
+               if metric not in (ENV_SUCCESS, SUCCESS)}
     groups = group_values(runs, group_by) if group_by else None
-    comparisons = []
+    comparisons: list[dict] = []
+    errors: list[dict] = []
     for metric in chosen:
-        scores = [row_scores(run, metric) for run in runs]
+        scores = [row_scores(run, metric, scorers.get(metric), errors) for run in runs]
         _require_scores(runs, scores, metric)
         for group in [ALL, *sorted(set(groups.values()), key=_natural)] if groups else [ALL]:
             kept = [_in_group(s, groups, group) for s in scores]
             comparisons.append(_comparison(runs, kept, metric, group, settings))
     return {"runs": [_run_info(run) for run in runs], "baseline": runs[0].label, "group_by": group_by,
-            **settings.stats(), "comparisons": comparisons}
+            **settings.stats(), "comparisons": comparisons, **({"metric_errors": errors} if errors else {})}
 
 
 def run_labels(paths: list[str | Path]) -> list[str]:
@@ -354,6 +383,7 @@ def _run_info(run: RunRows) -> dict:
     info: dict[str, Any] = {"label": run.label, "path": str(run.path), "metric": run.metric,
                             "rows": len(run.rows)}
     for key in ("calls", "cost"):
-        if isinstance(run.summary.get(key), (int, float)) and not isinstance(run.summary.get(key), bool):
-            info[key] = run.summary[key]
+        value = run.summary.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            info[key] = value
     return info

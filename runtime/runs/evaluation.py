@@ -9,6 +9,7 @@ from decomp.runtime.engine import deepjson
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.jsonl import read_lines
 from decomp.runtime.runs.rundir import MANIFEST, RESULTS, RunDir, outcomes
+from decomp.runtime.runs.metric_calls import MetricLimits
 from decomp.runtime.runs.scoring import METRICS, gold_by_id, metric_function, scalar_text, score_predictions
 
 __all__ = ["METRICS", "Predictions", "evaluate_files", "read_predictions", "run_metric", "success_summary"]
@@ -99,13 +100,15 @@ def run_metric(pred_path: str | Path) -> str | None:
     return RunDir.open(folder).metric
 
 
-def evaluate_files(gold_path: str | Path | None, pred_path: str | Path,
-                   metric: str | None = None) -> tuple[dict, list[str]]:
+def evaluate_files(gold_path: str | Path | None, pred_path: str | Path, metric: str | None = None,
+                   limits: MetricLimits | None = None) -> tuple[dict, list[str]]:
     """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL or
-    `decomp run` run directory; also the warnings about prediction lines that were skipped.
+    `decomp run` run directory; also the warnings about prediction lines that were skipped and
+    about the rows the metric failed on (each scored 0, counted in the summary's `metric_errors`).
 
     `metric` None: the run's own metric when `pred_path` is a run (its program's `metric`
-    statement, recorded in run.json; see `run_metric`), else em.
+    statement, recorded in run.json; see `run_metric`), else em. A metric that is not decomp's
+    own runs contained, each row under `limits` (`decomp.runtime.runs.scoring.Scorer`).
 
     When some prediction failed its outcome or was judged by an environment (runs of programs
     whose steps can fail, such as ADaPT's), the success rates are added (`success_summary`);
@@ -117,5 +120,7 @@ def evaluate_files(gold_path: str | Path | None, pred_path: str | Path,
     judged = any(r.get("outcome") == "failed" or r.get("environment") for r in predictions.records.values())
     summary = success_summary(predictions) if judged or gold_path is None else {}
     if gold_path is not None:
-        summary = {**score_predictions(gold_by_id(read_rows(gold_path)), predictions, metric), **summary}
+        scored = score_predictions(gold_by_id(read_rows(gold_path)), predictions, metric, limits,
+                                   errors=predictions.warnings)
+        summary = {**scored, **summary}
     return summary, predictions.warnings

@@ -29,13 +29,13 @@ Ray is an optional extra (`pip install 'decomp-lang[ray]'`); this module imports
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import threading
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from decomp.dsl.values import storable_json
 from decomp.runtime.runs.batch import _run_row
 from decomp.runtime.runs.datasets import Row
 from decomp.runtime.runs.programs import find_program
@@ -141,8 +141,8 @@ def _columns(record: dict) -> dict[str, Any]:
     """A results record as the columns `Predictor` adds."""
     usage = record.get("usage") or {}
     answer = record.get("answer")
-    return {"id": record.get("id"), "answer": None if answer is None else json.dumps(answer, ensure_ascii=False),
+    return {"id": record.get("id"), "answer": None if answer is None else storable_json(answer),
             "outcome": record.get("outcome", "error"), "error": record.get("error"),
-            "gold": None if record.get("gold") is None else json.dumps(record["gold"], ensure_ascii=False),
+            "gold": None if record.get("gold") is None else storable_json(record["gold"]),
             "score": record.get("score"), **{name: usage.get(name, 0) for name in _USAGE},
             "seconds": record.get("seconds", 0.0)}

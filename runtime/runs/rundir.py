@@ -717,7 +717,22 @@ def _line_problem(line: Any) -> str | None:
         return "no row 'index'" if "index" not in line.value else "its 'index' is not a row's position"
     if deepjson.depth(line.value, MAX_LINE_DEPTH) > MAX_LINE_DEPTH:
         return f"nested more than {MAX_LINE_DEPTH} levels deep"
+    if "score" in line.value and not _finite_number(line.value["score"]):
+        score = line.value["score"]  # NaN and the infinities are read as the strings "NaN", "Infinity"
+        said = (json.dumps(score[:40]) if isinstance(score, str) else json_kind(score)
+                if isinstance(score, bool) or not isinstance(score, int) else "a number too large for a float")
+        return f"its 'score' is {said}, not a finite number"
     return None
+
+
+def _finite_number(value: Any) -> bool:
+    """Whether `value` is a JSON number a float holds, finite (a bool is no number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 def _result(record: dict) -> str:
@@ -946,7 +961,21 @@ def release(lock: Any) -> None:
         lock.close()  # closing the file releases the flock
 
 
+#: Every name decomp writes in a run directory (the files, `write_json`'s temporaries, SQLite's
+#: companions, the program's copy): `clear` removes these and nothing else.
+_RUN_NAMES = frozenset({MANIFEST, MANIFEST + ".tmp", RESULTS, TRACES, TRACES + "-wal", TRACES + "-shm",
+                        TRACES + "-journal", SUMMARY, SUMMARY + ".tmp", PROGRAM, LOCK})
+
+
 def clear(path: Path) -> None:
+    """Remove the run in `path` (--force): only what decomp writes in a run directory. A folder
+    that holds anything else is refused with a `RunDirError` before anything is removed (a
+    run.json is no proof that the rest is decomp's)."""
+    others = sorted(child.name for child in path.iterdir() if child.name not in _RUN_NAMES)
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise RunDirError(f"{path} holds files no run writes ({shown}): nothing there is deleted, not even with "
+                          "--force; choose another directory, or move them away")
     for child in path.iterdir():
         if child.name == LOCK:  # held by this process: kept
             continue

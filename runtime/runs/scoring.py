@@ -21,7 +21,10 @@ records it and `decomp eval --pred RUN` uses it unless `--metric` is given (`run
 More metrics come from plugins (the `register_metrics` hook of `decomp.handlers.plugins`: this
 module registers the three above through it) or from a `module:function` path naming
 `function(prediction, gold) -> float` (`decomp eval --metric mine:score`), imported under the
-trust rules of Python handlers (:func:`metric_function`).
+trust rules of Python handlers (:func:`metric_function`). Such a metric is the user's code: a
+:class:`Scorer` calls it contained, in a worker process under a deadline and a memory cap
+(`decomp.runtime.runs.metric_calls`), and anything it does wrong on a row (raising, `SystemExit`
+too, looping, exhausting memory, returning no finite number) is that row's `MetricError`.
 
 A prediction may be anything JSON can hold; :func:`coerce_answer` turns it into a string or
 a list of strings: numbers become their text, ``None`` the empty string, a dict its JSON text.
@@ -43,6 +46,8 @@ import numpy as np
 from decomp.handlers.imports import DENIED_MODULES, find_module_file, import_function, module_allowance
 from decomp.handlers.plugins import hookimpl
 from decomp.handlers.trust import TRUST_ENV, trusted_modules
+from decomp.runtime.engine.syncrun import run_sync
+from decomp.runtime.runs.metric_calls import ContainedMetric, MetricError, MetricLimits, shown
 
 
 _PUNCTUATION = frozenset(string.punctuation)
@@ -325,62 +330,115 @@ def _import_metric(name: str, folder: Path) -> Callable[[Any, Any], float]:
     return found
 
 
-def best_score(pred: Any, alternatives: Alternatives, metric: str) -> float:
+def best_score(pred: Any, alternatives: Alternatives, metric: str, limits: MetricLimits | None = None) -> float:
     """The best ``metric`` score of ``pred`` over the gold ``alternatives``.
 
     As in the official DROP evaluator, alternatives whose first string is empty are ignored,
     and a row with no alternative left (an empty gold answer) scores 0.0 whatever the
-    prediction, an empty one included.
+    prediction, an empty one included. A metric that is not decomp's own runs contained
+    (:class:`Scorer`): a `MetricError` (a `ValueError`) says what it did wrong.
     """
-    score = metric_function(metric)
-    kept = [alt for alt in alternatives if alt and alt[0].strip()]
-    if not kept:
-        return 0.0
-    return max(_number(metric, _called(metric, score, pred, list(alt))) for alt in kept)
+    return Scorer(metric, limits=limits).best(pred, alternatives)
 
 
-def _called(metric: str, score: Callable[[Any, Any], float], pred: Any, gold: list[str]) -> Any:
-    """`score(pred, gold)`; a metric of one's own that raises is a `ValueError` naming it."""
-    if metric in METRICS:
-        return score(pred, gold)
-    try:
-        return score(pred, gold)
-    except Exception as err:  # the plugin's own bug, whatever it is
-        raise ValueError(f"metric {metric!r} failed on the prediction {_short(pred)} (gold {_short(gold)}): "
-                         f"{type(err).__name__}: {err}") from err
+def kept_alternatives(alternatives: Alternatives) -> list[list[str]]:
+    """The alternatives a row is scored against: those whose first string is not empty."""
+    return [list(alt) for alt in alternatives if alt and alt[0].strip()]
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+class Scorer:
+    """Scores answers against gold alternatives with one metric: decomp's own (em, set_em, f1)
+    in this process (decomp's code, its time bounded by the answers' size); any other (a
+    plugin's, `module:function`) contained in worker processes, each row under `limits`
+    (`decomp.runtime.runs.metric_calls`). `ValueError` for an unknown or refused metric
+    (`metric_function`, its module looked for in `folder`, default the working folder);
+    scoring a row raises `MetricError` for what the metric did wrong on it."""
+
+    def __init__(self, metric: str, folder: str | Path | None = None, limits: MetricLimits | None = None):
+        self.metric = metric
+        function = metric_function(metric, folder)
+        own = METRICS.get(metric) is function
+        where = Path.cwd() if folder is None else Path(folder)
+        self._own = function
+        self._contained = None if own else ContainedMetric(metric, function, limits, where)
+
+    async def abest(self, pred: Any, alternatives: Alternatives) -> float:
+        """`best_score` of one row, awaited (a contained metric's call does not block the loop)."""
+        kept = kept_alternatives(alternatives)
+        if not kept:
+            return 0.0
+        if self._contained is None:
+            return max(_number(self.metric, self._own(pred, alt)) for alt in kept)
+        return max(await self._contained.scores(*_calls(pred, kept)))
+
+    def best(self, pred: Any, alternatives: Alternatives) -> float:
+        """`best_score` of one row."""
+        if self._contained is None:
+            kept = kept_alternatives(alternatives)
+            return max((_number(self.metric, self._own(pred, alt)) for alt in kept), default=0.0)
+        return run_sync(lambda: self.abest(pred, alternatives))
+
+    def best_of_rows(self, rows: list[tuple[Any, Alternatives]]) -> list[float | MetricError]:
+        """`best_score` of each (prediction, alternatives), or the `MetricError` of that row; a
+        contained metric scores many rows to a request (`ContainedMetric.many`)."""
+        if self._contained is None:
+            return [self.best(pred, alternatives) for pred, alternatives in rows]
+        return run_sync(lambda: self.abest_of_rows(rows))
+
+    async def abest_of_rows(self, rows: list[tuple[Any, Alternatives]]) -> list[float | MetricError]:
+        """`best_of_rows`, awaited."""
+        if self._contained is None:
+            return [self.best(pred, alternatives) for pred, alternatives in rows]
+        kept = [kept_alternatives(alternatives) for _, alternatives in rows]
+        todo = [i for i, alts in enumerate(kept) if alts]
+        found = await self._contained.many([_calls(rows[i][0], kept[i]) for i in todo])
+        scores: list[float | MetricError] = [0.0] * len(rows)
+        for i, value in zip(todo, found):
+            scores[i] = value if isinstance(value, MetricError) else max(value)
+        return scores
+
+
+def _calls(pred: Any, kept: list[list[str]]) -> tuple[list[list[Any]], str]:
+    """A row's calls of a metric (one per alternative), and what the row is, for messages."""
+    gold = shown(kept[0] if len(kept) == 1 else kept)
+    return [[pred, alt] for alt in kept], f"the prediction {shown(pred)} (gold {gold})"
 
 
 def _number(metric: str, value: Any) -> float:
-    """A metric's result as a float; a `ValueError` naming the metric when it is no number."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(float(value)):
-        raise ValueError(f"metric {metric!r} returned {value!r}, not a number (a metric returns a float, "
-                         "usually between 0 and 1)")
+    """A metric's result as a float; a `MetricError` naming the metric when it is no finite number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise MetricError(f"metric {metric!r} returned {value!r}, not a finite number (a metric returns a float, "
+                          "usually between 0 and 1)")
     return float(value)
 
 
-def score_predictions(gold_rows: Mapping[Any, Any], predictions: Mapping[Any, Any], metric: str) -> dict:
-    """Score ``predictions`` against ``gold_rows`` with ``metric`` ("em", "set_em" or "f1").
+def score_predictions(gold_rows: Mapping[Any, Any], predictions: Mapping[Any, Any], metric: str,
+                      limits: MetricLimits | None = None, errors: list[str] | None = None) -> dict:
+    """Score ``predictions`` against ``gold_rows`` with ``metric`` (em, set_em, f1, a plugin's or
+    ``module:function``; the latter two contained under ``limits``, see :class:`Scorer`).
 
     ``gold_rows`` maps an id to its gold (anything :func:`as_alternatives` reads, usually a
     list of alternatives); ``predictions`` maps an id to an answer. Ids are compared as
     strings. A gold id without a prediction scores 0; predictions for unknown ids are ignored.
-    Returns ``{"metric", "score" (mean, a float, 0.0 when there are no rows), "n", "missing"}``.
+    A row the metric fails on scores 0 too, its message ("row ID: ...") added to ``errors``.
+    Returns ``{"metric", "score" (mean, a float, 0.0 when there are no rows), "n", "missing"}``,
+    and ``"metric_errors"`` (how many rows the metric failed on) when there were any.
     """
-    metric_function(metric)
+    scorer = Scorer(metric, limits=limits)
     preds = {str(key): value for key, value in predictions.items()}
-    total, missing = 0.0, 0
-    for row_id, gold in gold_rows.items():
-        if str(row_id) not in preds:
-            missing += 1
-            continue
-        total += best_score(preds[str(row_id)], as_alternatives(gold), metric)
+    ids = [row_id for row_id in gold_rows if str(row_id) in preds]
+    scored = scorer.best_of_rows([(preds[str(row_id)], as_alternatives(gold_rows[row_id])) for row_id in ids])
+    total, failed = 0.0, 0
+    for row_id, score in zip(ids, scored):
+        if isinstance(score, MetricError):
+            failed += 1
+            if errors is not None:
+                errors.append(f"row {scalar_text(row_id)}: {score}")
+        else:
+            total += score
     n = len(gold_rows)
-    return {"metric": metric, "score": float(total / n) if n else 0.0, "n": n, "missing": missing}
+    result = {"metric": metric, "score": float(total / n) if n else 0.0, "n": n, "missing": n - len(ids)}
+    return {**result, "metric_errors": failed} if failed else result
 
 
 def gold_by_id(rows: Any) -> dict[str, Any]:

@@ -56,6 +56,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from decomp.dsl.values import storable_json
+
 Responder = Callable[[str, dict], str]
 FAULT_KINDS = ("429", "500", "timeout", "garbage", "html", "empty", "400", "401", "403", "404")
 _TOKEN = re.compile(r"\s*\S+|\s+")
@@ -262,7 +264,7 @@ class MockOpenAIServer:
         if self.usage:
             merged = {**reply["usage"], **self.usage}
             reply["usage"] = {name: value for name, value in merged.items() if value is not None}
-        return 200, {"Content-Type": "application/json"}, json.dumps(reply).encode()
+        return 200, {"Content-Type": "application/json"}, storable_json(reply).encode()
 
     def _too_long(self, prompts: list[str], limit: int) -> str | None:
         if self.max_context is None:
@@ -320,7 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/stats", "/v1/stats"):
-            self._send(200, {"Content-Type": "application/json"}, json.dumps(self.server.mock.stats()).encode())
+            self._send(200, {"Content-Type": "application/json"}, storable_json(self.server.mock.stats()).encode())
         else:
             self._send(*_error(404, f"Unknown request URL: GET {self.path}.", "unknown_url"))
 
@@ -359,7 +361,7 @@ def _error(status: int, message: str, code: str | None = None, *, param: str | N
            headers: dict | None = None) -> tuple[int, dict, bytes]:
     kind = {429: "requests", 500: "server_error", 401: "invalid_request_error"}.get(status, "invalid_request_error")
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(body).encode()
+    return status, {"Content-Type": "application/json", **(headers or {})}, storable_json(body).encode()
 
 
 def _prompts(prompt: Any) -> list[str]:
@@ -447,7 +449,7 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     base_url = server.start()
-    print(json.dumps({"base_url": base_url, "pid": os.getpid()}), flush=True)
+    print(storable_json({"base_url": base_url, "pid": os.getpid()}), flush=True)
     try:
         while True:
             time.sleep(3600)

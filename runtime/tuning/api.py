@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from decomp.handlers.soft_prompts import write_soft_prompt
+from decomp.handlers.soft_prompts import SoftPromptError, read_soft_prompt, write_soft_prompt
 from decomp.runtime.tuning.base import Base, load_base
 from decomp.runtime.tuning.examples import (
     TuneError,
@@ -72,6 +72,7 @@ def tune(program: str | Path, handler: str, data: str | Path, out: str | Path | 
         raise TuneError(f"[{handler}] has no soft_prompt= option to write to: give --out FILE.safetensors")
     if out.is_dir():
         raise TuneError(f"--out {out} is a folder: give the soft prompt's file name (FILE.safetensors)")
+    _check_replaceable(out)
     text = init_text if init_text is not None else (prompt_source(found) or training[0].prompt + training[0].target)
     options = TrainOptions(**{**options.__dict__, "init_text": text})
     base = base if base is not None else load(model, found.kind == "score")
@@ -82,6 +83,20 @@ def tune(program: str | Path, handler: str, data: str | Path, out: str | Path | 
     digest = write_soft_prompt(out, chosen.embeddings, meta)
     return Tuned(out, digest, chosen.n_tokens, chosen.validation, chosen.losses[-1] if chosen.losses else float("nan"),
                  chosen.stopped)
+
+
+def _check_replaceable(out: Path) -> None:
+    """A `TuneError` when `out` holds something other than a soft prompt: only a soft prompt
+    (one trained before) is replaced, never a file decomp did not write."""
+    if not out.exists() and not out.is_symlink():
+        return
+    try:
+        if not out.is_file():
+            raise SoftPromptError("not a plain file")
+        read_soft_prompt(out)
+    except SoftPromptError as err:
+        raise TuneError(f"--out {out} holds something other than a soft prompt ({err}): nothing is overwritten; "
+                        "give another --out, or move it away") from None
 
 
 def _program_name(given: str | Path, path: Path) -> str:

@@ -81,7 +81,21 @@ def format_table(result: dict) -> str:
                     notes.append(f"  {letters[score['run']]}-A: {diff['note']}")
             lines.append(line.rstrip())
         lines += [_cut(note, WIDTH) for note in notes]
+    errors = result.get("metric_errors") or []
+    if errors:
+        lines += ["", f"metric errors: {len(errors)} row(s) scored 0 (each named on stderr):"]
+        lines += [_cut(f"  {letters.get(run, run)}: {metric} failed on {n} row(s)", WIDTH)
+                  for (metric, run), n in _errors_by(errors).items()]
     return "\n".join(lines)
+
+
+def _errors_by(errors: list[dict]) -> dict[tuple[str, str], int]:
+    """How many rows each metric failed on in each run."""
+    counts: dict[tuple[str, str], int] = {}
+    for error in errors:
+        key = (error["metric"], error["run"])
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 # --- the HTML page ---------------------------------------------------------------------------

@@ -3,9 +3,9 @@ with its tree) and `decomp trace export RUN --jsonl` (one line per row: its resu
 its decomposition tree)."""
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
+from decomp.dsl.values import storable_json
 from decomp.runtime.runs.rundir import RunDir
 
 
@@ -24,4 +24,4 @@ def row_json(run: RunDir, record: dict) -> dict:
 def export_lines(run: RunDir) -> Iterator[str]:
     """One JSON line per row, in input order: `row_json` of each."""
     for record in run.records():
-        yield json.dumps(row_json(run, record), ensure_ascii=False)
+        yield storable_json(row_json(run, record))

@@ -85,3 +85,40 @@ def test_mismatch_names_the_hidden_size_then_the_tokenizer_then_the_weights(tmp_
     assert "embeddings are 3 wide, the model's hidden size is 4" in sp.mismatch(soft, {**model, "hidden_size": 4}, tokenizer)
     assert "another tokenizer" in sp.mismatch(soft, model, {**tokenizer, "sha256": "c" * 64})
     assert "other weights" in sp.mismatch(soft, {**model, "sha256": "d" * 64}, tokenizer)
+
+
+def _raw_text(path, text):
+    """A soft prompt file whose decomp metadata is `text` as it is."""
+    path.write_bytes(save({"soft_prompt": np.ones((2, 3), np.float32)}, metadata={"decomp": text}))
+    return path
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("handler", "x", "'handler' is a string, expected an object (what it was trained for: program, name, kind, "
+                     "template_sha256)"),
+    ("handler", [1], "'handler' is a list, expected an object"),
+    ("handler", {"name": 3}, "'handler.name' is a number, expected a string"),
+    ("handler", {"template_sha256": ["a"]}, "'handler.template_sha256' is a list, expected a string"),
+    ("training", 5, "'training' is a number, expected an object (how it was trained)"),
+    ("n_tokens", "2", "'n_tokens' is a string, expected an integer (the tensor's rows)"),
+    ("n_tokens", True, "'n_tokens' is a boolean, expected an integer"),
+    ("base_model", {**META["base_model"], "hidden_size": "3"}, "'base_model.hidden_size' is a string, expected an "
+                                                               "integer"),
+    ("tokenizer", {**META["tokenizer"], "sha256": None}, "'tokenizer.sha256' is null, expected a string"),
+])
+def test_metadata_of_the_wrong_shape_names_the_field_and_what_was_expected(tmp_path, field, value, words):
+    path = _raw_text(tmp_path / "x.safetensors", json.dumps({**GOOD, field: value}))
+    with pytest.raises(sp.SoftPromptError) as caught:
+        sp.read_soft_prompt(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: its metadata's {words}") and words in message
+    assert message.endswith(": not a soft prompt as decomp tune writes it")
+
+
+@pytest.mark.parametrize("where", ["training", "handler"])
+def test_metadata_nested_200k_deep_is_said_to_be_nested_too_deeply(tmp_path, where):
+    deep = "[" * 200_000 + "]" * 200_000
+    text = json.dumps(GOOD)[:-1] + f', "{where}": {deep}}}'
+    with pytest.raises(sp.SoftPromptError) as caught:
+        sp.read_soft_prompt(_raw_text(tmp_path / "x.safetensors", text))
+    assert "the soft prompt's metadata is nested too deeply to read" in str(caught.value)
