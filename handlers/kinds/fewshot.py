@@ -5,7 +5,7 @@ import re
 
 from decomp.dsl import nodes
 from decomp.dsl.errors import CheckError, DecompError
-from decomp.dsl.parser import parse_fewshot, read_fewshot
+from decomp.dsl.parser import not_read, parse_fewshot, read_fewshot
 from decomp.handlers.base import Handler
 from decomp.handlers.trust import PathRefused
 
@@ -28,8 +28,8 @@ def load_fewshot(handler: Handler) -> nodes.FewShot | None:
 
 
 def check_file(handler: Handler, option: str = "file") -> list[CheckError]:
-    """A missing prompt file, or one outside the program's allowed folders, is a check error at
-    the option's position."""
+    """A missing prompt file, one that is no regular file (a FIFO, a device), or one outside the
+    program's allowed folders, is a check error at the option's position."""
     path = getattr(handler.options, option, None)
     if not path:
         return []
@@ -42,7 +42,7 @@ def check_file(handler: Handler, option: str = "file") -> list[CheckError]:
     except (OSError, ValueError):
         missing = True
     if missing:
-        return [CheckError(f"prompt file not found: {found}", handler.error_span(option))]
+        return [CheckError(not_read(found, "prompt file"), handler.error_span(option))]
     return []
 
 

@@ -330,7 +330,7 @@ class _Loader:
             self.errors.append(CheckError(f"bad program file path: {err}", handler.error_span("file")))
             return
         if not path.is_file():
-            self.errors.append(CheckError(f"program file not found: {path}", handler.error_span("file")))
+            self.errors.append(CheckError(not_read(path, "program file"), handler.error_span("file")))
             return
         if path in self.active:
             chain = " -> ".join(p.name for p in self.active + (path,))

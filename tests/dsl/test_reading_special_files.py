@@ -79,3 +79,28 @@ def test_decomp_check_of_a_program_that_imports_a_fifo_says_so_at_the_import(tmp
     done = subprocess.run([sys.executable, "-m", "decomp", "check", "pipe.decomp"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "pipe.decomp is a FIFO (named pipe), not a regular file" in done.stderr
+
+
+@pytest.mark.parametrize("declaration", ['prompt(file="pipe.txt")', 'program(file="pipe.txt")'])
+def test_a_prompt_or_program_file_that_is_a_fifo_is_said_to_be_one(tmp_path, declaration):
+    from decomp.runtime.engine.checking import check_file
+
+    os.mkfifo(tmp_path / "pipe.txt")
+    (tmp_path / "main.decomp").write_text(f"handler h = {declaration}\nmain h\n", encoding="utf-8")
+    result: list = []
+
+    def check():
+        try:
+            check_file(tmp_path / "main.decomp")
+        except DecompError as err:
+            result.append(str(err))
+
+    thread = threading.Thread(target=check, daemon=True)
+    thread.start()
+    thread.join(30)
+    if thread.is_alive():
+        with open(tmp_path / "pipe.txt", "wb"):
+            pass
+        raise AssertionError("the check waited on the FIFO")
+    assert result and f"file {tmp_path / 'pipe.txt'} is a FIFO (named pipe), not a regular file: it is not read" \
+        in result[0], result
