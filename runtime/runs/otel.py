@@ -91,10 +91,7 @@ class TraceExport:
             raise DecompError(f"--otlp needs the OpenTelemetry SDK: {_INSTALL}") from None
         endpoint = traces_endpoint(url)
         reporter = _Reporting(_exporter(endpoint), endpoint)
-        for name in ("opentelemetry.exporter", "opentelemetry.sdk"):  # failures are said once, by close()
-            logger = logging.getLogger(name)
-            logger.propagate = False
-            logger.addHandler(reporter)
+        reporter.listen()  # failures are said once, by close()
         attributes = {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "decomp", **(resource or {})}
         attributes = {k: mask(v) if isinstance(v, str) else v for k, v in attributes.items()}
         provider = TracerProvider(resource=Resource.create(attributes))
@@ -194,6 +191,7 @@ class TraceExport:
                 done.set()
         threading.Thread(target=stop, name="decomp-otlp-close", daemon=True).start()
         finished = done.wait(timeout + 1.0)
+        self.reporter.deafen()
         return self.reporter.problem(self.spans, finished, timeout)
 
 
@@ -492,6 +490,10 @@ def scrub_url(text: str, url: str | None) -> str:
     return text
 
 
+def _sdk_loggers() -> list[logging.Logger]:
+    return [logging.getLogger(name) for name in ("opentelemetry.exporter", "opentelemetry.sdk")]
+
+
 class _Reporting(logging.Handler):
     """The exporter, counting what it could not send (said once, at the end, never raised); also
     the handler of the SDK's log, whose first error says why."""
@@ -502,6 +504,19 @@ class _Reporting(logging.Handler):
         self.failed_spans = 0
         self.first_problem: str | None = None
         self.logged: str | None = None
+
+    def listen(self) -> None:
+        """Take the SDK's log while the export runs (its lines would otherwise go to stderr)."""
+        for logger in _sdk_loggers():
+            logger.propagate = False
+            logger.addHandler(self)
+
+    def deafen(self) -> None:
+        """Give the SDK's log back as it was once no export listens to it any more."""
+        for logger in _sdk_loggers():
+            logger.removeHandler(self)
+            if not any(isinstance(handler, _Reporting) for handler in logger.handlers):
+                logger.propagate = True
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.logged is None:  # masked before it is cut short: never half a credential

@@ -296,3 +296,19 @@ def test_a_question_run_sends_its_one_row(tmp_path, receiver, model, monkeypatch
     assert sum(s.attributes.get("decomp.node.kind") == "model" for s in spans) == 2
     assert next(s for s in spans if s.parent_id is None).name == "row 0"
     assert KEY not in _everything(spans)
+
+
+def test_an_export_gives_the_sdks_log_back_when_it_closes():
+    """The SDK's loggers are the process's: an export takes their lines while it runs and gives
+    them back on close, so exports one after another (a notebook) pile up no handlers."""
+    import logging
+
+    names = ("opentelemetry.exporter", "opentelemetry.sdk")
+    before = {name: list(logging.getLogger(name).handlers) for name in names}
+    exports = [otel.TraceExport.start("http://127.0.0.1:9/") for _ in range(3)]
+    assert all(len(logging.getLogger(name).handlers) == len(before[name]) + 3 for name in names)
+    for export in exports:
+        export.close(timeout=0.5)
+    for name in names:
+        assert logging.getLogger(name).handlers == before[name]
+        assert logging.getLogger(name).propagate
