@@ -62,7 +62,7 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     else:
         emit = lambda record, trace, position: sink(record, trace)  # noqa: E731
     todo = (row for row in rows if row.index not in skip)
-    scorer = Scorer(module.metric or "em", limits=metric)
+    scorer = program_scorer(module, metric)
 
     async def one(position: int, row: Row) -> None:
         try:
@@ -100,6 +100,12 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     return summary
 
 
+def program_scorer(module: LoadedModule, limits: MetricLimits | None = None) -> Scorer:
+    """What scores a row of `module`: its `metric` (else exact match), a contained one's calls
+    under `limits` (the run's `--metric-timeout` / `--metric-memory`)."""
+    return Scorer(module.metric or "em", limits=limits)
+
+
 async def _run_row(session: Session, module: LoadedModule, row: Row,
                    scorer: Scorer | None = None) -> tuple[dict[str, Any], TraceNode]:
     if row.error is not None:
@@ -116,7 +122,7 @@ async def _run_row(session: Session, module: LoadedModule, row: Row,
         record["environment"] = result.environments
     if row.gold is not None:
         record["gold"] = row.gold
-        await _score(record, result.answer, row.gold, scorer or Scorer(module.metric or "em"))
+        await _score(record, result.answer, row.gold, scorer or program_scorer(module))
     record["usage"] = result.usage.to_dict()
     record["seconds"] = round(time.perf_counter() - started, 6)
     return record, result.trace

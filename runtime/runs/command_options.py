@@ -5,6 +5,7 @@ and what the program may reach (`trust_options`); and what a check may import (`
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import click
@@ -56,15 +57,25 @@ def folder_trust_option(command):
                              "one folder per line).")(wrapped)
 
 
+class _FiniteRange(click.FloatRange):
+    """A `FloatRange` that also refuses `nan` and `inf` (a usage error, exit status 2)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number", param, ctx)
+        return number
+
+
 def _metric_options() -> list:
     """`--metric-timeout SECONDS` and `--metric-memory MB`: the limits of a metric that is not
     decomp's own, per row (keyword arguments `metric_timeout`, `metric_memory_mb`)."""
     return [
-        click.option("--metric-timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_METRIC_TIMEOUT,
+        click.option("--metric-timeout", type=_FiniteRange(min=0, min_open=True), default=DEFAULT_METRIC_TIMEOUT,
                      show_default=True, metavar="SECONDS",
                      help="Seconds a metric of a plugin's or a module:function may take to score one row (it runs "
                           "in a worker process, killed past it); past it, that row's metric error."),
-        click.option("--metric-memory", "metric_memory_mb", type=click.FloatRange(min=1),
+        click.option("--metric-memory", "metric_memory_mb", type=_FiniteRange(min=1),
                      default=DEFAULT_METRIC_MEMORY_MB, show_default=True, metavar="MB",
                      help="MiB such a metric may add to its worker process to score one row; past it, that row's "
                           "metric error."),

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from decomp.dsl.values import storable_json
-from decomp.runtime.runs.batch import _run_row
+from decomp.runtime.runs.batch import _run_row, program_scorer
 from decomp.runtime.runs.datasets import Row
 from decomp.runtime.runs.programs import find_program
 from decomp.runtime.runs.ray_limits import shared_limits
@@ -70,6 +70,7 @@ class Predictor:
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="decomp-predictor", daemon=True).start()
         self.session, self.module, self._trust = worker_session(spec, limits, f"predictor-{uuid.uuid4().hex[:12]}")
+        self._scorer = program_scorer(self.module, spec.options.metric_limits())
         self._seen = 0
 
     def __call__(self, batch: Any) -> dict[str, list]:
@@ -88,7 +89,7 @@ class Predictor:
         return columns
 
     async def _run(self, rows: list[Row]) -> list[dict]:
-        ran = await asyncio.gather(*(_run_row(self.session, self.module, row) for row in rows))
+        ran = await asyncio.gather(*(_run_row(self.session, self.module, row, self._scorer) for row in rows))
         if self.session.cache is not None:
             self.session.cache.flush()
         return [record for record, _ in ran]

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.runs.batch import BatchSummary, _run_row, error_row
+from decomp.runtime.runs.batch import BatchSummary, _run_row, error_row, program_scorer
 from decomp.runtime.runs.datasets import Row
 from decomp.runtime.runs.programs import load_program
 from decomp.runtime.runs.ray_limits import (
@@ -111,11 +111,12 @@ class RowWorker:
 
     def __init__(self, spec: WorkerSpec, limiter: Any, name: str, ledger: Any = None):
         self.session, self.module, self._trust = worker_session(spec, limiter, name, ledger)
+        self.scorer = program_scorer(self.module, spec.options.metric_limits())
 
     async def run(self, row: Row) -> tuple[dict, dict]:
         """The row's record and trace; an `ActorLost` instead once this worker has lost the
         run's limiter or ledger (the row may have run without the run's limits)."""
-        record, trace = await _run_row(self.session, self.module, row)
+        record, trace = await _run_row(self.session, self.module, row, self.scorer)
         lost = getattr(self.session.scheduler, "lost", None) or getattr(self.session.shared_run, "lost", None)
         if lost is not None:
             raise ActorLost(lost.message)

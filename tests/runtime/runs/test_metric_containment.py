@@ -220,3 +220,19 @@ def test_a_contained_call_is_one_rows_error_from_the_api(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="must be a number > 0 seconds"):
         MetricLimits(timeout=float("nan"))
     assert isinstance(ContainedMetric("judge:judge", len).limits, MetricLimits)
+
+
+@pytest.mark.parametrize("option", ["--metric-timeout", "--metric-memory"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+def test_a_metric_limit_that_is_no_finite_number_is_a_usage_error(tmp_path, option, value):
+    from click.testing import CliRunner
+
+    from decomp.runtime.cli import main
+
+    (tmp_path / "d.jsonl").write_text('{"id": "1", "question": "q", "gold": "a"}\n', encoding="utf-8")
+    done = CliRunner().invoke(main, ["run", "decomp/letter_cat", "--input", str(tmp_path / "d.jsonl"),
+                                     "--model", "fake:x", option, value, "--run-dir", str(tmp_path / "r")])
+    assert done.exit_code == 2, done.output
+    assert f"Invalid value for '{option}'" in done.output and done.exception is None or \
+        isinstance(done.exception, SystemExit)
+    assert not (tmp_path / "r").exists()
