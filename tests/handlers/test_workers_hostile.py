@@ -4,6 +4,7 @@ becomes another row's answer; the fork server and the resource tracker are out o
 reach, and die with the parent, as the workers do; a call's memory limit is a hard limit."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -108,6 +109,30 @@ def inherited(query):
                            "    try: print(os.readlink('/proc/self/fd/' + fd))\\n    except OSError: pass"],
                           close_fds=False, capture_output=True, text=True, timeout=60)
     return done.stdout
+
+def partial(query):
+    """On "bad": a frame header promising 1000 bytes on every socket, and 3 of them."""
+    if query == "bad":
+        for fd in _sockets():
+            os.write(fd, struct.pack("!i", 1000) + b"abc")
+    return os.getpid()
+
+def forked(query):
+    """On "A": a child (fork, no exec) that writes to every socket while the next call runs."""
+    if query == "A" and os.fork() == 0:
+        time.sleep(0.5)
+        for fd in _sockets():
+            try:
+                os.write(fd, b"\\x00\\x00\\x00\\x05hello")
+            except OSError:
+                pass
+        os._exit(0)
+    if query == "B":
+        time.sleep(1.0)
+    return os.getpid()
+
+def size(query):
+    return [len(query), os.getpid()]
 
 def loop(query):
     with open(query, "w") as file:
@@ -222,6 +247,51 @@ def test_a_call_that_leaves_a_thread_running_retires_its_worker(tmp_path, one_wo
 def test_a_program_a_function_starts_and_keeps_stays_with_its_worker(tmp_path, one_worker):
     session, module = _load(tmp_path, "keeper")
     assert _answer(session, module, "start").answer == _answer(session, module, "stop").answer
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_child_a_function_forks_holding_the_connection_retires_its_worker(tmp_path, one_worker):
+    session, module = _load(tmp_path, "forked")
+    first = _answer(session, module, "A").answer
+    later = _answer(session, module, "B")  # the child writes to the connection meanwhile
+    assert later.error is None and isinstance(later.answer, int) and later.answer != first, later.error
+
+
+def test_a_partial_frame_ends_as_its_calls_time_limit(tmp_path, one_worker):
+    session, module = _load(tmp_path, "partial", ", timeout=1")
+    first = _answer(session, module).answer  # the worker started, off the clock
+    began = time.monotonic()
+    error = _answer(session, module, "bad").error
+    assert time.monotonic() - began < 1 + workers.KILL_GRACE + 1.5
+    assert "helpers_hostile_workers:partial ran longer than its time limit of 1 s" in error, error
+    again = _answer(session, module).answer
+    assert isinstance(again, int) and again != first
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="only Linux enforces the memory limit")
+def test_a_request_too_big_for_a_held_worker_goes_to_a_fresh_one(tmp_path, one_worker):
+    session, module = _load(tmp_path, "size", ", memory=32")
+    held = _answer(session, module).answer[1]  # the worker is held to 32 MiB more than it used
+    big = _answer(session, module, "x" * (64 * 2**20))
+    assert big.error is None and big.answer[0] == 64 * 2**20 and big.answer[1] != held, big.error
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="only Linux enforces the memory limit")
+def test_calls_of_two_memory_limits_keep_their_workers(tmp_path, monkeypatch):
+    monkeypatch.setattr(workers, "_POOL", workers.WorkerPool(size=2))
+    sessions = [_load(tmp_path, "pid", f", memory={mb}") for mb in (64, 128)]
+
+    async def calls():
+        async def caller(number):
+            session, module = sessions[number % 2]
+            return [(await session.arun(module, {"question": "q"})).answer for _ in range(10)]
+        return await asyncio.gather(*(caller(number) for number in range(4)))
+
+    try:
+        pids = {pid for answers in asyncio.run(calls()) for pid in answers}
+    finally:
+        workers._POOL.shutdown()
+    assert all(isinstance(pid, int) for pid in pids) and len(pids) <= 4, pids  # 2 needed; 40 were it thrashing
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
