@@ -19,7 +19,8 @@ Input i is made by its own `random.Random(f"{seed}:{i}")`, so any input can be r
   are not UTF-8);
 - the language server's input (`decomp lsp`, kind "frames"): streams of well-formed frames and
   hostile ones (negative, missing, non-numeric, disagreeing, zero and 999999999999-byte
-  `Content-Length`s, more digits than `int()` reads, bodies over the size limit, stray bytes,
+  `Content-Length`s, `+N` ones whose lost body runs into the next header, more digits than
+  `int()` reads, bodies over the size limit, stray bytes,
   header lines over the limit or not `Name: value`, bodies that are not UTF-8 or not JSON),
   some cut short or mutated byte by byte.
 
@@ -338,7 +339,7 @@ def _segment(rng: random.Random, ident: int) -> bytes:
     """One frame, well-formed (its body names "fuzz/good") or hostile (its body "fuzz/lost")."""
     lost = _body(ident, False, rng)
     way = rng.choice(["good", "good", "good", "not utf-8", "not json", "negative", "missing", "words", "disagree",
-                      "zero", "over", "stray", "long header", "bad header"])
+                      "zero", "over", "stray", "long header", "bad header", "plus"])
     good = {"good": _body(ident, True, rng), "not utf-8": _body(ident, True, rng)[:-2] + b'\xff\xfe"}',
             "not json": _body(ident, True, rng)[:-1]}
     if way in good:
@@ -346,6 +347,7 @@ def _segment(rng: random.Random, ident: int) -> bytes:
     return {"negative": lambda: _framed(lost, b"Content-Length: -%d\r\n" % len(lost)),
             "missing": lambda: _framed(lost, b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n"),
             "words": lambda: _framed(lost, b"Content-Length: many\r\n"),
+            "plus": lambda: _framed(lost + b"abc42", b"Content-Length: +%d\r\n" % (len(lost) + 5)),  # abc42Content-
             "disagree": lambda: _framed(lost, b"Content-Length: %d\r\n" % len(lost), b"Content-Length: 3\r\n"),
             "zero": lambda: _framed(b"", b"Content-Length: 0\r\n"),
             "over": lambda: _framed(lost + b" " * (FRAME_LIMIT + rng.choice([1, 100, 5000]))),

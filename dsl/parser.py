@@ -12,6 +12,7 @@ size and nesting, and the line ends (`\r\n` and a lone `\r` end a line), are `ds
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -128,24 +129,36 @@ def special_file(path: str | Path) -> str | None:
 
 def not_read(path: str | Path, what: str) -> str:
     """Why the `what` ("imported file") at `path`, which is no regular file, is not read."""
-    special = special_file(path)
+    special = special_file(path) or ("a folder" if os.path.isdir(path) else None)
     return f"{what} {path} is {special}, not a regular file: it is not read" if special else f"{what} not found: {path}"
 
 
 def _open_regular(path: str | Path):
     """`path` opened to be read, refused (`DecompError`) when it is a FIFO, a device or a socket:
     looked at before it is opened, opened without waiting (`O_NONBLOCK`) and looked at again
-    before a byte is read, so that no file put there in between can block the reader."""
+    before a byte is read, so that no file put there in between can block the reader. A folder
+    is the `IsADirectoryError` it always was; whatever is refused, its descriptor is closed."""
     special = special_file(path)
     if special is None:
-        handle = os.fdopen(os.open(path, _READ_FLAGS), "rb")
-        mode = os.fstat(handle.fileno()).st_mode
-        special = next((what for test, what in _SPECIAL_FILES if test(mode)), None)
-        if special is None:
-            return handle
-        handle.close()
+        fd = os.open(path, _READ_FLAGS)
+        try:
+            special = _not_regular(os.fstat(fd).st_mode, path)
+            if special is None:
+                return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
     raise DecompError(f"{path} is {special}, not a regular file: it is not read",
                       nodes.Span(str(path), 1, 1, 1, 2), line_text="")
+
+
+def _not_regular(mode: int, path: str | Path) -> str | None:
+    """What an opened file of `mode` is when it is a FIFO, a device or a socket; a folder raises
+    `IsADirectoryError`; None for a regular file."""
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    return next((what for test, what in _SPECIAL_FILES if test(mode)), None)
 
 
 def read_text(path: str | Path) -> str:

@@ -11,8 +11,8 @@ Hover, definition, references, completion and the outline read the document's la
 answering a request is answered as an error that says why; the server goes on.
 
 The event loop never reads a file: a document that is not open, the files its problems are in,
-the files completion lists or references search are read on a thread, each request's reading
-within `READ_TIMEOUT_S`, and a file that is not regular (a FIFO, a device) is refused unread
+the files completion lists or references search are read on a thread of its own
+(`decomp.runtime.lsp.readers`), all of a request's reading within one `READ_TIMEOUT_S`, and a file that is not regular (a FIFO, a device) is refused unread
 (`decomp.dsl.parser.read_text`). The input is read as `decomp.runtime.lsp.stdio` frames it: a
 frame that cannot be read is answered with an error and passed by. The checker's process ends
 with the server's, however the server ends (`analysis.start_worker`).
@@ -28,6 +28,8 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable
 
@@ -42,6 +44,7 @@ from decomp.dsl.parser import read_text
 from decomp.runtime.lsp import features, stdio
 from decomp.runtime.lsp.analysis import Analysis, Problem, Settings, analyse, safe_index, start_worker
 from decomp.runtime.lsp.index import Index, build_index
+from decomp.runtime.lsp.readers import Readers
 from decomp.runtime.runs.rundir import decomp_version
 
 log = logging.getLogger(__name__)
@@ -55,10 +58,14 @@ CHECK_TIMEOUT_S = 30.0
 #: the document's structure at once; above it, the last check's index answers (it is on its way),
 #: and the index is built in this process, on a thread, rather than pickled back from the worker.
 FRESH_INDEX_CHARS = 50_000
-#: Seconds a request may spend reading files (off the event loop): a document that is not open,
-#: the files completion lists or references search, an index's imports. Past it the request is
-#: answered with an error that says so (a read that never ends holds a thread, never the loop).
+#: Seconds a request may spend reading files (off the event loop), all its reads together: a
+#: document that is not open, the files completion lists or references search, an index's
+#: imports. Past it the request is answered with an error that says so (a read that never ends
+#: holds a reader thread, never the loop).
 READ_TIMEOUT_S = 10.0
+#: When the reading of the request being answered must end (the event loop's clock), set by
+#: `DecompServer.reading` in the request's task.
+_READ_DEADLINE: ContextVar[float | None] = ContextVar("decomp_lsp_read_deadline", default=None)
 #: LSP's error code for a request that was read but could not be answered.
 REQUEST_FAILED = -32803
 #: How many files not open in the editor keep the lines last read of them (`DecompServer.disk`).
@@ -111,10 +118,13 @@ _ANSWERED = _Answered()
 class DecompServer(LanguageServer):
     """The language server: documents' checks, their published problems, their indexes."""
 
-    def __init__(self, settings: Settings = Settings(), check_timeout: float = CHECK_TIMEOUT_S):
+    def __init__(self, settings: Settings = Settings(), check_timeout: float = CHECK_TIMEOUT_S,
+                 read_timeout: float = READ_TIMEOUT_S):
         super().__init__("decomp-lsp", decomp_version(), protocol_cls=_Protocol)
         self.settings = settings
         self.check_timeout = check_timeout
+        self.read_timeout = read_timeout
+        self.readers = Readers()
         self.pool: ProcessPoolExecutor | None = None
         self.analyses: dict[str, Analysis] = {}
         self.fresh: dict[str, tuple[int | None, Index]] = {}
@@ -275,12 +285,30 @@ class DecompServer(LanguageServer):
                                 related_information=related or None)
 
     # ---------------------------------------------------------------- files
-    async def off_loop(self, call: Callable, *args):
-        """`call(*args)` on a thread, within `READ_TIMEOUT_S` (else a `TimeoutError` that says so)."""
+    @contextmanager
+    def reading(self):
+        """Every read inside (`off_loop`, in this task) ends within one `read_timeout` from now,
+        all of them together; inside another `reading`, that one's deadline holds."""
+        if _READ_DEADLINE.get() is not None:
+            yield
+            return
+        token = _READ_DEADLINE.set(asyncio.get_running_loop().time() + self.read_timeout)
         try:
-            return await asyncio.wait_for(asyncio.to_thread(call, *args), READ_TIMEOUT_S)
+            yield
+        finally:
+            _READ_DEADLINE.reset(token)
+
+    async def off_loop(self, call: Callable, *args):
+        """`call(*args)` on a reader thread, within what is left of the request's reading time
+        (`reading`; outside one, `read_timeout`), else a `TimeoutError` that says so."""
+        deadline = _READ_DEADLINE.get()
+        left = self.read_timeout if deadline is None else deadline - asyncio.get_running_loop().time()
+        try:
+            if left <= 0:
+                raise asyncio.TimeoutError
+            return await asyncio.wait_for(asyncio.wrap_future(self.readers.submit(call, *args)), left)
         except asyncio.TimeoutError:
-            raise TimeoutError(f"reading files took longer than {READ_TIMEOUT_S:g} s") from None
+            raise TimeoutError(f"reading files took longer than {self.read_timeout:g} s") from None
 
     async def file_lines(self, uri: str) -> list[str]:
         """The lines of the file `uri` names, read off the loop; a file that is not regular (a
@@ -289,7 +317,14 @@ class DecompServer(LanguageServer):
 
     async def load_lines(self, *uris: str, strict: bool = False) -> None:
         """Read the files `uris` name that are not open in the editor, for `lines_of`: one that
-        cannot be read has no lines (`strict`: a file refused raises its `DecompError`)."""
+        cannot be read has no lines (`strict`: a file refused raises its `DecompError`); all of
+        them within one reading time (`reading`)."""
+        with self.reading():
+            await self._load_lines(uris, strict)
+        while len(self.disk) > DISK_FILES_KEPT:
+            self.disk.pop(next(iter(self.disk)))
+
+    async def _load_lines(self, uris: tuple[str, ...], strict: bool) -> None:
         for uri in dict.fromkeys(uris):
             if uri in self.workspace.text_documents:
                 continue
@@ -302,8 +337,6 @@ class DecompServer(LanguageServer):
                 self.disk[uri] = []
                 if strict:
                     raise
-        while len(self.disk) > DISK_FILES_KEPT:
-            self.disk.pop(next(iter(self.disk)))
 
     # ---------------------------------------------------------------- positions
     def lines_of(self, uri: str) -> list[str]:
@@ -391,10 +424,12 @@ def document_path(uri: str, language_id: str | None) -> Path:
 
 def answering(handler: Callable) -> Callable:
     """A request handler whose unexpected failure is answered as an internal error that says
-    what happened (the server goes on)."""
+    what happened (the server goes on). All the files it reads are read within one
+    `read_timeout` (`DecompServer.reading`)."""
     async def answer(server: DecompServer, params):
         try:
-            return await handler(server, params)
+            with server.reading():
+                return await handler(server, params)
         except (DecompError, TimeoutError) as err:  # a file refused (a FIFO) or too slow to read
             said = err.message if isinstance(err, DecompError) else str(err)
             raise JsonRpcException(f"decomp lsp: {said}", code=REQUEST_FAILED) from err

@@ -153,15 +153,17 @@ class Frames:
     def _first_header(self) -> tuple[bytes, bytes] | None:
         """The first header line of the next frame: blank lines passed by; other bytes refused
         (once for a run of them) and searched for the `Content-Length:` that begins the next
-        frame. None at the end of the input."""
+        frame, as is every line after a refusal (a lost body's last bytes, `abcde`, run into the
+        next header, which reads as one name: `abcdeContent-Length: 42`). None at the end of the
+        input."""
         while True:
             line, whole = self._line()
             if not line:
                 return None
             if whole and not line.strip():
                 continue
-            match = _HEADER.fullmatch(line) if whole else None
-            if match is None:
+            match = _HEADER.fullmatch(line) if whole and not self._lost else None
+            if match is None:  # or, after a refusal, the rest of a lost body runs into the next header
                 if not self._lost:
                     self._refuse("bytes that are not a message header were skipped")
                 found = list(_LENGTH_HEADER.finditer(line))

@@ -64,6 +64,36 @@ def test_why_a_file_is_not_read(tmp_path):
     assert not_read(tmp_path / "pipe.decomp", "imported file") == \
         f"imported file {tmp_path / 'pipe.decomp'} is a FIFO (named pipe), not a regular file: it is not read"
     assert not_read(tmp_path / "gone.decomp", "imported file") == f"imported file not found: {tmp_path / 'gone.decomp'}"
+    assert not_read(tmp_path, "imported file") == \
+        f"imported file {tmp_path} is a folder, not a regular file: it is not read"
+
+
+def test_reading_a_folder_leaves_no_descriptor_open(tmp_path):
+    """A folder is opened (no `stat` refuses it first), then found to be one: its descriptor is
+    closed (once 50 reads held 50 descriptors, and a language server hovering on a folder ran
+    out of them)."""
+    (tmp_path / "ok.decomp").write_text("main h\n", encoding="utf-8")
+    os.mkfifo(tmp_path / "pipe.decomp")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        with pytest.raises(IsADirectoryError):
+            read_text(tmp_path)
+        with pytest.raises(DecompError):
+            read_text(Path("/dev/null"))
+        assert read_text(tmp_path / "ok.decomp") == "main h\n"
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_an_import_of_a_folder_says_it_is_one(tmp_path):
+    from decomp.runtime.engine.checking import check_file
+
+    (tmp_path / "sub.decomp").mkdir()
+    (tmp_path / "main.decomp").write_text('import "sub.decomp"\nhandler h = regex(pattern="(x)")\nmain h\n',
+                                          encoding="utf-8")
+    with pytest.raises(DecompError) as raised:
+        check_file(tmp_path / "main.decomp")
+    said = f"imported file {tmp_path / 'sub.decomp'} is a folder, not a regular file: it is not read"
+    assert said in str(raised.value)
 
 
 @pytest.mark.slow

@@ -84,6 +84,23 @@ def test_a_frame_of_unknown_length_is_answered_and_the_stream_resynchronises(hea
 
 
 @slow
+def test_a_lost_body_that_ends_in_letters_runs_into_the_next_header_and_the_request_is_answered():
+    """`abcde`, the body of a refused `+5`, runs into the next `Content-Length`, which reads as a
+    header named `abcdeContent-Length` (once the request after it was lost, unanswered)."""
+    with RawServer() as server:
+        server.initialize()
+        server.write(b"Content-Length: +5\r\n\r\nabcde" + _probe(server, 2))
+        assert server.refusal() == {"code": PARSE_ERROR,
+                                    "message": "decomp lsp: a Content-Length that is not a number of bytes: '+5'"}
+        assert server.answer(2)["result"] == []
+        shouted = _probe(server, 3).replace(b"Content-Length", b"content-LENGTH")
+        server.write(b"Content-Length: -5\r\n\r\n12345" + shouted)
+        server.refusal()
+        assert server.answer(3)["result"] == []
+        assert server.shutdown() == 0
+
+
+@slow
 def test_every_kind_of_bad_frame_in_one_stream_is_answered_once_and_each_request_after_it():
     bad = [
         b"hello, server\r\n",                                  # stray bytes
@@ -156,6 +173,17 @@ def test_a_lost_body_of_a_megabyte_without_line_ends_resynchronises_at_a_header_
         assert bodies == [good.split(b"\r\n\r\n", 1)[1]]
         assert [a["error"]["code"] for a in answers] == [PARSE_ERROR] and answers[0]["id"] is None
         assert frames.refused == 1
+
+
+@pytest.mark.parametrize("tail", [b"abcde", b"12345", b"x-", b"abc\r\nX-Other: 1\r\n", b"ab\r\n\r\nZZ"])
+@pytest.mark.parametrize("name", [b"Content-Length", b"content-length", b"CONTENT-LENGTH"])
+def test_a_lost_body_is_searched_for_the_next_content_length_whatever_it_ends_in(tail, name):
+    good = message({"jsonrpc": "2.0", "id": 1, "method": "m"})
+    bodies, answers, frames = _read_all(b"Content-Length: +5\r\n\r\n" + tail + good.replace(b"Content-Length", name))
+    assert bodies == [good.split(b"\r\n\r\n", 1)[1]]
+    said = "decomp lsp: a Content-Length that is not a number of bytes: '+5'"
+    assert [a["error"]["message"] for a in answers] == [said]
+    assert frames.refused == 1
 
 
 def test_the_reader_repairs_utf8_and_keeps_headers_in_any_order():

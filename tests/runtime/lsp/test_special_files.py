@@ -76,3 +76,18 @@ def test_a_document_that_is_a_fifo_is_not_checked_and_says_so(tmp_path):
         doc = server.open(tmp_path / "good.decomp", GOOD.replace("(x)", "(x"))
         assert "invalid pattern" in server.diagnostics(doc, lambda d: len(d) == 1, timeout=30)[0]["message"]
         assert server.shutdown() == 0
+
+
+def test_hovering_on_a_folder_leaves_no_descriptor_open(tmp_path):
+    """A folder is opened, then found to be one: once its descriptor stayed open, one more for
+    each request, until the server could open no file at all."""
+    with RawServer(cwd=tmp_path) as server:
+        server.initialize(tmp_path)
+        server.send({"id": 1, "method": "textDocument/hover", "params": _hover(tmp_path.as_uri())})
+        server.answer(1, timeout=20)
+        before = len(os.listdir(f"/proc/{server.process.pid}/fd"))
+        server.send(*({"id": ident, "method": "textDocument/hover", "params": _hover(tmp_path.as_uri())}
+                      for ident in range(2, 102)))
+        assert all("error" not in server.answer(ident, timeout=30) for ident in range(2, 102))
+        assert len(os.listdir(f"/proc/{server.process.pid}/fd")) <= before + 3
+        assert server.shutdown() == 0
