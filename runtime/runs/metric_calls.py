@@ -26,7 +26,9 @@ go `BATCH_ROWS` to a request, since a request's round trip costs far more than a
 (about 0.5 ms against microseconds): a batch has the deadline of one row, and each of its rows
 the memory cap. A batch that fails as a whole (past the deadline, the cap, its worker dead) is
 scored again row by row, each row under its own deadline, and so are the rows after it: no row
-is ever failed by another's.
+fails for another row's time or crash. (Memory is the worker's: what a metric's earlier calls
+kept in its worker, a module-level cache, counts against later rows' cap, as for python
+handlers.)
 
 The worker's side is `score_in_worker`, a function of decomp's own that imports the function
 from the very file the parent allowed (`decomp.handlers.kinds.python.worker_function`).
