@@ -39,6 +39,8 @@ def _private_cache(tmp_path_factory, monkeypatch):
     # the folders a user trusts (handlers/trust.py) are theirs, not the tests': none unless a test says so
     monkeypatch.delenv("DECOMP_TRUSTED_FOLDERS", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    # the owner key that signs `decomp optimize`'s folders (runtime/optimize/owner_key.py): the test's own
+    monkeypatch.setenv("DECOMP_STATE_DIR", str(tmp_path_factory.mktemp("state")))
 
 
 @pytest.fixture

@@ -116,6 +116,7 @@ def build_index(records: Iterable[Record], folder: str | Path, *, add: bool = Fa
 
     folder = Path(folder)
     previous = read_manifest(folder) if add else None
+    made = not add and not folder.exists()  # a folder the user gave (empty) is never removed
     if not add:
         _prepare_new(folder, force)
     _write_manifest(folder, state="building", documents=(previous or {}).get("documents", 0))
@@ -123,7 +124,7 @@ def build_index(records: Iterable[Record], folder: str | Path, *, add: bool = Fa
         index = tantivy.Index(_schema(), path=str(folder), reuse=add)
         writer = index.writer(heap_size=heap_bytes, num_threads=threads)
     except ValueError as err:
-        _give_up(folder, previous)
+        _give_up(folder, previous, made)
         raise SearchIndexError(f"cannot open the index at {folder} for writing: {err}") from None
     count = 0
     try:
@@ -140,7 +141,7 @@ def build_index(records: Iterable[Record], folder: str | Path, *, add: bool = Fa
     except BaseException:
         writer.rollback()
         writer.wait_merging_threads()
-        _give_up(folder, previous)
+        _give_up(folder, previous, made)
         raise
     if progress is not None:
         progress(count)
@@ -149,13 +150,22 @@ def build_index(records: Iterable[Record], folder: str | Path, *, add: bool = Fa
     return {**manifest, "added": count}
 
 
-def _give_up(folder: Path, previous: dict[str, Any] | None) -> None:
+def _give_up(folder: Path, previous: dict[str, Any] | None, made: bool) -> None:
     """After a failed build: an add leaves the index as it was (a new version all the same: the
-    files were touched); a new index is removed."""
+    files were touched); a new index's files are removed (those an index build writes, plain
+    files only: anything else put in the folder meanwhile stays), then the folder if decomp
+    `made` it and nothing else is left in it."""
     if previous is not None:
         _write_manifest(folder, state="ready", documents=previous.get("documents", 0))
-    else:
-        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for path in folder.iterdir() if folder.is_dir() else ():
+        if _INDEX_FILE.fullmatch(path.name) and not path.is_symlink() and path.is_file():
+            path.unlink(missing_ok=True)
+    if made:
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            pass
 
 
 def _prepare_new(folder: Path, force: bool) -> None:

@@ -4,13 +4,14 @@ the .decomp file declaring it, and that declaration's `file=` pointing at it (th
 to any .decomp file). The folder needs nothing of the optimiser to run.
 
 `OwnedFolder` is the --out folder and what in it is decomp's: decomp writes into a folder only
-when it made it (or found it empty) and wrote its marker there, and removes only what that
-marker lists as written by it.
+when it made it (or found it empty) and wrote its marker there, signed with the user's owner key
+(`owner_key`), and removes only what that marker lists as written by it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import shutil
 from pathlib import Path
@@ -22,6 +23,7 @@ from decomp.handlers.files import write_whole
 from decomp.handlers.imports import local_module_file
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.optimize.candidates import Candidate
+from decomp.runtime.optimize.owner_key import OwnerKeyError, owner_key, same, sign
 from decomp.runtime.optimize.targets import Target
 from decomp.runtime.runs.rundir import program_files
 
@@ -29,7 +31,7 @@ from decomp.runtime.runs.rundir import program_files
 OPTIMIZED = "optimized"
 #: The marker, in the work folder, that makes an --out folder decomp's (see `OwnedFolder`).
 OWNER = "owner.json"
-_OWNER_FORMAT = "decomp-optimize-folder/1"
+_OWNER_FORMAT = "decomp-optimize-folder/2"
 #: The largest marker or state file read (decomp writes a few kilobytes).
 MAX_WORK_FILE = 16 * 1024 * 1024
 
@@ -112,28 +114,37 @@ class OwnedFolder:
     decomp takes a folder only when it is new or empty: it makes the work folder (`work`) in it
     and writes there `owner.json`, a random identity and the list of what decomp writes in the
     folder: entries of the work folder (each removed whole), each file of the program written
-    (with its sha256) and each folder made for them. The list is written before what it names.
-    A folder is reused only when its `owner.json` is one decomp wrote (an empty or made-up file
-    does not count: nothing is inferred from a name), and decomp removes only what the list
-    names: a file only while it holds what decomp wrote, a folder it made only when empty.
-    Everything else in the folder is left as it is."""
+    (with its sha256) and each folder made for them. The list is written before what it names;
+    while files are replaced it lists the sha256 each held before too (`replacing`), so that an
+    interrupted `publish` leaves files decomp still knows as its own. The marker is signed: an
+    HMAC-SHA256 of its content and the folder's resolved path, with the user's owner key.
+    A folder is reused only when its `owner.json` verifies (a made-up file, one copied from
+    another folder or written for another user does not count: nothing is inferred from a name
+    or a file anyone can write), and decomp removes only what the list names: a file only while
+    it holds what decomp wrote, a folder it made only when empty. Everything else in the folder
+    is left as it is."""
 
-    def __init__(self, out: Path, work: str, marker: dict[str, Any]):
-        self.out, self.work, self.marker = Path(out), work, marker
+    def __init__(self, out: Path, work: str, marker: dict[str, Any], key: bytes):
+        self.out, self.work, self.marker, self._key = Path(out), work, marker, key
 
     @classmethod
-    def claim(cls, out: Path, work: str) -> tuple["OwnedFolder", bool]:
+    def claim(cls, out: Path, work: str, key: bytes | None = None) -> tuple["OwnedFolder", bool]:
         """The folder `out` as decomp's, and whether it was decomp's before: a new or empty
-        folder is taken (the work folder and its marker made), one holding decomp's marker is
-        reused. A `FolderError` for any other folder, whose files are left as they are."""
+        folder is taken (the work folder and its marker made), one holding decomp's marker,
+        signed with `key` (default: the user's `owner_key()`), is reused. A `FolderError` for
+        any other folder, whose files are left as they are, or when the key may not be used."""
         out = Path(out)
         if out.exists() and not out.is_dir():
             raise FolderError(f"--out {out} is a file, not a folder")
+        try:
+            key = owner_key() if key is None else key
+        except OwnerKeyError as err:
+            raise FolderError(err.message) from None
         if out.is_dir() and any(out.iterdir()):
-            return cls(out, work, _read_marker(out, work)), True
+            return cls(out, work, _read_marker(out, work, key), key), True
         (out / work).mkdir(parents=True)
         owned = cls(out, work, {"format": _OWNER_FORMAT, "token": secrets.token_hex(16), "work": [], "files": {},
-                                "folders": []})
+                                "replacing": {}, "folders": []}, key)
         owned._save()
         return owned, False
 
@@ -152,22 +163,49 @@ class OwnedFolder:
             elif entry.is_symlink() or entry.exists():
                 entry.unlink()
         self._drop_files(keep=set())
-        self.marker.update(work=[], files={})
+        self.marker.update(work=[], files={}, replacing={})
         self._save()
 
     def publish(self, files: dict[str, bytes]) -> None:
         """Write `files` (by their path inside the folder) in place of the files decomp wrote
         there before. A `FolderError`, before anything changes, when one would replace a file
-        decomp did not write (or has changed since) or go through a link."""
+        decomp did not write (or has changed since) or go through a link. Interrupted, it leaves
+        a marker that lists both the old and the new content of each file as decomp's."""
         self.check_free(files)
+        self._replacing(files)
+        self._write(files)
+        self.marker["replacing"] = {}
+        self._save()
+
+    def _replacing(self, files: dict[str, bytes]) -> None:
+        """Remove the listed files not in `files`, then list `files` as decomp's, with the sha256
+        each holds now (decomp's, by `check_free`) beside the new one, before any is written."""
         self._drop_files(keep=set(files))
         made = {parent for name in files for parent in _parents(name) if not (self.out / parent).is_dir()}
-        self.marker["files"] = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+        new = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+        old = {name: self._held(name) for name in files}
+        self.marker["replacing"] = {name: digest for name, digest in old.items() if digest not in (None, new[name])}
+        self.marker["files"] = new
         self.marker["folders"] = sorted(set(self.marker["folders"]) | made)
         self._save()
+
+    def _write(self, files: dict[str, bytes]) -> None:
         for name, data in sorted(files.items()):
             (self.out / name).parent.mkdir(parents=True, exist_ok=True)
             write_whole(self.out / name, data)
+
+    def _held(self, name: str) -> str | None:
+        """The sha256 of the file `name` when it holds what decomp wrote there, else None."""
+        path = self.out / name
+        if self._through_link(name) or path.is_symlink() or not path.is_file():
+            return None
+        digest = _sha256(path)
+        return digest if digest in self._digests(name) else None
+
+    def _digests(self, name: str) -> set[str]:
+        """The contents (sha256) of `name` that are decomp's: the listed one, and the one it is
+        replacing while a `publish` runs (or was interrupted)."""
+        return {d for d in (self.marker["files"].get(name), self.marker["replacing"].get(name)) if d}
 
     def check_free(self, names) -> None:
         """A `FolderError` when writing any of `names` would replace a file decomp did not write
@@ -185,7 +223,7 @@ class OwnedFolder:
         path = self.out / name
         if path.is_symlink() or (path.exists() and not path.is_file()):
             return True
-        return path.exists() and _sha256(path) != self.marker["files"].get(name)
+        return path.exists() and _sha256(path) not in self._digests(name)
 
     def _through_link(self, name: str) -> bool:
         folders = [self.out / parent for parent in _parents(name)]
@@ -194,12 +232,9 @@ class OwnedFolder:
     def _drop_files(self, keep: set[str]) -> None:
         """Remove the listed files not in `keep` that still hold what decomp wrote (one changed
         since is the user's now: kept), then the listed folders left empty."""
-        for name, digest in sorted(self.marker["files"].items()):
-            path = self.out / name
-            if name in keep or self._through_link(name) or path.is_symlink() or not path.is_file():
-                continue
-            if _sha256(path) == digest:
-                path.unlink()
+        for name in sorted((set(self.marker["files"]) | set(self.marker["replacing"])) - keep):
+            if self._held(name) is not None:
+                (self.out / name).unlink()
         needed = {parent for name in keep for parent in _parents(name)}
         for name in sorted(self.marker["folders"], key=lambda n: n.count("/"), reverse=True):
             folder = self.out / name
@@ -211,6 +246,7 @@ class OwnedFolder:
         self.marker["folders"] = [n for n in self.marker["folders"] if (self.out / n).is_dir()]
 
     def _save(self) -> None:
+        self.marker["mac"] = _signature(self.marker, self.out, self._key)
         text = json.dumps(self.marker, indent=1, sort_keys=True) + "\n"
         write_whole(self.out / self.work / OWNER, text.encode())
 
@@ -232,9 +268,15 @@ def read_work_json(path: Path, max_depth: int = 32) -> Any:
     return value
 
 
-def _read_marker(out: Path, work: str) -> dict[str, Any]:
+def _signature(marker: dict[str, Any], out: Path, key: bytes) -> str:
+    """The HMAC-SHA256 that signs `marker` (all but its `mac`) as decomp's in the folder `out`."""
+    content = json.dumps({k: v for k, v in marker.items() if k != "mac"}, sort_keys=True, separators=(",", ":"))
+    return sign(key, _OWNER_FORMAT.encode(), os.fsencode(out.resolve()), content.encode())
+
+
+def _read_marker(out: Path, work: str, key: bytes) -> dict[str, Any]:
     """decomp's marker in `out`, or a `FolderError` refusing the folder (naming what it holds)."""
-    marker, problem = _load_marker(out / work / OWNER, work)
+    marker, problem = _load_marker(out, work, key)
     if marker is not None:
         return marker
     names = sorted(p.name for p in out.iterdir())
@@ -243,8 +285,9 @@ def _read_marker(out: Path, work: str) -> dict[str, Any]:
                       f"{problem}): give a new or empty folder (nothing in it is deleted, not even with --force)")
 
 
-def _load_marker(path: Path, work: str) -> tuple[dict[str, Any] | None, str]:
-    """The marker at `path` when decomp wrote it, else None and why not, in words."""
+def _load_marker(out: Path, work: str, key: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The marker in `out` when decomp wrote it there for this user, else None and why not."""
+    path = out / work / OWNER
     if path.parent.is_symlink() or path.is_symlink() or not path.is_file():
         return None, f"no {work}/{OWNER} written by decomp"
     try:
@@ -252,6 +295,8 @@ def _load_marker(path: Path, work: str) -> tuple[dict[str, Any] | None, str]:
     except (OSError, ValueError) as err:
         return None, f"{work}/{OWNER} cannot be read: {getattr(err, 'strerror', None) or err}"
     problem = _marker_problem(marker, work)
+    if not problem and not same(marker["mac"], _signature(marker, out, key)):
+        problem = "its signature does not verify (a marker decomp wrote for another folder or user, or edited)"
     return (None, f"{work}/{OWNER} is not one decomp wrote: {problem}") if problem else (marker, "")
 
 
@@ -262,13 +307,18 @@ def _marker_problem(marker: Any, work: str) -> str:
     token = marker.get("token")
     if not isinstance(token, str) or len(token) != 32 or token.strip("0123456789abcdef"):
         return "its token is not 32 hexadecimal digits"
-    names, files, folders = marker.get("work"), marker.get("files"), marker.get("folders")
+    mac = marker.get("mac")
+    if not isinstance(mac, str) or len(mac) != 64 or mac.strip("0123456789abcdef"):
+        return "it is not signed (no 'mac' of 64 hexadecimal digits)"
+    names, folders = marker.get("work"), marker.get("folders")
     if not isinstance(names, list) or not all(isinstance(n, str) and _inside(n, work) and "/" not in n
                                               and n != OWNER for n in names):
         return "'work' is not a list of names in the work folder"
-    if not isinstance(files, dict) or not all(_inside(n, work) and isinstance(d, str) and len(d) == 64
-                                              for n, d in files.items()):
-        return "'files' is not an object of paths in the folder and their sha256"
+    for field in ("files", "replacing"):
+        files = marker.get(field)
+        if not isinstance(files, dict) or not all(_inside(n, work) and isinstance(d, str) and len(d) == 64
+                                                  for n, d in files.items()):
+            return f"{field!r} is not an object of paths in the folder and their sha256"
     if not isinstance(folders, list) or not all(isinstance(n, str) and _inside(n, work) for n in folders):
         return "'folders' is not a list of paths in the folder"
     return ""

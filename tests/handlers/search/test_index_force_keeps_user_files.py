@@ -1,6 +1,7 @@
 """`decomp index build --force` rebuilds an index, never a folder of the user's (issue 41): a
 `decomp-index.json` anyone can create, or an index folder the user put files into, is refused
-before anything is removed; a real index is still rebuilt."""
+before anything is removed; a real index is still rebuilt; a failed new build removes only the
+index's own files (and the folder only when decomp made it and nothing else is left)."""
 import json
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import sys
 import pytest
 
 from search_fixtures import corpus, tantivy_folder, write_corpus  # noqa: F401
-from decomp.handlers.search.corpus import read_corpus
+from decomp.handlers.search.corpus import Record, read_corpus
 from decomp.handlers.search.tantivy_index import MANIFEST, SearchIndexError, build_index, read_manifest
 
 
@@ -35,3 +36,40 @@ def test_a_users_file_in_an_index_folder_stops_force_from_the_command_line(tmp_p
     before = read_manifest(tantivy_folder)["version"]
     assert build_index(read_corpus(corpus), tantivy_folder, force=True)["version"] != before
     assert json.loads((tantivy_folder / MANIFEST).read_text())["state"] == "ready"
+
+
+def _failing_records(folder, add_mine: bool):
+    """Two paragraphs, then (with `add_mine`) the user's files put into `folder` while the build
+    runs, then a failure: what a bad corpus line does half-way through a build."""
+    yield Record("a", "A", "first paragraph")
+    yield Record("b", "B", "second paragraph")
+    if add_mine:
+        (folder / "notes").mkdir()
+        (folder / "notes" / "n.txt").write_text("keep me")
+        (folder / "data.csv").write_text("a,b\n")
+    raise SearchIndexError("a bad line")
+
+
+@pytest.mark.parametrize("add_mine", [True, False])
+def test_a_failed_build_in_a_folder_the_user_gave_removes_only_the_index_files(tmp_path, add_mine):
+    """Issue 41: a failed new build used to remove the whole folder, with what the user had put
+    in it meanwhile; the folder the user gave (empty) stays, holding only what they put there."""
+    folder = tmp_path / "given"
+    folder.mkdir()
+    with pytest.raises(SearchIndexError, match="a bad line"):
+        build_index(_failing_records(folder, add_mine), folder)
+    assert folder.is_dir()
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) == (
+        ["data.csv", "notes", "notes/n.txt"] if add_mine else [])
+    if add_mine:
+        assert (folder / "notes" / "n.txt").read_text() == "keep me" and (folder / "data.csv").read_text() == "a,b\n"
+
+
+def test_a_failed_build_in_a_folder_decomp_made_removes_it_only_when_nothing_else_is_left(tmp_path):
+    kept, gone = tmp_path / "kept", tmp_path / "gone"
+    with pytest.raises(SearchIndexError):
+        build_index(_failing_records(kept, True), kept)
+    assert sorted(p.name for p in kept.iterdir()) == ["data.csv", "notes"]
+    with pytest.raises(SearchIndexError):
+        build_index(_failing_records(gone, False), gone)
+    assert not gone.exists()

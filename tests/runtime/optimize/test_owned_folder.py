@@ -4,8 +4,10 @@ a forged marker, a folder decomp made is resumed, decomp removes only what it li
 (never a file the user added or changed), and a damaged `state.json` is named, not a traceback."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -89,21 +91,29 @@ def test_a_users_folder_with_an_empty_work_folder_is_refused_from_a_real_process
         _intact(folder)
 
 
+def _forged(**fields):
+    """A writer of a hand-made marker: a well-formed one of the current format, with `fields`
+    changed (None: left out), and a made-up signature."""
+    marker = {"format": "decomp-optimize-folder/2", "token": TOKEN, "work": [], "files": {}, "replacing": {},
+              "folders": [], "mac": "0" * 64, **fields}
+    return lambda path: path.write_text(json.dumps({k: v for k, v in marker.items() if v is not None}))
+
+
+DATA_SHA = hashlib.sha256(b"a,b\n1,2\n").hexdigest()
 FORGED = {
     "an empty marker": lambda path: path.write_text(""),
     "an empty object": lambda path: path.write_text("{}"),
     "a list": lambda path: path.write_text("[1]"),
     "a folder": lambda path: path.mkdir(),
-    "no token": lambda path: path.write_text(json.dumps(
-        {"format": "decomp-optimize-folder/1", "work": [], "files": {}, "folders": []})),
-    "a token of the wrong form": lambda path: path.write_text(json.dumps(
-        {"format": "decomp-optimize-folder/1", "token": "x", "work": [], "files": {}, "folders": []})),
-    "a path out of the folder": lambda path: path.write_text(json.dumps(
-        {"format": "decomp-optimize-folder/1", "token": TOKEN, "work": ["../../data.csv"], "files": {},
-         "folders": []})),
-    "a listed file in the work folder": lambda path: path.write_text(json.dumps(
-        {"format": "decomp-optimize-folder/1", "token": TOKEN, "work": [], "files": {".optimize/x": "0" * 64},
-         "folders": []})),
+    "no token": _forged(token=None),
+    "a token of the wrong form": _forged(token="x"),
+    "no signature": _forged(mac=None),
+    "a path out of the folder": _forged(work=["../../data.csv"]),
+    "a listed file in the work folder": _forged(files={".optimize/x": "0" * 64}),
+    "a replaced file out of the folder": _forged(replacing={"../data.csv": DATA_SHA}),
+    "the user's file listed, signed by no one": _forged(files={"data.csv": DATA_SHA}),
+    "the user's file listed, the format before signing": _forged(format="decomp-optimize-folder/1", mac=None,
+                                                                replacing=None, files={"data.csv": DATA_SHA}),
     "nested 200,000 deep": lambda path: path.write_text("[" * 200_000 + "]" * 200_000),
     "a link to a marker decomp wrote": lambda path: path.symlink_to(_real_marker(path.parent.parent.parent)),
 }
@@ -123,6 +133,51 @@ def test_a_forged_marker_grants_no_ownership(project, case):
     assert "holds something else than an optimised program" in result.stderr
     assert "Traceback" not in result.stderr
     _intact(folder)
+
+
+def test_the_reviewers_forged_marker_listing_data_csv_is_refused_and_data_csv_kept(tmp_path):
+    """Issue 41, third round: a well-formed hand-made marker listing the user's data.csv with its
+    sha256 made claim() accept the folder and clear() (what --force runs) delete data.csv."""
+    folder = _user_folder(tmp_path)
+    _forged(files={"data.csv": DATA_SHA})(folder / ".optimize" / OWNER)
+    with pytest.raises(FolderError, match=r"holds something else than an optimised program .*its signature does "
+                                          r"not verify"):
+        OwnedFolder.claim(folder, ".optimize")
+    _intact(folder)
+
+
+def test_a_marker_signed_with_another_users_key_is_refused(tmp_path):
+    theirs = bytes(range(32))
+    owned, _ = OwnedFolder.claim(tmp_path / "proj", ".optimize", key=theirs)
+    (tmp_path / "proj" / "data.csv").write_text("a,b\n1,2\n")
+    owned.marker["files"]["data.csv"] = DATA_SHA
+    owned._save()
+    with pytest.raises(FolderError, match="its signature does not verify"):
+        OwnedFolder.claim(tmp_path / "proj", ".optimize")
+    assert OwnedFolder.claim(tmp_path / "proj", ".optimize", key=theirs)[1]  # theirs, with their key only
+    assert (tmp_path / "proj" / "data.csv").read_text() == "a,b\n1,2\n"
+
+
+def test_a_marker_copied_from_a_real_run_to_another_folder_is_refused(project):
+    assert _optimize().exit_code == 0
+    mine = project / "mine"
+    (mine / ".optimize").mkdir(parents=True)
+    shutil.copy(project / "proj" / ".optimize" / OWNER, mine / ".optimize" / OWNER)
+    shutil.copy(project / "proj" / "capital.txt", mine / "capital.txt")  # the same bytes as a file it lists
+    result = _optimize("--force", out="mine")
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert "--out mine is a folder that holds something else than an optimised program" in result.stderr
+    assert "its signature does not verify" in result.stderr
+    assert sorted(p.name for p in mine.iterdir()) == [".optimize", "capital.txt"]
+    assert (mine / "capital.txt").read_bytes() == (project / "proj" / "capital.txt").read_bytes()
+
+
+def test_a_moved_folder_is_no_longer_decomps(tmp_path):
+    OwnedFolder.claim(tmp_path / "out", ".w")[0].publish({"a.txt": b"1"})
+    (tmp_path / "out").rename(tmp_path / "moved")
+    with pytest.raises(FolderError, match="its signature does not verify"):
+        OwnedFolder.claim(tmp_path / "moved", ".w")
+    assert (tmp_path / "moved" / "a.txt").read_bytes() == b"1"
 
 
 def test_a_folder_decomp_made_is_resumed_and_what_the_user_added_is_kept(project):
@@ -228,3 +283,34 @@ def test_clear_removes_the_listed_work_entries_and_nothing_else(tmp_path):
     owned.clear()
     assert sorted(p.name for p in (tmp_path / "out" / ".w").iterdir()) == ["other", OWNER]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".w", "mine.txt"]
+
+
+def test_an_interrupted_publish_leaves_files_decomp_still_owns(tmp_path):
+    """Issue 41: the marker was saved with the new sha256 before the files were written, so after
+    an interruption the old files matched neither and even --force refused the folder. Here the
+    publish's own steps run up to the interruption: the marker saved, one file of two written."""
+    owned, _ = OwnedFolder.claim(tmp_path / "out", ".w")
+    owned.publish({"a.txt": b"1", "sub/b.txt": b"2"})
+    assert owned.marker["replacing"] == {}
+    owned.check_free(["a.txt", "sub/b.txt"])
+    owned._replacing({"a.txt": b"one", "sub/b.txt": b"two"})
+    owned._write({"a.txt": b"one"})  # interrupted here: sub/b.txt still holds the old content
+    marker = json.loads((tmp_path / "out" / ".w" / OWNER).read_text())
+    assert marker["replacing"] == {name: hashlib.sha256(d).hexdigest() for name, d in (("a.txt", b"1"),
+                                                                                        ("sub/b.txt", b"2"))}
+    again, before = OwnedFolder.claim(tmp_path / "out", ".w")
+    assert before
+    again.check_free(["a.txt", "sub/b.txt", "report.json"])  # both contents are decomp's: no refusal
+    again.publish({"a.txt": b"uno", "sub/b.txt": b"dos"})
+    assert (tmp_path / "out" / "sub" / "b.txt").read_bytes() == b"dos" and again.marker["replacing"] == {}
+
+
+def test_force_clears_a_folder_left_by_an_interrupted_publish(tmp_path):
+    owned, _ = OwnedFolder.claim(tmp_path / "out", ".w")
+    owned.publish({"a.txt": b"1", "sub/b.txt": b"2", "c.txt": b"3"})
+    (tmp_path / "out" / "mine.txt").write_text("mine")
+    owned._replacing({"a.txt": b"one", "sub/b.txt": b"two"})  # c.txt dropped; interrupted before any write
+    again, _ = OwnedFolder.claim(tmp_path / "out", ".w")
+    again.clear()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".w", "mine.txt"]
+    assert again.marker["files"] == {} and again.marker["replacing"] == {}
