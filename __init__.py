@@ -12,6 +12,10 @@ over a dataset into a run directory, as `decomp run --input` does; with `RunOpti
 `Model` / `Completion` / `Request` / `ModelSettings` (a model backend of one's own),
 `parse_module`, `parse_fewshot`, `parse_plan` (the grammar's entry points).
 """
+from decomp.runtime.module_entry import drop_working_folder
+
+drop_working_folder()  # `python -m decomp`: before anything else is imported, the working folder leaves sys.path
+
 from decomp.dsl.errors import Abort, DecompError, Failure, HandlerError
 from decomp.dsl.parser import parse_fewshot, parse_module, parse_plan, parse_step_line
 from decomp.dsl.values import Failed

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import sys
@@ -94,11 +95,15 @@ def module_allowance(module: str, folder: str | Path | None = None, local: tuple
 
 def untrusted_folder(name: str, folder: str | Path | None, local: tuple[Path, ...],
                      trust: FolderTrust | None) -> Path | None:
-    """The folder a check may not import `name` ("module:attr") from: the folder of the file the
-    import would run first (the program's own module, or a module found on the import path that
-    lies in the program's folder), when `trust` does not trust it. None: nothing of an untrusted
-    folder would run (`trust` None: a run, which trusts the program; a module trusted by name
-    elsewhere; a missing module, a refused one, a built-in). Found without running any code."""
+    """The folder a check may not import `name` ("module:attr") from, when `trust` does not
+    trust it. When the program's folder (or the main program's, of `local`) provides the module's
+    top-level name, Python searches there: that folder must be trusted, whatever its files link
+    to, and so must every file the import may run on the way (`files_run_by_import`: each
+    package's `__init__` and the module, as found there, symlinks followed). A module of the
+    import path: the files it would run that lie in the program's folder, or anywhere for a
+    module not trusted by name. None: nothing of an untrusted folder would run (`trust` None: a
+    run, which trusts the program; a missing module, a refused one, a built-in). Found without
+    running any code."""
     module, sep, _ = name.partition(":")
     if trust is None or not sep or not module or module.split(".")[0] in DENIED_MODULES:
         return None
@@ -107,13 +112,54 @@ def untrusted_folder(name: str, folder: str | Path | None, local: tuple[Path, ..
         return None
     folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
     top = module.partition(".")[0]
-    own = next((found for where in folders if (found := local_module_file(top, where)) is not None), None)
-    file = own or find_module_file(module)
-    if file is None or trust.trusts(file):
-        return None
-    if allowance == "trusted" and own is None and not inside(file, folders):
+    home = next((where for where in folders if local_module_file(top, where) is not None), None)
+    if home is not None and not trust.trusts(home):  # nothing of it is imported, wherever its links lead
+        return home
+    files = [_real(f) or f for f in files_run_by_import(module, home)]
+    if home is None and allowance == "trusted" and not any(inside(f, folders) for f in files):
         return None  # trusted by name (--trust MODULE), and found outside the program's folder
-    return next((f for f in folders if inside(file, (f,))), file.parent)
+    bad = next((f for f in files if not trust.trusts(f)), None)
+    if bad is None:
+        return None
+    return next((f for f in folders if inside(bad, (f,))), bad.parent)
+
+
+def files_run_by_import(module: str, home: Path | None = None) -> list[Path]:
+    """Every file importing `module` may run, as found (symlinks not followed), without running
+    any: in `home` (a folder Python searches first) each package's `__init__` and the module's
+    file, with every suffix the import system loads (a package, `NAME.py`, an extension module);
+    else those of the import path, less the modules imported already."""
+    names = module.split(".")
+    found, places = ([], [Path(home)]) if home is not None else _import_path_top(names[0])
+    for depth in range(0 if home is not None else 1, len(names)):
+        if home is not None or ".".join(names[:depth + 1]) not in sys.modules:  # an imported one runs nothing
+            found += [c for place in places for c in _candidates(place, names[depth])]
+        places = [place / names[depth] for place in places if (place / names[depth]).is_dir()]
+    return found
+
+
+def _import_path_top(name: str) -> tuple[list[Path], list[Path]]:
+    """The file the import path's top-level module `name` would run (none when it is imported
+    already) and the folders its submodules are looked for in."""
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return [], [Path(p) for p in getattr(loaded, "__path__", None) or ()]
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return [], []
+    if spec is None:
+        return [], []
+    file = [Path(spec.origin)] if spec.origin and spec.has_location else []
+    return file, [Path(p) for p in spec.submodule_search_locations or ()]
+
+
+def _candidates(place: Path, name: str) -> list[Path]:
+    """The files of the module `name` in the folder `place` that Python may load: its package's
+    `__init__` and its module file, with any suffix the import system knows."""
+    suffixes = importlib.machinery.all_suffixes()
+    paths = [place / name / f"__init__{s}" for s in suffixes] + [place / f"{name}{s}" for s in suffixes]
+    return [p for p in paths if p.is_file()]
 
 
 def find_module_file(name: str) -> Path | None:

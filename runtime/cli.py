@@ -17,7 +17,7 @@ from decomp.handlers import plugins
 from decomp.handlers.plugins import fail
 from decomp.handlers.trust import FolderTrust, allowing
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
-from decomp.runtime.engine.loader import load_plugin
+from decomp.runtime.engine.loader import PluginNotTrusted, load_plugin
 from decomp.runtime.runs import evaluation
 from decomp.runtime.runs.api import (
     PROGRAMS_DIR,
@@ -78,7 +78,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 @click.argument("file")
 @click.option("--json", "as_json", is_flag=True, help="Print the parsed module or few-shot examples as JSON.")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
-              help="Import this module first, as `decomp run --plugin` does, so the kinds it registers are known.")
+              help="Import this module first, as `decomp run --plugin` does, so the kinds it registers are known "
+                   "(a plugin file of a folder not trusted is not imported: --trust-folder).")
 @trust_options
 @folder_trust_option
 def check(file: str, as_json: bool, plugins: tuple[str, ...], trusted_folders: FolderTrust) -> None:
@@ -97,7 +98,7 @@ def check(file: str, as_json: bool, plugins: tuple[str, ...], trusted_folders: F
     in a warning. `decomp run` imports it (running a program is consent to run its code).
     """
     path = resolve_program(file)
-    _load_plugins(plugins, path)
+    _load_plugins(plugins, path, trusted_folders)
     try:
         checked = check_file(path, trusted_folders=trusted_folders)
     except (DecompError, OSError) as err:
@@ -137,11 +138,14 @@ def _print_warnings(program: Path) -> None:
         click.echo(warning.format(), err=True)
 
 
-def _load_plugins(plugins: tuple[str, ...], program: Path) -> None:
-    """Import each --plugin before the program is loaded: it may use the kinds they register."""
+def _load_plugins(plugins: tuple[str, ...], program: Path, trusted_folders: FolderTrust | None = None) -> None:
+    """Import each --plugin before the program is loaded: it may use the kinds they register.
+    `trusted_folders` (a check's): a plugin of a folder not trusted is not imported, said once."""
     for plugin in plugins:
         try:
-            load_plugin(plugin, program.parent)
+            load_plugin(plugin, program.parent, trusted_folders)
+        except PluginNotTrusted as err:
+            click.echo(f"warning: {err.message}", err=True)
         except DecompError as err:
             fail(err)
 

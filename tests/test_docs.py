@@ -69,7 +69,7 @@ def run_block(block: Block, folder: Path) -> None:
             _write(block, folder)
             return
         path = _write(block, folder, f".block_{block.line}." + ("decomp" if block.lang == "decomp" else "txt"))
-        plugin = ["--plugin", block.options["plugin"]] if "plugin" in block.options else []
+        plugin = ["--plugin", block.options["plugin"], "--trust-folder", str(folder)] if "plugin" in block.options else []
         _run([str(DECOMP), "check", str(path), *plugin], block, folder)
     elif block.lang == "json":
         json.loads(block.code)

@@ -21,10 +21,12 @@ from decomp.dsl.parser import not_read, parse_module, read_text
 from decomp.handlers.base import Handler, LoadContext
 from decomp.handlers.kinds.environment import ActsOnEnvironment, EnvironmentHandler
 from decomp.handlers.kinds.python import user_traceback
-from decomp.handlers.imports import import_function, import_module, local_module_file, untrusted_folder
+from decomp.handlers.imports import (files_run_by_import, find_module_file, import_function, import_module,
+                                     local_module_file, untrusted_folder)
 from decomp.handlers.plugins import add_plugin_module, load as load_plugins
 from decomp.handlers.registry import Registry, RegistryConflict, default_registry
-from decomp.handlers.trust import FolderTrust, PathRefused, inside, not_imported, program_roots, refusal
+from decomp.handlers.trust import (TRUSTED_FOLDERS_ENV, FolderTrust, PathRefused, inside, not_imported, program_roots,
+                                   refusal, trust_list_file)
 from decomp.runtime.testing.fake import FOLDER_OPTION, RESPONDER
 
 
@@ -64,7 +66,8 @@ def load(path: str | Path, registry: Registry, text: str | None = None,
     return _Loader(load_plugins(registry), trusted_folders=trusted_folders).load(Path(path), text)
 
 
-def load_plugin(spec: str, folder: str | Path | None = None) -> ModuleType:
+def load_plugin(spec: str, folder: str | Path | None = None,
+                trusted_folders: FolderTrust | None = None) -> ModuleType:
     """Import a plugin module and register it: its hooks (`decomp.handlers.plugins`) and its
     `@handler_kind` / `@python_handler` decorators add kinds, functions, models and environments
     to the default registry before a program that uses them is loaded.
@@ -73,28 +76,33 @@ def load_plugin(spec: str, folder: str | Path | None = None) -> ModuleType:
     program's folder), imported under its file name with its own folder first on the import
     path; or a module name, looked for in `folder`, then in the working folder, then on the
     import path. Raises `DecompError` with the plugin's own traceback when it cannot be imported.
+
+    `trusted_folders`: a check's (`decomp check`, `decomp lsp`): a plugin file of a folder they
+    do not trust is not imported (a module name is then looked for on the import path only), and
+    `PluginNotTrusted` says so; None: a run's, which imports it as above.
     """
     load_plugins(default_registry)  # the built-ins first: a plugin may not take their names
-    module = _import_plugin(spec, folder)
+    module = _import_plugin(spec, folder, trusted_folders)
     problems = add_plugin_module(module, module.__name__, f"--plugin {spec}")
     if problems:
         raise DecompError("\n".join(problems))
     return module
 
 
-def _import_plugin(spec: str, folder: str | Path | None) -> ModuleType:
+class PluginNotTrusted(DecompError):
+    """A check's `--plugin` whose file lies in a folder the user has not trusted: not imported."""
+
+
+def _import_plugin(spec: str, folder: str | Path | None, trust: FolderTrust | None) -> ModuleType:
     folders = [Path(f) for f in (folder, Path.cwd()) if f is not None]
     try:
         if spec.endswith(".py") or "/" in spec or "\\" in spec:
-            candidates = [Path(spec)] if Path(spec).is_absolute() else [Path.cwd() / spec] + [f / spec for f in folders]
-            path = next((c for c in candidates if c.is_file()), None)
-            if path is None:
-                raise DecompError(f"plugin file not found: {spec}")
-            path = path.resolve()
-            if path.suffix != ".py" or not path.stem.isidentifier():
-                raise DecompError(f"plugin {spec}: a plugin file is a Python module named NAME.py")
-            return import_module(path.stem, path.parent)
-        home = next((f for f in folders if local_module_file(spec.partition(".")[0], f) is not None), None)
+            return _import_plugin_file(spec, folders, trust)
+        top = spec.partition(".")[0]
+        homes = [f for f in folders if local_module_file(top, f) is not None]
+        home = next((f for f in homes if trust is None or trust.trusts(f)), None)
+        if home is None and homes and _not_on_import_path(spec, homes):
+            raise PluginNotTrusted(_plugin_not_trusted(spec, homes[0]))
         return import_module(spec, home)
     except DecompError:
         raise
@@ -103,6 +111,37 @@ def _import_plugin(spec: str, folder: str | Path | None) -> ModuleType:
     except Exception as err:  # the plugin's own error, whatever it is
         raise DecompError(f"cannot load the plugin {spec!r}: {type(err).__name__}: {err}\n"
                           + user_traceback(err).rstrip()) from err
+
+
+def _import_plugin_file(spec: str, folders: list[Path], trust: FolderTrust | None) -> ModuleType:
+    """The plugin at the path `spec` (absolute, else from the working folder, else from the
+    program's folder), imported unless `trust` (a check's) does not trust its folder."""
+    candidates = [Path(spec)] if Path(spec).is_absolute() else [Path.cwd() / spec] + [f / spec for f in folders]
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        raise DecompError(f"plugin file not found: {spec}")
+    if trust is not None and not (trust.trusts(path.parent) and trust.trusts(path)):
+        raise PluginNotTrusted(_plugin_not_trusted(spec, path.parent.resolve()))
+    path = path.resolve()
+    if path.suffix != ".py" or not path.stem.isidentifier():
+        raise DecompError(f"plugin {spec}: a plugin file is a Python module named NAME.py")
+    return import_module(path.stem, path.parent)
+
+
+def _not_on_import_path(spec: str, untrusted: list[Path]) -> bool:
+    """Whether the import path has no module `spec` of its own: none, or only a file of one of
+    the `untrusted` folders (found without running any)."""
+    files = files_run_by_import(spec)
+    found = find_module_file(spec)
+    return found is None or any(inside(f, untrusted) for f in (*files, found))
+
+
+def _plugin_not_trusted(spec: str, folder: Path) -> str:
+    """The notice for a check's `--plugin` of a folder the user has not trusted."""
+    return (f"--plugin {spec}: not imported: the folder {folder} is not trusted (a check runs no code of a "
+            f"folder you have not trusted); the kinds it registers are unknown to this check. To trust it: "
+            f"--trust-folder {folder}, a line in {trust_list_file()}, {TRUSTED_FOLDERS_ENV}, or your editor's "
+            "workspace trust; decomp run imports it")
 
 
 class _Loader:

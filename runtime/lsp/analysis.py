@@ -71,8 +71,8 @@ def start_worker(settings: Settings, parent: int | None = None) -> None:
     if parent is not None:
         die_with(parent)
     for plugin in settings.plugins:
-        try:
-            load_plugin(plugin)
+        try:  # the server said why one of a folder not trusted is not imported
+            load_plugin(plugin, trusted_folders=FolderTrust.of(settings.trusted_folders))
         except DecompError:
             pass
 

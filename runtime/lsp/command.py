@@ -3,6 +3,7 @@ table's `register_commands`)."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -10,7 +11,7 @@ import click
 from decomp.dsl.errors import DecompError
 from decomp.handlers.plugins import fail, hookimpl
 from decomp.handlers.trust import FolderTrust, allowed_now
-from decomp.runtime.engine.loader import load_plugin
+from decomp.runtime.engine.loader import PluginNotTrusted, load_plugin
 from decomp.runtime.runs.command_options import folder_trust_option, trust_options
 
 
@@ -21,7 +22,8 @@ def register_commands(cli):
 
 @click.command("lsp")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
-              help="Import this module first, as `decomp check --plugin` does, so the kinds it registers are known.")
+              help="Import this module first, as `decomp check --plugin` does (not from a folder not trusted), "
+                   "so the kinds it registers are known.")
 @click.option("--check-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, metavar="SECONDS",
               help="A document whose check takes longer is said to, and its checker process is stopped.")
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Write the server's log here (default: none).")
@@ -49,9 +51,12 @@ def lsp_command(plugins: tuple[str, ...], check_timeout: float, log_file: str | 
         logging.basicConfig(filename=log_file, level=logging.INFO)
     for plugin in plugins:
         try:
-            load_plugin(plugin)
+            load_plugin(plugin, trusted_folders=trusted_folders)
+        except PluginNotTrusted as err:  # said once, in the server's log (the editor's output)
+            click.echo(f"warning: {err.message}", err=True)
         except DecompError as err:
             fail(err)
+    os.environ["PYTHONSAFEPATH"] = "1"  # the checker's process (spawned): no working folder on its import path
     trust, roots = allowed_now()  # --trust and --allow-root, for the checker's process too
     folders = tuple(str(folder) for folder in trusted_folders.folders)
     server = make_server(Settings(tuple(plugins), trust, tuple(str(root) for root in roots), trusted_folders=folders),

@@ -245,7 +245,7 @@ def test_a_plugin_file_taking_a_builtin_name_is_refused_in_one_line(tmp_path):
     from click.testing import CliRunner
     from decomp.runtime.cli import main
 
-    result = CliRunner().invoke(main, ["check", "--plugin", str(tmp_path / "usurp.py"),
+    result = CliRunner().invoke(main, ["check", "--plugin", str(tmp_path / "usurp.py"), "--trust-folder", str(tmp_path),
                                        str(Path(__file__).parents[2] / "programs/decomp/letter_cat.decomp")])
     assert result.exit_code == 1
     assert "plugin" in result.output and "refused: the handler kind 'prompt' is already registered by " \

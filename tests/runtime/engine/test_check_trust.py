@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from decomp.dsl.errors import DecompError
-from decomp.handlers.trust import TRUSTED_FOLDERS_ENV, FolderTrust, folder_trust, trust_list_file
+from decomp.handlers.trust import BUNDLED_PROGRAMS, TRUSTED_FOLDERS_ENV, FolderTrust, folder_trust, trust_list_file
 from decomp.runtime.cli import main
 from decomp.runtime.engine.checking import check_file
 
@@ -191,3 +191,96 @@ def test_check_and_run_as_real_processes(tmp_path):
     assert ran.returncode == 0, ran.stderr
     assert "HELLO" in ran.stdout
     assert (tmp_path / "repo" / "imported.marker").read_text(encoding="utf-8") == "helpers.py ran"
+
+
+# ---- symbolic links into trusted folders; every file an import runs
+MARKING = '''\
+from pathlib import Path
+Path(__file__).with_name("imported.marker").write_text("ran", encoding="utf-8")
+
+
+def f(query):
+    return query
+'''
+
+
+def test_a_package_of_an_untrusted_folder_linking_its_init_into_a_trusted_one_is_not_imported(tmp_path):
+    """The folder Python searches decides, not where its package's `__init__.py` leads: a link
+    to a bundled program's `__init__.py` does not make the folder's `pkg/sub.py` trusted."""
+    repo = tmp_path / "repo"
+    (repo / "linkpkg").mkdir(parents=True)
+    (repo / "linkpkg" / "__init__.py").symlink_to(BUNDLED_PROGRAMS / "math" / "__init__.py")
+    (repo / "linkpkg" / "sub.py").write_text(MARKING, encoding="utf-8")
+    (repo / "p.decomp").write_text('handler f = python(function="linkpkg.sub:f")\nmain f\n', encoding="utf-8")
+    result = invoke("check", repo / "p.decomp")
+    assert result.exit_code == 0 and result.output.count(NOTICE) == 1, result.output
+    assert f"the folder {repo.resolve()} is not trusted" in result.output
+    assert not (repo / "linkpkg" / "imported.marker").exists()
+
+
+def test_a_subpackage_init_linking_out_of_a_trusted_folder_is_not_imported(tmp_path):
+    """Every `__init__.py` on the way is checked, not only the top-level one and the module."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "evil.py").write_text(MARKING, encoding="utf-8")
+    mine = tmp_path / "mine"
+    (mine / "deep" / "inner").mkdir(parents=True)
+    (mine / "deep" / "__init__.py").write_text("", encoding="utf-8")
+    (mine / "deep" / "inner" / "__init__.py").symlink_to(repo / "evil.py")
+    (mine / "deep" / "inner" / "mod.py").write_text("def f(query):\n    return query\n", encoding="utf-8")
+    (mine / "p.decomp").write_text('handler f = python(function="deep.inner.mod:f")\nmain f\n', encoding="utf-8")
+    checked = check_file(mine / "p.decomp", trusted_folders=FolderTrust.of([mine]))
+    assert [w.message for w in checked.warnings if NOTICE in w.message], checked.warnings
+    assert not (repo / "imported.marker").exists()
+
+
+def test_a_package_that_shadows_a_module_of_the_same_name_is_checked_too(tmp_path):
+    """Python imports `helpers/__init__.py` before `helpers.py`: both are looked at."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "evil.py").write_text(MARKING, encoding="utf-8")
+    mine = tmp_path / "mine"
+    (mine / "shadowed").mkdir(parents=True)
+    (mine / "shadowed.py").write_text("def f(query):\n    return query\n", encoding="utf-8")
+    (mine / "shadowed" / "__init__.py").symlink_to(repo / "evil.py")
+    (mine / "p.decomp").write_text('handler f = python(function="shadowed:f")\nmain f\n', encoding="utf-8")
+    checked = check_file(mine / "p.decomp", trusted_folders=FolderTrust.of([mine]))
+    assert any(NOTICE in w.message for w in checked.warnings), checked.warnings
+    assert not (repo / "imported.marker").exists()
+
+
+# ---- --plugin on decomp check
+PLUGIN_MARKING = '''\
+from pathlib import Path
+Path(__file__).with_name("plugin.marker").write_text(__file__, encoding="utf-8")
+'''
+PLAIN = 'handler w = regex(pattern="(\\\\w+)", all=true)\nmain w\n'
+PLUGIN_NOTICE = "not imported: the folder"
+
+
+def test_check_does_not_import_a_plugin_of_an_untrusted_folder_and_says_so_once(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "plug_untrusted.py").write_text(PLUGIN_MARKING, encoding="utf-8")
+    (repo / "p.decomp").write_text(PLAIN, encoding="utf-8")
+    monkeypatch.chdir(repo)  # neither the program's folder nor the working folder is trusted
+    for spec in ("plug_untrusted", "plug_untrusted.py", str(repo / "plug_untrusted.py")):
+        result = invoke("check", repo / "p.decomp", "--plugin", spec)
+        assert result.exit_code == 0, result.output
+        assert result.output.count(PLUGIN_NOTICE) == 1 and f"--trust-folder {repo.resolve()}" in result.output
+        assert not (repo / "plugin.marker").exists()
+    trusted = invoke("check", repo / "p.decomp", "--plugin", "plug_untrusted", "--trust-folder", repo)
+    assert trusted.exit_code == 0 and PLUGIN_NOTICE not in trusted.output, trusted.output
+    assert (repo / "plugin.marker").exists()  # decomp run imports it as before (test_cache_keys)
+
+
+def test_check_prefers_the_import_path_plugin_to_the_untrusted_folder_one(tmp_path, monkeypatch):
+    installed, repo = tmp_path / "site", tmp_path / "repo"
+    for folder in (installed, repo):
+        folder.mkdir()
+        (folder / "plug_both.py").write_text(PLUGIN_MARKING, encoding="utf-8")
+    (repo / "p.decomp").write_text(PLAIN, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(installed))
+    result = invoke("check", repo / "p.decomp", "--plugin", "plug_both")
+    assert result.exit_code == 0 and PLUGIN_NOTICE not in result.output, result.output
+    assert (installed / "plugin.marker").exists() and not (repo / "plugin.marker").exists()
