@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lark import Lark
 
-START_SYMBOLS = ("module", "fewshot", "step_line", "plan")
+START_SYMBOLS = ("module", "fewshot", "step_line", "plan", "type_expr")
 
 # grammar.lark sits beside the dsl package both in a checkout and when installed.
 GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar.lark"

@@ -78,7 +78,7 @@ class Value:
 
     span: Span
     value: Any
-    kind: str  # "string" | "number" | "bool" | "null" | "ident" | "list"
+    kind: str  # "string" | "number" | "bool" | "null" | "ident" | "list" | "type" (its canonical text)
 
     def plain(self) -> Any:
         """The Python value, lists unwrapped."""
@@ -125,6 +125,8 @@ class HandlerDecl:
 class Param:
     span: Span
     name: str
+    #: `name: T`: the type as written (a Value of kind "type", its canonical text); None: any
+    type: "Value | None" = None
 
 
 # conditions of `if` statements
@@ -221,6 +223,8 @@ class Program:
     body: tuple[Stmt, ...]
     options: tuple[Option, ...] = ()
     name_span: Span | None = None
+    #: `-> T`: the type of the program's answer as written (a Value of kind "type"); None: any
+    result: "Value | None" = None
 
     def option(self, name: str) -> Option | None:
         return next((o for o in self.options if o.name == name), None)

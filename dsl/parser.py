@@ -509,6 +509,15 @@ def find_refs(text: str, span: nodes.Span) -> tuple[nodes.Ref, ...]:
     return tuple(refs)
 
 
+def _type_arg_text(item) -> str:
+    """A literal inside a type (`one_of("a", 1, true)`) as the canonical type text writes it."""
+    if isinstance(item, nodes.Value):
+        return json.dumps(item.value)
+    if item.type in ("STRING", "LONG_STRING"):
+        return json.dumps(decode_string(str(item)), ensure_ascii=False)
+    return str(item)
+
+
 class _Builder(Transformer_NonRecursive):
     """Turns Lark's parse tree into the frozen dataclasses of `nodes` (bottom-up, with a stack
     of its own rather than recursion: no tree is too deep for it)."""
@@ -577,11 +586,41 @@ class _Builder(Transformer_NonRecursive):
     @v_args(meta=True)
     def program_stmt(self, meta, items):
         name, params, *rest = items
+        result = rest.pop(0) if rest and isinstance(rest[0], nodes.Value) else None
         options = rest[0] if len(rest) == 2 else ()
-        return nodes.Program(self._span(meta), str(name), params, rest[-1], options, name_span=self._span(name))
+        return nodes.Program(self._span(meta), str(name), params, rest[-1], options, name_span=self._span(name),
+                             result=result)
 
     def params(self, items):
-        return tuple(nodes.Param(self._span(t), str(t)) for t in items)
+        return tuple(items)
+
+    @v_args(meta=True)
+    def param(self, meta, items):
+        return nodes.Param(self._span(items[0]), str(items[0]), items[1] if len(items) > 1 else None)
+
+    def result_type(self, items):
+        return items[0]
+
+    # types: each is kept as its canonical text (dsl/answer_types.py reads it), with its span
+    @v_args(meta=True)
+    def type_name(self, meta, items):
+        return nodes.Value(self._span(meta), str(items[0]), "type")
+
+    @v_args(meta=True)
+    def type_apply(self, meta, items):
+        return nodes.Value(self._span(meta), f"{items[0]}[{items[1].value}]", "type")
+
+    @v_args(meta=True)
+    def type_call(self, meta, items):
+        args = ", ".join(_type_arg_text(a) for a in items[1:])
+        return nodes.Value(self._span(meta), f"{items[0]}({args})", "type")
+
+    def type_field(self, items):
+        return f"{items[0]}: {items[1].value}"
+
+    @v_args(meta=True)
+    def type_object(self, meta, items):
+        return nodes.Value(self._span(meta), "{" + ", ".join(items) + "}", "type")
 
     def program_options(self, items):
         return tuple(items)
@@ -599,7 +638,10 @@ class _Builder(Transformer_NonRecursive):
 
     @v_args(meta=True)
     def option(self, meta, items):
-        return nodes.Option(self._span(meta), str(items[0]), self._value(items[1]))
+        value = self._value(items[1])
+        if str(items[0]) == "returns" and value.kind == "ident":  # `returns=str`: a type's name
+            value = nodes.Value(value.span, value.value, "type")
+        return nodes.Option(self._span(meta), str(items[0]), value)
 
     def _value(self, item) -> nodes.Value:
         if isinstance(item, nodes.Value):

@@ -15,9 +15,11 @@ from decomp.dsl.parser import parse_answer_text
 class Failed:
     """An answer whose outcome is failed: what a handler returns for a failure the program may
     handle (an executor that did not finish its task, a plan with no steps). The program sees
-    `value` as the step's answer and `ok(#n)` as false; the row goes on."""
+    `value` as the step's answer and `ok(#n)` as false; the row goes on. `reason` says why, in
+    words, where one is known (an answer that does not fit its declared type)."""
 
     value: Any
+    reason: str | None = None
 
 
 def outcome(answer: Any) -> tuple[Any, bool]:

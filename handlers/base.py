@@ -10,6 +10,7 @@ under the handler's time limit) and awaits it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
@@ -17,6 +18,8 @@ from pydantic import BaseModel, ConfigDict
 
 from decomp.dsl.errors import CheckError, CheckWarning
 from decomp.dsl.nodes import HandlerDecl, Span
+from decomp.dsl.repair import fit
+from decomp.dsl.answer_types import ANY, SchemaFile, Type, TypeProblem, parse_type
 from decomp.handlers.call import Call
 from decomp.handlers.offload import bounded, bounded_await, run_timeout
 from decomp.handlers.trust import FolderTrust, PathRefused, inside, refusal
@@ -28,6 +31,11 @@ class Options(BaseModel):
     """Base of every kind's options: unknown keys and wrong types are errors."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    #: The type of the handler's answers (`returns=list[str]`, see `decomp.dsl.answer_types`): every
+    #: answer is fitted to it (`decomp.dsl.repair.fit`) and models are constrained to it.
+    #: None: the type its examples show, for the checker only, else `any`.
+    returns: str | None = None
 
 
 class NoOptions(Options):
@@ -120,7 +128,10 @@ class Handler:
     def cache_parts(self, call: Call) -> dict[str, Any]:
         """Everything that decides this call's answer, for its cache key (a `timeout=` option,
         a time limit that never decides an answer, left out)."""
-        options = self.options.model_dump(mode="json", exclude={"timeout"})
+        unset = {"returns"} if self.options.returns is None else set()  # keys stay as they were untyped
+        options = self.options.model_dump(mode="json", exclude={"timeout"} | unset)
+        if self.declared_type is not None and isinstance(self.declared_type, SchemaFile):
+            options["returns"] = self.declared_type.content  # the file's content, not only its name
         parts = {"kind": self.kind, "version": self.version, "options": options,
                  "query": call.query, "values": list(call.values)}
         if self.reads_inputs:
@@ -134,6 +145,52 @@ class Handler:
     def warnings(self) -> list[CheckWarning]:
         """What this declaration accepts but probably does not mean (a prompt template whose
         output can grow without bound, ...), for `decomp check`; called after a clean `check`."""
+        return []
+
+    # ---- types (decomp.dsl.answer_types)
+    @cached_property
+    def declared_type(self) -> Type | None:
+        """The type written for this handler's answers (`returns=`), or None; one that cannot
+        be read is None here and a check error (`type_problems`)."""
+        try:
+            return self._read_declared_type()
+        except (TypeProblem, PathRefused):
+            return None
+
+    def _read_declared_type(self) -> Type | None:
+        written = self.options.returns
+        return None if written is None else parse_type(written, self.ctx.resolve)
+
+    def inferred_type(self) -> Type:
+        """The type this kind's answers have without a declaration: what its examples show, or
+        what the kind always answers (a regex with all=true: list[str]); `any` by default."""
+        return ANY
+
+    def answer_type(self) -> Type:
+        """The type the checker gives this handler's answers: declared, else inferred."""
+        declared = self.declared_type
+        return declared if declared is not None else self.inferred_type()
+
+    def type_problems(self) -> list[CheckError]:
+        """A declared type that cannot be read, and examples that contradict it (`example_values`)."""
+        try:
+            declared = self._read_declared_type()
+        except PathRefused as err:
+            return [CheckError(err.message, self.error_span("returns"))]
+        except TypeProblem as err:
+            return [CheckError(str(err), self._type_span())]
+        if declared is None:
+            return []
+        return [CheckError(f"this example's answer does not fit the declared type: {why}", span,
+                           expected=f"an answer of type {declared.text}, or another returns=")
+                for span, value in self.example_values() for _, why in [fit(declared, value)] if why]
+
+    def _type_span(self) -> Span | None:
+        return self.error_span("returns")
+
+    def example_values(self) -> list[tuple[Span, Any]]:
+        """The answers this handler's examples show, each with where it is written (few-shot
+        `A:` answers): what inference reads and a declared type must fit."""
         return []
 
     def check_references(self, handlers: set[str]) -> list[CheckError]:

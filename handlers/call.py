@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.registry import Registry
     from decomp.handlers.service import Service
     from decomp.handlers.soft_prompts import SoftPrompt
+    from decomp.dsl.answer_types import Constraint
 
 
 class Call:
@@ -47,10 +48,12 @@ class Call:
     # ---- models
     async def complete(self, prompt: str, *, model: str | None = None, stop: tuple[str, ...] = (),
                        max_tokens: int = 256, temperature: float = 0.0, n: int = 1,
-                       soft_prompt: "SoftPrompt | None" = None) -> list[str]:
+                       soft_prompt: "SoftPrompt | None" = None, constraint: "Constraint | None" = None) -> list[str]:
         """`n` completions of `prompt` from the handler's model (`model=`: a declared name or a
         spec; None: the module's or session's default), cut at `stop`. With `soft_prompt`, the
-        model reads its embeddings before the prompt (a model that cannot is a `ModelError`)."""
+        model reads its embeddings before the prompt (a model that cannot is a `ModelError`).
+        With `constraint`, the model decodes under it where its backend can (see
+        `decomp.runtime.models.base.Constraint`); the texts still need validating."""
         raise NotImplementedError
 
     async def score(self, prefix: str, text: str, *, model: str | None = None,

@@ -19,6 +19,7 @@ from lark import Lark, Token, Transformer_NonRecursive, Tree
 from lark.exceptions import LarkError, VisitError
 
 from decomp.dsl.errors import CheckError, HandlerError
+from decomp.dsl.answer_types import Float, Type
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 
@@ -115,6 +116,10 @@ class CalculatorHandler(Handler):
         if o.max_chars < 1:
             errors.append(CheckError(f"max_chars must be at least 1, got {o.max_chars}", self.error_span("max_chars")))
         return errors + self.timeout_problems()
+
+    def inferred_type(self) -> Type:
+        """A number."""
+        return Float()
 
     async def run(self, call: Call) -> Any:
         return await self.offload(self.calculate, call.query, call, what="the calculation")

@@ -6,6 +6,7 @@ append its answer; stop at `[EOQ]` (the answer is the last step's) or after `max
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import Field
@@ -14,6 +15,7 @@ from decomp.dsl import nodes
 from decomp.dsl.checker import check_fewshot
 from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.parser import parse_step_line
+from decomp.dsl.answer_types import Constraint
 from decomp.dsl.values import Failed, json_text, outcome
 from decomp.handlers.base import Call, Handler, Options, step_calls
 from decomp.handlers.kinds.fewshot import check_file, examples_text, fewshot_error, load_fewshot, nearest_examples
@@ -29,6 +31,8 @@ class DecomposerOptions(Options):
     temperature: float = Field(0.0, ge=0.0)
     #: Show only the `nearest` examples most similar to the question, the closest last.
     nearest: int | None = Field(None, ge=1)
+    #: Decode each line under `line_constraint` (false: freely; the line is still parsed).
+    constrain: bool = True
 
 
 class DecomposerHandler(Handler):
@@ -115,10 +119,30 @@ class DecomposerHandler(Handler):
             prompt = self._render_next(prompt, step, answers[number])
         raise HandlerError(f"took {limit} steps without [EOQ] (raise max_steps?)", call.span)
 
+    def line_constraint(self, number: int) -> Constraint | None:
+        """What the model's next `QS:` line may be (`constrain=true`, the default): `[EOQ]`, or
+        an operator its examples use, then a handler of its module that its examples name, then
+        a sub-query that starts with neither `(` nor `[` and refers only to answers so far
+        (`#1`..`#n-1`; up to nine are told apart). A regular expression, so every backend that
+        takes one can apply it."""
+        if not self.options.constrain:
+            return None
+        return Constraint(regex=step_line_regex(self._operators(), self._handlers(), number - 1))
+
+    def _operators(self) -> list[str]:
+        examples = self._examples_or_none()
+        steps = [] if examples is None else [s.step for e in examples.examples for s in e.steps]
+        return sorted({s.operator for s in steps if s.operator})
+
+    def _handlers(self) -> list[str]:
+        module = self.ctx.module
+        names = set(self.calls())
+        return sorted(names & set(module.handlers)) if module is not None else sorted(names)
+
     async def _next_step(self, call: Call, prompt: str, number: int) -> nodes.Step:
         opts = self.options
         texts = await call.complete(prompt, model=opts.model, stop=("\n",), max_tokens=opts.max_tokens,
-                                    temperature=opts.temperature)
+                                    temperature=opts.temperature, constraint=self.line_constraint(number))
         line = texts[0].strip()
         try:
             step = parse_step_line(line, f"<[{self.name}] step {number}>")
@@ -128,3 +152,14 @@ class DecomposerHandler(Handler):
         if step.handler is None:
             raise HandlerError(f"step {number}: the model's line names no handler: {line!r}", call.span)
         return step
+
+
+def step_line_regex(operators: list[str], handlers: list[str], answers: int) -> str:
+    """The regular expression of a decomposer's next line after `QS:` (see `line_constraint`):
+    `answers` answers exist so far."""
+    ops = "|".join(re.escape(f"({o})") for o in operators)
+    names = "|".join(re.escape(f"[{h}]") for h in handlers)
+    refs = f"|#[1-{min(answers, 9)}]" if answers else ""
+    text = rf"(?:[^\n#(\[]{refs})(?:[^\n#]{refs})*"
+    step = (rf"(?:(?:{ops}) )?" if ops else "") + (rf"(?:{names}) {text}" if names else "")
+    return rf" ?(?:\[EOQ\]" + (f"|{step})" if step else ")")

@@ -16,8 +16,11 @@ from pydantic import Field
 from decomp.dsl import nodes
 from decomp.dsl.checker import check_program
 from decomp.dsl.errors import CheckError, Failure
+from decomp.dsl.repair import fit
+from decomp.dsl.answer_types import ANY, Type, TypeProblem, parse_type
 from decomp.dsl.values import item_text, json_text, parse_output
 from decomp.handlers.base import Call, Handler, Options, step_calls
+from decomp.handlers.trust import PathRefused
 from decomp.dsl.walks import iter_steps, number_steps
 
 
@@ -65,6 +68,45 @@ class ProgramHandler(Handler):
     def check_references(self, handlers: set[str]) -> list[CheckError]:
         return [] if self.program is None else check_program(self.program, handlers)
 
+    # ---- types: `program NAME(p: T, ...) -> T`
+    def _read_declared_type(self) -> Type | None:
+        if self.program is None:
+            return self.target.declared_type if self.target is not None else super()._read_declared_type()
+        written = self.program.result
+        return None if written is None else parse_type(written.value, self.ctx.resolve)
+
+    def _type_span(self):
+        return self.program.result.span if self.program is not None and self.program.result else super()._type_span()
+
+    def answer_type(self) -> Type:
+        if self.program is None and self.target is not None and self.options.returns is None:
+            return self.target.answer_type()
+        return super().answer_type()
+
+    def param_types(self) -> list[tuple[nodes.Param, Type]]:
+        """Each parameter with its declared type (`any` when none, or one that cannot be read)."""
+        if self.program is None:
+            return self.target.param_types() if isinstance(self.target, ProgramHandler) else []
+        return [(p, self._param_type(p)) for p in self.program.params]
+
+    def _param_type(self, param: nodes.Param) -> Type:
+        try:
+            return ANY if param.type is None else parse_type(param.type.value, self.ctx.resolve)
+        except (TypeProblem, PathRefused):
+            return ANY
+
+    def type_problems(self) -> list[CheckError]:
+        errors = super().type_problems()
+        for param in self.program.params if self.program is not None else ():
+            if param.type is not None:
+                try:
+                    parse_type(param.type.value, self.ctx.resolve)
+                except TypeProblem as err:
+                    errors.append(CheckError(str(err), param.type.span))
+                except PathRefused as err:
+                    errors.append(CheckError(err.message, param.type.span))
+        return errors
+
     def calls(self) -> dict[str, list[nodes.Span]]:
         return {} if self.program is None else step_calls(iter_steps(self.program.body))
 
@@ -86,7 +128,19 @@ class ProgramHandler(Handler):
         return await self.execute(call, bound)
 
     async def execute(self, call: Call, bound: Mapping[str, Any]) -> Any:
-        return await call.run_program(self.program.body, bound, numbers=self._numbers)
+        return await call.run_program(self.program.body, self._typed(bound, call.span), numbers=self._numbers)
+
+    def _typed(self, bound: Mapping[str, Any], span) -> dict[str, Any]:
+        """The arguments fitted to the parameters' types (`decomp.dsl.repair.fit`); one that does
+        not fit ends the call with the parameter, its type and the value named."""
+        typed = dict(bound)
+        for param, want in self.param_types():
+            if want.is_any or param.name not in typed:
+                continue
+            typed[param.name], problem = fit(want, typed[param.name])
+            if problem is not None:
+                raise Failure(f"program '{self.name}': parameter '{param.name}': {problem}", span or param.span)
+        return typed
 
     @cached_property
     def _numbers(self) -> dict[nodes.Span, int]:

@@ -13,7 +13,8 @@ see `decomp.handlers.kinds.soft_prompt_option`).
 """
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from typing import Any, Literal
 
 import regex
 from jinja2 import TemplateError
@@ -22,7 +23,9 @@ from pydantic import Field
 from decomp.dsl.errors import CheckError, CheckWarning, DecompError, HandlerError
 from decomp.dsl.nodes import Span
 from decomp.dsl.parser import read_text
-from decomp.dsl.values import parse_output
+from decomp.dsl.repair import fit
+from decomp.dsl.answer_types import ANY, Constraint, Type, decoding, infer
+from decomp.dsl.values import Failed, json_text, parse_output
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
 from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems, soft_prompt_warnings
@@ -45,6 +48,11 @@ class PromptOptions(Options):
     context: str | None = None
     timeout: float | None = None
     soft_prompt: str | None = None
+    #: With `returns=`: how many times to ask again, showing the model why its answer does not fit.
+    retries: int = Field(0, ge=0)
+    #: With `returns=` and n > 1: "majority" answers the most frequent answer that fits (ties:
+    #: the one sampled first).
+    vote: Literal["majority"] | None = None
 
 
 def source_problems(handler: Handler, what: str = "") -> list[CheckError]:
@@ -115,7 +123,38 @@ class PromptHandler(Handler):
                 regex.compile(self.options.answer_regex)
             except regex.error as err:
                 return [CheckError(f"answer_regex does not compile: {err}", self.error_span("answer_regex"))]
-        return soft_prompt_problems(self) + self.timeout_problems()
+        return soft_prompt_problems(self) + self.timeout_problems() + self._typing_problems()
+
+    def _typing_problems(self) -> list[CheckError]:
+        opts = self.options
+        if opts.vote is not None and opts.n < 2:
+            return [CheckError("vote needs n > 1 samples to vote among", self.error_span("vote"))]
+        if opts.returns is None and (opts.vote is not None or opts.retries):
+            option = "vote" if opts.vote is not None else "retries"
+            return [CheckError(f"{option} needs a declared type to fit answers to", self.error_span(option),
+                               expected="returns=TYPE, e.g. returns=list[str]")]
+        if opts.returns is not None and opts.n > 1 and opts.vote is None:
+            return [CheckError("n > 1 samples of a typed answer need a vote to pick one", self.error_span("n"),
+                               expected='vote="majority"')]
+        return []
+
+    # ---- types
+    def example_values(self) -> list:
+        """The `A:` answers of Q/A examples (none for a template or QC-style examples)."""
+        if not self.options.file and self.options.text is None:
+            return []
+        try:
+            self._prepare()
+        except (DecompError, OSError, TemplateError, ValueError):  # its check says why
+            return []
+        if self.is_template or self._fewshot is None or self._head[1]:
+            return []
+        return [(e.answer.span, e.answer.value) for e in self._fewshot.examples if e.answer is not None]
+
+    def inferred_type(self) -> Type:
+        """What every example's answer shows (`decomp.dsl.answer_types.infer`); `any` without examples."""
+        values = self.example_values()
+        return infer(v for _, v in values) if values else ANY
 
     def warnings(self) -> list[CheckWarning]:
         self._prepare()
@@ -172,13 +211,44 @@ class PromptHandler(Handler):
         # there: see `render`); few-shot text is put together at once
         prompt = await self.offload(self.render, call, what="the template", grace=RENDER_GRACE) if self.is_template \
             else self.render(call)
+        if self.declared_type is not None:
+            return await self._typed(call, prompt, self.declared_type)
+        texts, answers = await self._sample(call, prompt)
+        return answers[0] if opts.n == 1 else answers
+
+    async def _sample(self, call: Call, prompt: str, constraint: Constraint | None = None) -> tuple[list, list]:
+        opts = self.options
         texts = await call.complete(prompt, model=opts.model, stop=tuple(opts.stop), max_tokens=opts.max_tokens,
-                                    temperature=opts.temperature, n=opts.n, soft_prompt=handler_soft_prompt(self))
+                                    temperature=opts.temperature, n=opts.n, soft_prompt=handler_soft_prompt(self),
+                                    constraint=constraint)
         if opts.answer_regex:
             answers = await self.offload(lambda: [self._extract(t, call) for t in texts], what="answer_regex")
         else:
             answers = [self._extract(t, call) for t in texts]
-        return answers[0] if opts.n == 1 else answers
+        return texts, answers
+
+    async def _typed(self, call: Call, prompt: str, declared: Type) -> Any:
+        """Sample under the type's constraint, fit each answer to the type, vote among those that
+        fit; when none does, ask again (`retries`) with the answer and why it does not fit shown
+        after it. None fitting at the end: a failed outcome, with the last reason."""
+        constraint = self._constraint(declared)
+        for attempt in range(self.options.retries + 1):
+            texts, answers = await self._sample(call, prompt, constraint)
+            fitted = [fit(declared, a) for a in answers]
+            good = [value for value, problem in fitted if problem is None]
+            if good:
+                return majority(good)
+            problem = fitted[0][1]
+            prompt = retry_prompt(prompt, texts[0], problem, declared)
+        return Failed(answers[0], problem)
+
+    def _constraint(self, declared: Type) -> Constraint | None:
+        """The constraint a model decodes under (none for an answer_regex, which reads the
+        answer out of free text)."""
+        how = None if self.options.answer_regex else decoding(declared)
+        if how is None:
+            return None
+        return Constraint(schema=how[1]) if how[0] == "schema" else Constraint(regex=how[1])
 
     def _extract(self, text: str, call: Call) -> Any:
         if not self.options.answer_regex:
@@ -191,3 +261,19 @@ class PromptHandler(Handler):
             raise HandlerError(f"answer_regex {self.options.answer_regex!r} found nothing in "
                                f"{text.strip()[:80]!r}", call.span)
         return parse_output(match.group(1) if match.groups() else match.group(0))
+
+
+def majority(values: list) -> Any:
+    """The most frequent of `values` (compared by JSON text); among equally frequent ones, the
+    one that came first."""
+    counts = Counter(json_text(v) for v in values)
+    best = max(counts.values())
+    return next(v for v in values if counts[json_text(v)] == best)
+
+
+def retry_prompt(prompt: str, text: str, problem: str, declared: Type) -> str:
+    """`prompt` asked again: the model's answer, a line saying why it does not fit, and the
+    prompt's last marker (`A:`, `QS:`) once more, so the model answers on the next line."""
+    marker = prompt.rsplit("\n", 1)[-1]
+    marker = marker if len(marker) <= 12 else ""
+    return f"{prompt} {text.strip()}\n(Not accepted: {problem}. Answer with a value of type {declared.text}.)\n{marker}"

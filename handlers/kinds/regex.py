@@ -19,6 +19,7 @@ from pydantic import Field
 from decomp.dsl.nodes import Span
 from decomp.dsl.errors import CheckError, HandlerError, read_line
 from decomp.dsl.text import shorten
+from decomp.dsl.answer_types import ANY, ListOf, Str, Type
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 
@@ -115,6 +116,13 @@ class RegexHandler(Handler):
         if isinstance(group, int) and not 0 <= group <= pattern.groups:
             return f"group {group} out of range: pattern has {pattern.groups} group(s)"
         return None
+
+    def inferred_type(self) -> Type:
+        """A match's text (`str`), or with all=true the list of them; `any` when json=true or a
+        `default=` answers for no match."""
+        if self.options.parse_json or self.options.default is not None:
+            return ANY
+        return ListOf(Str()) if self.options.all else Str()
 
     # ---- running
     def _pattern(self) -> rx.Pattern:

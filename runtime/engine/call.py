@@ -20,7 +20,7 @@ from decomp.handlers.service import Service
 from decomp.runtime.engine.budgets import current_row
 from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.models.base import Request
+from decomp.runtime.models.base import Constraint, Request
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.dsl.nodes import Span, Step
@@ -71,14 +71,16 @@ class EngineCall(Call):
     # ---- models
     async def complete(self, prompt: str, *, model: str | None = None, stop: tuple[str, ...] = (),
                        max_tokens: int = 256, temperature: float = 0.0, n: int = 1,
-                       soft_prompt: "SoftPrompt | None" = None) -> list[str]:
+                       soft_prompt: "SoftPrompt | None" = None, constraint: Constraint | None = None) -> list[str]:
         chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
         node = self.trace.child("model", handler=self.handler.name, prompt=prompt, started=time.time())
         request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n,
-                          soft_prompt=soft_prompt)
+                          soft_prompt=soft_prompt, constraint=constraint)
         effective = self.session.temperature if self.session.temperature is not None else temperature
         node.facts = {"operation": "text_completion", **_model_facts(chosen), "temperature": effective,
                       "max_tokens": max_tokens}
+        if constraint is not None:
+            node.facts["constraint"] = "json_schema" if constraint.schema is not None else "regex"
         started = time.perf_counter()
         try:
             completion = await self.session.complete(chosen, request, self.handler.name)

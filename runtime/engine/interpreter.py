@@ -14,6 +14,7 @@ from decomp.dsl import nodes
 from decomp.dsl.errors import DecompError, DepthExceeded, Failure, RunError
 from decomp.dsl.operators import OperatorError, combine, item_for_query, items_of, parse_operator
 from decomp.dsl.values import Failed, item_text, json_text, named_text, outcome, substitute
+from decomp.dsl.repair import fit
 from decomp.dsl.walks import ends_program, iter_steps
 from decomp.runtime.engine.budgets import current_row
 from decomp.runtime.engine.containment import run_kind
@@ -46,6 +47,7 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
             answer = await run_kind(handler, call)
         else:
             answer = await _cached_run(handler, call, node)
+        answer = typed_answer(handler, answer, node)
     except Exception as err:  # named after this handler; a bug ends the row with its cause kept
         failure = named(err, handler, span)
         _failed(node, failure)
@@ -59,6 +61,20 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
             current_row().timed(name, node.seconds)
     node.answer, ok = outcome(answer)
     node.failed = not ok
+    return answer
+
+
+def typed_answer(handler, answer: Any, node: TraceNode | None = None) -> Any:
+    """`answer` fitted to the handler's declared type (`decomp.dsl.repair.fit`); one that does
+    not fit is a failed outcome whose reason names the type and the text, never a string passed
+    on. An answer already failed stays as it is. A failed outcome's reason is kept in the trace
+    node's facts as "reason"."""
+    declared = handler.declared_type
+    if declared is not None and not declared.is_any and not isinstance(answer, Failed):
+        fitted, problem = fit(declared, answer)
+        answer = fitted if problem is None else Failed(answer, problem)
+    if isinstance(answer, Failed) and answer.reason and node is not None:
+        node.facts = {**(node.facts or {}), "reason": answer.reason}
     return answer
 
 

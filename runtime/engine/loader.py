@@ -15,6 +15,8 @@ from pydantic import ValidationError
 
 from decomp.dsl import nodes
 from decomp.dsl.checker import METRIC_NAMES, check_metric, check_recursion, effectful
+from decomp.dsl.typecheck import check_types
+from decomp.dsl.answer_types import ANY, Type
 from decomp.dsl.errors import CheckError, CheckWarning, DecompError, Diagnostics
 from decomp.dsl.limits import source_lines
 from decomp.dsl.parser import not_read, parse_module, read_text
@@ -27,6 +29,7 @@ from decomp.handlers.plugins import add_plugin_module, load as load_plugins
 from decomp.handlers.registry import Registry, RegistryConflict, default_registry
 from decomp.handlers.trust import (TRUSTED_FOLDERS_ENV, FolderTrust, PathRefused, inside, not_imported, program_roots,
                                    refusal, trust_list_file)
+from decomp.runtime.models.base import CONSTRAIN_MODES
 from decomp.runtime.testing.fake import FOLDER_OPTION, RESPONDER
 
 
@@ -346,6 +349,7 @@ class _Loader:
             except RecursionError:
                 self.errors.append(_too_deep_to_check(handler))
         self.errors += check_recursion(loaded.handlers)
+        self.errors += type_problems(loaded.handlers)
         self.errors += _environment_problems(loaded.handlers, names)
         for module, _ in modules:  # only the root's metric is used; an imported one is still checked
             self.errors += check_metric(module, (*METRIC_NAMES, *sorted(self.registry.metrics)))
@@ -387,6 +391,29 @@ class _Loader:
             self.errors.append(CheckError(f"{path} has no program '{name}'", handler.error_span("name")))
             return
         handler.link(other.handlers[name])
+
+
+def type_problems(handlers: dict[str, Handler]) -> list[CheckError]:
+    """Types that cannot be read, examples that contradict their handler's declared type, and
+    the type errors of every program (`decomp.dsl.typecheck`)."""
+    errors = [e for handler in handlers.values() for e in handler.type_problems()]
+    answers = {name: _answer_type(handler) for name, handler in handlers.items()}
+    params = {name: handler.param_types() for name, handler in handlers.items() if hasattr(handler, "param_types")}
+    callees = {name: typed[0][1] for name, typed in params.items() if typed}
+    for name, handler in handlers.items():
+        program = getattr(handler, "program", None)
+        if program is not None:
+            errors += check_types(program, answers, {p.name: t for p, t in params[name]}, callees)
+    return errors
+
+
+def _answer_type(handler: Handler) -> Type:
+    """A handler's answer type for the checker; `any` when its declaration has problems of its
+    own (which its check reports)."""
+    try:
+        return handler.answer_type()
+    except (DecompError, OSError, ValueError, RecursionError):
+        return ANY
 
 
 def _too_deep_to_check(handler: Handler) -> CheckError:
@@ -443,7 +470,7 @@ MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "attempt_deadline"
                  "call_deadline": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,),
                  "n_threads_batch": (int,), "prompt_cache_mb": (int,), "reuse_prefix": (bool,),
                  "n_batch": (int,),
-                 "transport": (str,), "price_in": (int, float), "price_out": (int, float)}
+                 "transport": (str,), "price_in": (int, float), "price_out": (int, float), "constrain": (str,)}
 
 
 def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
@@ -457,6 +484,9 @@ def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
         elif not isinstance(opt.value.value, allowed) or (isinstance(opt.value.value, bool) and bool not in allowed):
             errors.append(CheckError(f"option '{opt.name}' of a model needs a {allowed[0].__name__}",
                                      opt.value.span))
+        elif opt.name == "constrain" and opt.value.value not in CONSTRAIN_MODES:
+            errors.append(CheckError(f"option 'constrain' of a model must be one of {', '.join(CONSTRAIN_MODES)}, "
+                                     f"not {opt.value.value!r}", opt.value.span))
         elif opt.name in _MODEL_SECONDS and not 0 < opt.value.value < float("inf"):
             errors.append(CheckError(f"option '{opt.name}' of a model must be a number of seconds > 0, "
                                      f"not {opt.value.value}", opt.value.span))

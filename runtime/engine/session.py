@@ -331,6 +331,8 @@ class Session:
         # under the same name must miss
         parts = {"op": "complete", "model": model.cache_identity(), "sampling": sampling, "sample": sample,
                  "prompt": request.prompt}
+        if request.constraint is not None:  # in the key only then: other keys stay as they were
+            parts["constraint"] = request.constraint.key()
         return cache_key(_with_soft_prompt(parts, request.soft_prompt))
 
     @staticmethod

@@ -17,6 +17,7 @@ from pydantic_core import PydanticUndefined
 from decomp.dsl import nodes
 from decomp.dsl.operators import OperatorError, describe
 from decomp.handlers.plugins import load as kinds_table
+from decomp.runtime.lsp.hover_types import ref_type
 from decomp.runtime.lsp.index import Decl, Index, example_steps, numbered_steps
 from decomp.runtime.lsp.tokens import KEYWORDS, Token, token_at
 
@@ -156,15 +157,16 @@ def _ref_markdown(index: Index, ref: str, line: int) -> str | None:
     target = ref_target(index, ref, line)
     if target is None:
         return None
+    program = index.program_at(line)
+    typed = f"\n\ntype `{ref_type(index, program, ref).text}`" if program is not None else ""
     if isinstance(target, nodes.Param):
-        program = index.program_at(line)
-        where = f"parameter `{target.name}` of program `{program.name}` (line {target.span.line})"
+        where = f"parameter `{target.name}` of program `{program.name}` (line {target.span.line})" + typed
         if index.module is not None and index.module.main is not None and index.module.main.target == program.name:
             where += (f"; as `main`, taken from each row's field `{target.name}` (`decomp run --input`, "
                       f"`--field {target.name}=...`)")
         return where
     number, step = target
-    text = f"```decomp\nQS: {step.text}\n```\nstep {number} (line {step.span.line})"
+    text = f"```decomp\nQS: {step.text}\n```\nstep {number} (line {step.span.line}){typed}"
     if step.operator:
         try:
             text += "\n\n" + escape(describe(step.operator))

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from decomp.dsl.errors import ModelError, TransientModelError
+from decomp.dsl.answer_types import Constraint
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.soft_prompts import SoftPrompt
 
-__all__ = ["CURRENT_SLOT", "Completion", "DEFAULT_ATTEMPT_DEADLINE", "DEFAULT_CALL_DEADLINE", "MAX_REPLY_TOKENS",
+__all__ = ["CONSTRAIN_MODES", "CURRENT_SLOT", "Completion", "Constraint", "DEFAULT_ATTEMPT_DEADLINE", "DEFAULT_CALL_DEADLINE", "MAX_REPLY_TOKENS",
            "Model", "ModelError", "ModelSettings", "Request", "Score", "Slot", "TransientModelError", "sendable",
            "token_count"]
 
@@ -44,6 +45,11 @@ def sendable(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
 
+#: How a backend applies a `Constraint`: "auto" (the backend's best), or one way by name (each
+#: backend documents those it knows), or "none" (decode freely; the answer is still validated).
+CONSTRAIN_MODES = ("auto", "grammar", "response_format", "guided", "llama", "none")
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """One completion request: everything that affects the output, and nothing secret.
@@ -58,6 +64,8 @@ class Request:
     n: int = 1
     seed: int | None = None
     soft_prompt: "SoftPrompt | None" = field(default=None, compare=False)
+    #: Decode under this constraint where the backend can (None: freely).
+    constraint: Constraint | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,29 @@ The API key comes from OPENAI_API_KEY only and is never part of a name, repr or 
 Credentials in the base URL: user-info (`http://user:password@host/v1`) is sent as HTTP Basic
 auth when no OPENAI_API_KEY is set, and dropped when one is (the key's `Bearer` wins); a query
 string (`?api-key=...`) goes on every request, after the path (see openai_transport.py).
+
+Constrained decoding: a request's `Constraint` (a JSON Schema or a regex the reply must match)
+goes out as the fields the model option `constrain` names (`model m = "openai:NAME"
+(constrain="guided")`); an unknown value is refused when the model is made.
+
+    "auto" (default)   chat API: `response_format` for a schema, nothing for a regex (OpenAI has
+                       no regex). Completions API: against api.openai.com nothing (it has no such
+                       fields); against any other server both "guided" and "llama" below (each
+                       server ignores the other's fields).
+    "response_format"  `response_format: {"type": "json_schema", "json_schema": {"name": NAME,
+                       "schema": SCHEMA, "strict": true}}` for a schema (OpenAI's structured
+                       outputs; vLLM and llama.cpp's server read it too), nothing for a regex.
+    "guided"           vLLM's fields: `guided_json` / `guided_regex` (vLLM before 0.12) and
+                       `structured_outputs: {"json": SCHEMA}` / `{"regex": REGEX}` (0.10.2 on;
+                       the guided_* fields were removed in 0.12), on either API.
+    "llama"            llama.cpp's server: `json_schema: SCHEMA` for a schema. A regex sends
+                       nothing: its `grammar` field takes GBNF, and no library converts a regex
+                       to GBNF reliably (llama.cpp's converter is a partial, private one).
+    "none"             nothing, ever: the reply is decoded freely (and still validated).
+
+NAME is the constraint's name with characters OpenAI refuses replaced by `_` (at most 64). A
+server that refuses a constraint field (a 400 or 422 naming it) fails the call with a final
+`ModelError` that names the field and says to set `constrain="none"` on the model.
 """
 from __future__ import annotations
 
@@ -40,8 +63,10 @@ from urllib.parse import urlsplit
 from decomp.dsl.redact import redact_url, url_secrets
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import (
+    CONSTRAIN_MODES,
     CURRENT_SLOT,
     Completion,
+    Constraint,
     Model,
     ModelError,
     ModelSettings,
@@ -70,6 +95,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DEFAULT_ENDPOINT = "api.openai.com"
 APIS = ("auto", "chat", "completions")
+#: The `constrain=` modes this backend knows (the module docstring); "grammar" is the local model's.
+CONSTRAIN = tuple(mode for mode in CONSTRAIN_MODES if mode != "grammar")
+#: The request fields a constraint may add, as a server that refuses one names it.
+CONSTRAINT_FIELDS = ("response_format", "structured_outputs", "guided_json", "guided_regex", "json_schema")
 _TOO_LONG = re.compile(r"context|too long|maximum\b.*\blength|length\b.*\bmaximum", re.IGNORECASE | re.DOTALL)
 
 
@@ -108,7 +137,14 @@ class OpenAIModel(Model):
         self._transport = make_transport(settings.transport, self.base_url, self._key, self.timeout)
         self.transport = self._transport.name
         self._host = _hostname(self.base_url) if self.base_url else DEFAULT_ENDPOINT
+        self.constrain = _constrain_mode(self.name, settings.option("constrain", "auto"))
+        self._ways = self._constrain_ways()
         self._score_max_tokens = 0  # raised to 1 once a server rejects 0
+
+    def cache_identity(self) -> str:
+        """The name, and the `constrain` mode when it is not "auto": a reply decoded under
+        another mode is another sample (keys of "auto" stay as they were)."""
+        return self.name if self.constrain == "auto" else f"{self.name};constrain={self.constrain}"
 
     def secrets(self) -> tuple[str, ...]:
         """What must never be written or shown: the API key and credentials in the base URL."""
@@ -134,6 +170,8 @@ class OpenAIModel(Model):
             kwargs["max_completion_tokens" if self.base_url is None else "max_tokens"] = request.max_tokens
         else:
             kwargs.update(prompt=sendable(request.prompt), max_tokens=request.max_tokens)
+        if request.constraint is not None:
+            kwargs.update(self._constraint_fields(request.constraint))
         data = await self._call(self.api, kwargs)
         choices = sorted(data["choices"], key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
         texts = tuple(self._text(choice) for choice in choices)
@@ -173,7 +211,7 @@ class OpenAIModel(Model):
                                       f"deadline of {self.attempt_deadline:g}s ({self.deadline_hint('attempt')})"
                                       ) from None
         except StatusFailure as exc:
-            raise self._status_error(exc) from None
+            raise self._status_error(exc, [field for field in CONSTRAINT_FIELDS if field in kwargs]) from None
         except ConnectionFailure as exc:
             raise self._connection_error(exc) from None
         except MalformedReply:
@@ -247,6 +285,28 @@ class OpenAIModel(Model):
             kwargs["seed"] = request.seed
         return kwargs
 
+    def _constrain_ways(self) -> tuple[str, ...]:
+        """The ways `_constraint_fields` uses, from `constrain`, the API and the host."""
+        if self.constrain != "auto":
+            return () if self.constrain == "none" else (self.constrain,)
+        if self.api == "chat":
+            return ("response_format",)
+        return () if self._host == DEFAULT_ENDPOINT else ("guided", "llama")
+
+    def _constraint_fields(self, constraint: Constraint) -> dict:
+        """The request fields that ask the server to decode under `constraint` (see the module
+        docstring); empty when none of this model's ways can say it."""
+        if not self._ways:
+            return {}
+        try:
+            schema = None if constraint.schema is None else json.loads(constraint.schema)
+        except ValueError:
+            raise ModelError(f"{self.name}: the constraint {constraint.name!r} has a schema that is not JSON") from None
+        fields: dict = {}
+        for way in self._ways:
+            fields.update(_WAYS[way](constraint, schema))
+        return fields
+
     def _sum_logprobs(self, choice: dict, start: int, end: int) -> Score:
         logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
         offsets = logprobs.get("text_offset") if isinstance(logprobs, dict) else None
@@ -266,8 +326,14 @@ class OpenAIModel(Model):
         return Score(total, count)
 
     # ---- errors
-    def _status_error(self, exc: StatusFailure) -> ModelError:
+    def _status_error(self, exc: StatusFailure, sent: list[str]) -> ModelError:
+        """`exc` as a ModelError; `sent`: the constraint fields the request carried."""
         status, detail = exc.status, self._redact(_server_message(exc.body))
+        field = _refused_field(exc, detail, sent) if status in (400, 422) else None
+        if field is not None:
+            return ModelError(f"{self.name}: {self.endpoint} refused the constraint field {field} "
+                              f'({status}: {detail}); set constrain="none" on the model to decode without it, e.g. '
+                              f'model m = "{self.name}" (constrain="none")')
         if status == 429:
             return TransientModelError(f"{self.name}: rate limited by {self.endpoint} (429: {detail})",
                                        retry_after=_retry_after(exc.headers))
@@ -313,6 +379,48 @@ def _server_message(body: object) -> str:
         return body["message"]
     text = body if isinstance(body, str) else ""
     return " ".join(text.split())[:200] or "no message"
+
+
+def _refused_field(exc: StatusFailure, detail: str, sent: list[str]) -> str | None:
+    """Which of the constraint fields `sent` a refusal names: its `param`, else its message."""
+    param = exc.body.get("param") if isinstance(exc.body, dict) else None
+    if param in sent:
+        return param
+    return next((field for field in sent if re.search(rf"\b{re.escape(field)}\b", detail)), None)
+
+
+def _schema_name(name: str) -> str:
+    """`name` as OpenAI takes a `json_schema.name`: a-z, A-Z, 0-9, _ and -, at most 64."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "answer"
+
+
+def _response_format(constraint: Constraint, schema: Any) -> dict:
+    if schema is None:
+        return {}
+    return {"response_format": {"type": "json_schema", "json_schema": {
+        "name": _schema_name(constraint.name), "schema": schema, "strict": True}}}
+
+
+def _guided(constraint: Constraint, schema: Any) -> dict:
+    if schema is not None:
+        return {"guided_json": schema, "structured_outputs": {"json": schema}}
+    return {"guided_regex": constraint.regex, "structured_outputs": {"regex": constraint.regex}}
+
+
+def _llama(constraint: Constraint, schema: Any) -> dict:
+    return {} if schema is None else {"json_schema": schema}
+
+
+#: A way of constraining (a `constrain=` mode) -> the request fields it adds for a constraint.
+_WAYS = {"response_format": _response_format, "guided": _guided, "llama": _llama}
+
+
+def _constrain_mode(name: str, value: Any) -> str:
+    """The `constrain=` option, checked: one of `CONSTRAIN`."""
+    if isinstance(value, str) and value in CONSTRAIN:
+        return value
+    other = " (a mode of the local model)" if value in CONSTRAIN_MODES else ""
+    raise ModelError(f"{name}: constrain must be one of {', '.join(CONSTRAIN)}, not {value!r}{other}")
 
 
 def _retry_after(headers: Any) -> float | None:

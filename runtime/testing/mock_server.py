@@ -34,6 +34,13 @@ Real conditions: `require_key` -> 401 for any other key; `max_context` (tokens) 
 rejects 0); `logprobs=False` -> logprobs are never returned (as by llama.cpp's server).
 `usage={"prompt_tokens": -5}` puts those members in every reply's usage, over the counted
 ones (a value of None leaves the member out), for tests of clients that must not trust them.
+`reject_fields=("guided_json",)` -> 400 for a request that carries one of those members, in
+OpenAI's words for an unknown one (`reject_message`, where `{field}` stands for the member).
+Constraint fields (`response_format`, `guided_json`, `json_schema`, ...) are otherwise not
+enforced: the responder answers as usual, and sees them in its request.
+
+`server.requests`: the JSON bodies of the last `record` API requests received (10,000 by
+default; faulted and refused ones too), oldest first, for tests of what a client sent.
 """
 from __future__ import annotations
 
@@ -51,7 +58,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -91,7 +99,9 @@ class MockOpenAIServer:
                  timeout_sleep: float = 5.0, retry_after_ms: int = 50,
                  max_context: int | None = None, min_max_tokens: int = 0,
                  require_key: str | None = None, logprobs: bool = True, port: int = 0,
-                 usage: Mapping[str, Any] | None = None):
+                 usage: Mapping[str, Any] | None = None, reject_fields: Iterable[str] = (),
+                 reject_message: str = "Unrecognized request argument supplied: {field}",
+                 record: int = 10_000):
         unknown = set(faults or {}) - set(FAULT_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULT_KINDS)}")
@@ -106,6 +116,9 @@ class MockOpenAIServer:
         self.logprobs = logprobs
         self.port = port
         self.usage = dict(usage or {})
+        self.reject_fields = tuple(reject_fields)
+        self.reject_message = reject_message
+        self.record = record
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -162,9 +175,17 @@ class MockOpenAIServer:
                     "max_in_flight": self._max_in_flight, "faults": dict(self._fault_counts)}
 
     def reset_stats(self) -> None:
+        """Zero the counters and forget the recorded requests."""
         with self._lock:
             self._requests = self._in_flight = self._max_in_flight = 0
             self._fault_counts: dict[str, int] = {}
+            self._bodies: deque[dict] = deque(maxlen=self.record)
+
+    @property
+    def requests(self) -> list[dict]:
+        """The JSON bodies of the API requests received (the last `record`), oldest first."""
+        with self._lock:
+            return list(self._bodies)
 
     def _enter(self) -> None:
         with self._lock:
@@ -186,6 +207,8 @@ class MockOpenAIServer:
                 raise ValueError("not an object")
         except ValueError:
             return _error(400, "We could not parse the JSON body of your request.")
+        with self._lock:
+            self._bodies.append(req)
         fault = self._fault_for(req)
         if fault is not None:
             with self._lock:
@@ -200,6 +223,9 @@ class MockOpenAIServer:
             return self._fault_reply(fault, req, key)
         if self.require_key is not None and key != self.require_key:
             return _error(401, f"Incorrect API key provided: {key}.", "invalid_api_key")
+        refused = next((field for field in self.reject_fields if field in req), None)
+        if refused is not None:
+            return _error(400, self.reject_message.format(field=refused))
         return self._complete(path, req)
 
     def _fault_for(self, req: dict) -> str | None:
@@ -436,6 +462,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--min-max-tokens", type=int, default=0, help="reject smaller max_tokens")
     p.add_argument("--require-key", default=None, help="answer 401 to any other API key")
     p.add_argument("--no-logprobs", dest="logprobs", action="store_false", help="never return logprobs")
+    p.add_argument("--reject-field", dest="reject_fields", action="append", default=[], metavar="FIELD",
+                   help="answer 400 to a request that carries this member (repeatable)")
     return p
 
 
@@ -446,7 +474,7 @@ def main(argv: list[str] | None = None) -> None:
         responder=load_responder(args.responder) if args.responder else None,
         timeout_sleep=args.timeout_sleep, retry_after_ms=args.retry_after_ms, max_context=args.max_context,
         min_max_tokens=args.min_max_tokens, require_key=args.require_key, logprobs=args.logprobs,
-        port=args.port)
+        port=args.port, reject_fields=args.reject_fields, record=0)  # nothing out of process reads them
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     base_url = server.start()
     print(storable_json({"base_url": base_url, "pid": os.getpid()}), flush=True)
@@ -478,6 +506,8 @@ def start_subprocess(*, ready_timeout: float = 30.0, **opts: Any) -> tuple[subpr
         argv += ["--fault", f"{kind}={prob}"]
     if not opts.pop("logprobs", True):
         argv.append("--no-logprobs")
+    for field in opts.pop("reject_fields", None) or ():
+        argv += ["--reject-field", field]
     for name, value in opts.items():
         if name not in _OPTION_FLAGS:
             raise TypeError(f"start_subprocess() got an unknown option {name!r}")

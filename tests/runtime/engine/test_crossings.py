@@ -67,4 +67,4 @@ def test_each_kind_on_the_way_is_entered_once_and_calls_back_once(tmp_path):
     result = asyncio.run(row())
     assert (result.answer, result.error) == (4, None)
     assert crossings == ["Session._entry -> ProgramHandler.run_main", "ProgramHandler.execute -> EngineCall.run_program",
-                         "run_kind -> PromptHandler.run", "PromptHandler.run -> EngineCall.complete"]
+                         "run_kind -> PromptHandler.run", "PromptHandler._sample -> EngineCall.complete"]

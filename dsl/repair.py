@@ -1,0 +1,72 @@
+"""Fitting an answer to its declared type: coercion, then the documented repair of text around
+a JSON value, then validation. An answer that still does not fit is a worded problem, never a
+string passed on.
+
+The rule (`fit`), in order, the first that gives a value of the type wins:
+1. the answer itself, after the type's lossless coercions (`Type.coerce`: a number for a string
+   type becomes its text, "yes"/"no" for `bool`, a choice matched without regard to case);
+2. for text only: the inside of the first fenced block (three backticks, a language name after
+   them or none), read as JSON;
+3. for text only: each JSON value written in the text, left to right (an object or list from
+   its `{` or `[`, a string from its quote, a number, true/false/null), the first one that fits;
+   so a sentence before or after the value, or a note after it, is dropped.
+Text longer than `MAX_REPAIR_CHARS` is not searched (step 1 only).
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterator
+
+from decomp.dsl.answer_types import Type
+from decomp.dsl.values import json_text
+
+#: The longest text searched for a JSON value inside it.
+MAX_REPAIR_CHARS = 100_000
+#: The most starting positions tried in one text.
+MAX_CANDIDATES = 2_000
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)```", re.S)
+_STARTS = re.compile(r'[\[{"\-0-9tfn]')
+_DECODER = json.JSONDecoder()
+
+
+def fit(t: Type, value: Any) -> tuple[Any, str | None]:
+    """`value` as a value of type `t` by the rule above, and None; or `value` unchanged and why
+    it does not fit (the type and the text named)."""
+    first = t.coerce(value)
+    problem = t.problem(first)
+    if problem is None:
+        return first, None
+    if isinstance(value, str) and len(value) <= MAX_REPAIR_CHARS:
+        for candidate in _candidates(value):
+            coerced = t.coerce(candidate)
+            if t.problem(coerced) is None:
+                return coerced, None
+    inside = f" (at {problem})" if problem.startswith("[") else ""
+    return value, f"the answer {_shown(value)} is not {t.text}{inside}"
+
+
+def _candidates(text: str) -> Iterator[Any]:
+    """The JSON values written in `text`: fenced blocks first, then each value in order."""
+    for block in _FENCE.finditer(text):
+        try:
+            yield _DECODER.decode(block.group(1).strip())
+        except (ValueError, RecursionError):
+            pass
+    tried = 0
+    for start in _STARTS.finditer(text):
+        if tried >= MAX_CANDIDATES:
+            return
+        tried += 1
+        if start.start() and text[start.start() - 1].isalnum() and start.group() not in '[{"':
+            continue  # inside a word ("often", "2nd" of "a2nd"): not the start of a value
+        try:
+            value, _ = _DECODER.raw_decode(text, start.start())
+        except (ValueError, RecursionError):
+            continue
+        yield value
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else json_text(value)
+    return repr(text[:200] + ("..." if len(text) > 200 else ""))
