@@ -447,7 +447,9 @@ class Constraint:
     set. It is part of the sample cache key (the session's sample key): a reply decoded under
     another constraint, or none, is another sample.
 
-    `name` names it where a backend needs a name (OpenAI's `json_schema.name`)."""
+    `name` names it where a backend needs a name (OpenAI's `json_schema.name`). A completion
+    may begin with blanks before the value (after `A:` a model writes ` ["a"]`): backends that
+    decode under a constraint allow them."""
 
     schema: str | None = None
     regex: str | None = None
@@ -460,8 +462,8 @@ class Constraint:
 
 def decoding(t: Type) -> tuple[str, str] | None:
     """How a model is constrained to write an answer of type `t`, as few-shot examples write
-    answers: ("regex", r) for text written bare (a pattern; choices that are all strings,
-    written without quotes; a boolean as true/false/yes/no), ("schema", json) for JSON values
+    answers: ("regex", r) for text written bare or as a JSON string (a pattern; choices that
+    are all strings; a boolean as true/false/yes/no), ("schema", json) for JSON values
     (numbers, lists, objects, schema files, mixed choices); None for `any` and `str`, which any
     text is."""
     import re
@@ -469,9 +471,14 @@ def decoding(t: Type) -> tuple[str, str] | None:
     if t.is_any or isinstance(t, Str):
         return None
     if isinstance(t, Pattern):
-        return "regex", t.regex
+        return "regex", _bare_or_quoted(t.regex)
     if isinstance(t, OneOf) and all(isinstance(c, str) for c in t.choices):
-        return "regex", "|".join(re.escape(c) for c in t.choices)
+        return "regex", _bare_or_quoted("|".join(re.escape(c) for c in t.choices))
     if isinstance(t, Bool):
         return "regex", "true|false|yes|no"
     return "schema", t.schema_text
+
+
+def _bare_or_quoted(regex: str) -> str:
+    """`regex` as text written bare (`A: u`) or as a JSON string (`A: "u"`), as examples do."""
+    return f'(?:{regex})|"(?:{regex})"'

@@ -82,7 +82,7 @@ def test_infer_from_example_answers(values, expected):
 
 def test_decoding_writes_answers_as_examples_do():
     assert decoding(Str()) is None and decoding(ANY) is None
-    assert decoding(OneOf(("yes", "no"))) == ("regex", "yes|no")
-    assert decoding(Pattern(r"\d+")) == ("regex", r"\d+")
+    assert decoding(OneOf(("yes", "no"))) == ("regex", "(?:yes|no)|\"(?:yes|no)\"")
+    assert decoding(Pattern(r"\d+")) == ("regex", r'(?:\d+)|"(?:\d+)"')
     kind, schema = decoding(ListOf(Str()))
     assert kind == "schema" and json.loads(schema) == {"type": "array", "items": {"type": "string"}}

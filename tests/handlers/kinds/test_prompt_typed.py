@@ -33,7 +33,7 @@ def test_choices_are_constrained_as_written_in_examples(tmp_path):
     model = FakeModel(answers=["Yes"])
     result = run(tmp_path, 'handler h = prompt(text="", returns=one_of("yes", "no"))', model)
     assert result.answer == "yes"
-    assert model.history[0].constraint.regex == "yes|no"
+    assert model.history[0].constraint.regex == "(?:yes|no)|\"(?:yes|no)\""
 
 
 def test_an_untyped_prompt_sends_no_constraint(tmp_path):
