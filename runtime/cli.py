@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
-from decomp.dsl.values import storable_json
+from decomp.dsl.values import printable, storable_json
 from decomp.handlers import plugins
 from decomp.handlers.plugins import fail
 from decomp.handlers.trust import FolderTrust, allowing
@@ -338,6 +338,8 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None, otlp
         click.echo(f"environment [{name}]: {storable_json(summary)}", err=True)
     if result.failed:
         click.echo("outcome: failed (the answer above is what the program's last step gave)", err=True)
+        if result.reason:
+            click.echo(f"reason: {printable(result.reason)}", err=True)
         sys.exit(EXIT_ERROR)
 
 

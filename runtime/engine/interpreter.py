@@ -179,12 +179,13 @@ async def _select(op, step, answers, scope, node) -> Any:
     texts = {ref.text: _select_text(ref, v) for ref, v in zip(step.refs, values) if v is not _MISSING}
     query = _render(step, texts)
     node.query = query
-    value, ok = outcome(await call_handler(step.handler, query, _present(values), scope, step.span, node))
+    answer = await call_handler(step.handler, query, _present(values), scope, step.span, node)
+    value, ok = outcome(answer)
     try:
         combined = combine(op, [], [value])
     except OperatorError as err:
         raise Failure(str(err), step.span) from None
-    return combined if ok else Failed(combined)
+    return combined if ok else Failed(combined, answer.reason)
 
 
 def _list_ref(op, step) -> nodes.Ref:
@@ -219,7 +220,10 @@ async def _fan_out(op, step, answers, scope, node) -> Any:
         combined = combine(op, items, list(values))
     except OperatorError as err:
         raise Failure(str(err), step.span) from None
-    return combined if all(oks) else Failed(combined)
+    if all(oks):
+        return combined
+    first = next(r for r in results if isinstance(r, Failed))
+    return Failed(combined, first.reason and f"item {results.index(first) + 1}: {first.reason}")
 
 
 async def _plan(step, answers, scope, node) -> Any:
@@ -278,6 +282,8 @@ class ProgramState:
 
     answers: dict[int, Any] = field(default_factory=dict)
     outcomes: dict[int, bool] = field(default_factory=dict)
+    #: Why a failed step failed, where its answer says (`Failed.reason`).
+    reasons: dict[int, str] = field(default_factory=dict)
     tasks: dict[int, asyncio.Task] = field(default_factory=dict)
     side: list[asyncio.Task] = field(default_factory=list)
     #: The last step started that acts on an environment: the next such step waits for it.
@@ -305,7 +311,9 @@ class ProgramState:
         if not self.answers:
             return None
         number = max(self.answers)
-        return self.answers[number] if self.outcomes.get(number, True) else Failed(self.answers[number])
+        if self.outcomes.get(number, True):
+            return self.answers[number]
+        return Failed(self.answers[number], self.reasons.get(number))
 
     async def ready(self, refs) -> None:
         """Wait for the steps that `refs` name (those started so far)."""
@@ -401,6 +409,8 @@ async def _step_task(step: nodes.Step, number: int, state: ProgramState, scope: 
         await asyncio.gather(after)  # the environment's previous step (its failure is raised by settle)
     answer = await run_step(step, state.answers, scope, trace, node)
     state.answers[number], state.outcomes[number] = outcome(answer)
+    if isinstance(answer, Failed) and answer.reason:
+        state.reasons[number] = answer.reason
     return answer
 
 

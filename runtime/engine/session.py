@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from decomp.dsl.errors import DecompError, InternalError, ModelError
-from decomp.dsl.values import json_text, outcome
+from decomp.dsl.values import Failed, json_text, outcome
 from decomp.handlers.base import Handler
 from decomp.handlers.offload import answer_scope, memory_scope, timeout_scope
 from decomp.handlers.workers import workers_scope
@@ -58,6 +58,8 @@ class RunResult:
     #: The errors of other steps that failed at the same time as the one in `error`, earliest
     #: first, each naming its own handler and line (their details are on their trace nodes).
     also_failed: tuple[str, ...] = ()
+    #: Why the outcome failed, where the answer says (an answer that does not fit its type).
+    reason: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -378,8 +380,10 @@ class Session:
         finally:
             CURRENT_ROW.reset(token)
         value, ok = outcome(answer)
+        reason = answer.reason if isinstance(answer, Failed) else None
         trace.answer, trace.failed = value, not ok
-        return RunResult(value, None, trace, row.usage, failed=not ok, environments=_finish_environments(row))
+        return RunResult(value, None, trace, row.usage, failed=not ok, environments=_finish_environments(row),
+                         reason=reason)
 
     def run(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None) -> RunResult:
         """Synchronous `arun` for one row (closes the models' connections afterwards). Inside a

@@ -116,6 +116,8 @@ async def _run_row(session: Session, module: LoadedModule, row: Row,
                               "outcome": "error" if result.error is not None else "failed" if result.failed else "ok"}
     if result.error is not None:
         record["error"] = result.error
+    if result.reason is not None:  # why the outcome failed (an answer that does not fit its type)
+        record["reason"] = result.reason
     if result.also_failed:  # other steps that failed at the same time, each under its own name
         record["also_failed"] = list(result.also_failed)
     if result.environments:

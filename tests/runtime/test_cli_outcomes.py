@@ -148,3 +148,25 @@ def test_dataset_run_records_outcomes_and_environments(coin_program, tmp_path):
     assert by_id["a"]["outcome"] == "ok" and by_id["b"]["outcome"] == "failed"
     assert by_id["b"]["answer"] == "tails"
     assert by_id["b"]["environment"] == {"coin": {"success": False, "flips": 1}}
+
+
+TYPED = '''
+handler calc = calculator(returns=list[int])
+program p(question) {
+    QS: [calc] 1 + 2
+}
+main p
+'''
+
+
+def test_a_typed_answer_that_does_not_fit_says_why(tmp_path):
+    path = tmp_path / "typed.decomp"
+    path.write_text(TYPED, encoding="utf-8")
+    result = invoke("run", path, "-q", "x", "--cache", "off")
+    assert result.exit_code == 1 and result.stdout == "3\n"
+    assert "outcome: failed" in result.stderr and "reason: the answer '3' is not list[int]" in result.stderr
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"id": "a", "question": "x"}\n', encoding="utf-8")
+    result = invoke("run", path, "--input", data, "--run-dir", tmp_path / "run", "--cache", "off")
+    record = json.loads((tmp_path / "run" / "results.jsonl").read_text().splitlines()[0])
+    assert record["outcome"] == "failed" and record["reason"] == "the answer '3' is not list[int]"

@@ -79,3 +79,17 @@ def test_constrain_false_decodes_lines_freely(tmp_path):
     model = FakeModel(answers=[" [EOQ]"])
     run(tmp_path, src, {"question": "q"}, model)
     assert model.history[0].constraint is None
+
+
+def test_the_reason_of_a_failed_outcome_reaches_the_row(tmp_path):
+    src = ('handler calc = calculator(returns=list[int])\n'
+           "program p(question) {\n    QS: [calc] 1 + 2\n}\nmain p\n")
+    result = run(tmp_path, src, {"question": "q"})
+    assert result.failed and result.reason == "the answer '3' is not list[int]"
+
+
+def test_the_reason_of_a_failed_item_names_the_item(tmp_path):
+    src = ('handler words = regex(pattern=r"\\w+", all=true)\nhandler calc = calculator(returns=one_of(2))\n'
+           "program p(question) {\n    QS: [words] #question\n    QS: (foreach) [calc] #1\n}\nmain p\n")
+    result = run(tmp_path, src, {"question": "2 3"})
+    assert result.failed and result.answer == [2, 3] and result.reason == "item 2: the answer '3' is not one_of(2)"
