@@ -9,8 +9,12 @@ The rule (`fit`), in order, the first that gives a value of the type wins:
    them or none), read as JSON;
 3. for text only: each JSON value written in the text, left to right (an object or list from
    its `{` or `[`, a string from its quote, a number, true/false/null), the first one that fits;
-   so a sentence before or after the value, or a note after it, is dropped.
-Text longer than `MAX_REPAIR_CHARS` is not searched (step 1 only).
+   so a sentence before or after the value, or a note after it, is dropped;
+4. for text only: a Python literal (`['a', 'b']`, single quotes), read by `ast.literal_eval`
+   (which evaluates nothing): the fenced block, else the text from its first `[` or `{` to its
+   last `]` or `}`. Tuples read as lists; a literal that is no JSON value (a set, bytes) is not.
+Text longer than `MAX_REPAIR_CHARS` is not searched (step 1 only). Nothing is guessed: a list
+cut short (`["a", "b`) or prose with no value in it stays a problem.
 """
 from __future__ import annotations
 
@@ -65,6 +69,45 @@ def _candidates(text: str) -> Iterator[Any]:
         except (ValueError, RecursionError):
             continue
         yield value
+    yield from _literals(text)
+
+
+def _literals(text: str) -> Iterator[Any]:
+    """Step 4: Python literals, fenced or spanning the outermost brackets."""
+    pieces = [block.group(1) for block in _FENCE.finditer(text)]
+    first = min((i for i in (text.find("["), text.find("{")) if i >= 0), default=-1)
+    last = max(text.rfind("]"), text.rfind("}"))
+    if 0 <= first < last:
+        pieces.append(text[first:last + 1])
+    for piece in pieces:
+        value = _literal(piece.strip())
+        if value is not _NONE:
+            yield value
+
+
+_NONE = object()
+
+
+def _literal(text: str) -> Any:
+    import ast
+
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _NONE
+    return _as_json(value)
+
+
+def _as_json(value: Any) -> Any:
+    """A literal as a JSON value (tuples as lists), or `_NONE` when it holds anything else."""
+    if isinstance(value, (list, tuple)):
+        items = [_as_json(v) for v in value]
+        return _NONE if any(i is _NONE for i in items) else items
+    if isinstance(value, dict):
+        pairs = {k: _as_json(v) for k, v in value.items()}
+        ok = all(isinstance(k, str) for k in pairs) and all(v is not _NONE for v in pairs.values())
+        return pairs if ok else _NONE
+    return value if value is None or isinstance(value, (str, int, float, bool)) else _NONE
 
 
 def _shown(value: Any) -> str:

@@ -49,3 +49,17 @@ def test_words_are_not_read_as_literals():
 def test_long_text_is_not_searched():
     text = "x" * (MAX_REPAIR_CHARS + 1) + '["a"]'
     assert fit(LIST, text)[1] is not None
+
+
+@pytest.mark.parametrize("text", [
+    "['a', 'b']", "Sure: ['a', 'b'] is the list.", "```python\n('a', 'b')\n```",
+])
+def test_python_literals_are_read_without_evaluating_anything(text):
+    assert fit(LIST, text) == (["a", "b"], None)
+
+
+@pytest.mark.parametrize("text", [
+    '["a", "b', "{'a', 'b'}", "[__import__('os').getcwd()]", "- a\n- b", "[b'a']",
+])
+def test_nothing_is_guessed(text):
+    assert fit(LIST, text)[1] is not None

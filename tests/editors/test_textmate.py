@@ -186,7 +186,10 @@ def _literal_scope(value) -> str:
 
 _VALUE_SCOPES = {"number": "constant.numeric.decomp", "bool": "constant.language.boolean.decomp",
                  "null": "constant.language.null.decomp", "ident": "variable.other.ident.decomp",
-                 "string": "string.quoted."}
+                 "string": "string.quoted.",
+                 # a type: its names, brackets, literals and field names (one_of("a"), {name: str})
+                 "type": ("support.type.decomp", "punctuation.", "string.quoted.", "constant.",
+                          "variable.other.property.decomp", "variable.other.ident.decomp")}
 
 
 def _step_expectations(step: nodes.Step):
