@@ -315,14 +315,20 @@ def _checked_regex(regex: str) -> str:
 def _schema_file(path: str, resolve) -> SchemaFile:
     import jsonschema
 
-    from decomp.dsl.parser import read_text
+    from decomp.dsl.errors import DecompError
+    from decomp.dsl.parser import not_read, read_text
 
     if resolve is None:
         raise TypeProblem(f"schema({path!r}): a schema file is read only from a program's folder")
+    found = path
     try:
         found = resolve(path)
         schema = json.loads(read_text(found))
-    except (OSError, ValueError) as err:
+    except DecompError as err:  # read_text's worded refusals
+        raise TypeProblem(f"schema({path!r}): {err.message}") from None
+    except OSError as err:
+        raise TypeProblem(f"schema({path!r}): {not_read(found, 'schema file')} ({err.strerror})") from None
+    except ValueError as err:  # outside the program's folders, or not JSON
         raise TypeProblem(f"schema({path!r}): {getattr(err, 'message', None) or err}") from None
     try:
         jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)

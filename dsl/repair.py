@@ -5,8 +5,8 @@ string passed on.
 The rule (`fit`), in order, the first that gives a value of the type wins:
 1. the answer itself, after the type's lossless coercions (`Type.coerce`: a number for a string
    type becomes its text, "yes"/"no" for `bool`, a choice matched without regard to case);
-2. for text only: the inside of the first fenced block (three backticks, a language name after
-   them or none), read as JSON;
+2. for text only: the inside of each fenced block in turn (three backticks, a language name
+   after them or none), read as JSON;
 3. for text only: each JSON value written in the text, left to right (an object or list from
    its `{` or `[`, a string from its quote, a number, true/false/null), the first one that fits;
    so a sentence before or after the value, or a note after it, is dropped;

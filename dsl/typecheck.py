@@ -17,7 +17,7 @@ from decomp.dsl.errors import CheckError
 from decomp.dsl.operators import OperatorError, parse_operator
 from decomp.dsl.answer_types import (ANY, Bool, Float, Int, ListOf, Obj, OneOf, Pattern, SchemaFile, Str, Type, accepts,
                               flat, item_type)
-from decomp.dsl.walks import number_steps
+from decomp.dsl.walks import iter_steps, number_steps
 
 
 def check_types(program: nodes.Program, answers: Mapping[str, Type], params: Mapping[str, Type],
@@ -34,29 +34,46 @@ def step_types(program: nodes.Program, answers: Mapping[str, Type],
     return _Flow(answers, params or {}, {}).run(program).types
 
 
-def _walk(body: tuple) -> Iterator[nodes.Step | nodes.If]:
-    """Steps and `if`s in text order (an `if` before the steps of its branches), by a stack."""
-    stack = [iter(body)]
+def _walk(body: tuple) -> Iterator[Any]:
+    """Steps and `if`s in text order (an `if` before the steps of its branches), by a stack;
+    after each branch, `_BranchEnd` (the answers of the steps inside are no longer available)."""
+    stack: list = [iter(body)]
     while stack:
-        stmt = next(stack[-1], None)
+        top = stack[-1]
+        if isinstance(top, _BranchEnd):
+            stack.pop()
+            yield top
+            continue
+        stmt = next(top, None)
         if stmt is None:
             stack.pop()
             continue
         yield stmt
         if isinstance(stmt, nodes.If):
-            stack += [iter(stmt.otherwise), iter(stmt.then)]
+            stack += [_BranchEnd(stmt.otherwise), iter(stmt.otherwise), _BranchEnd(stmt.then), iter(stmt.then)]
+
+
+class _BranchEnd:
+    """The end of an `if` branch, with its statements."""
+
+    def __init__(self, body: tuple):
+        self.body = body
 
 
 class _Flow:
     def __init__(self, answers, params, callees):
         self.answers, self.params, self.callees = answers, params, callees
         self.types: dict[int, Type] = {}
+        #: Steps inside an `if` that has ended: their answers may not exist (the checker says so).
+        self.hidden: set[int] = set()
         self.errors: list[CheckError] = []
 
     def run(self, program: nodes.Program) -> "_Flow":
         numbers = number_steps(program.body)
         for stmt in _walk(program.body):
-            if isinstance(stmt, nodes.If):
+            if isinstance(stmt, _BranchEnd):
+                self.hidden |= {numbers[s.span] for s in iter_steps(stmt.body) if s.span in numbers}
+            elif isinstance(stmt, nodes.If):
                 self.condition(stmt.condition)
             elif not stmt.is_end and stmt.span in numbers:
                 self.types[numbers[stmt.span]] = self.step(stmt)
@@ -64,7 +81,7 @@ class _Flow:
 
     def ref_type(self, ref: nodes.Ref) -> Type:
         if ref.index is not None:
-            return self.types.get(ref.index, ANY)
+            return ANY if ref.index in self.hidden else self.types.get(ref.index, ANY)
         return self.params.get(ref.name, ANY)
 
     # ---- steps
@@ -145,7 +162,8 @@ class _Flow:
             if isinstance(this[1], OneOf) and isinstance(other[1], _Literal) and expr.op in ("==", "!="):
                 if this[1].coerce(other[1].value) not in this[1].choices:
                     self.errors.append(CheckError(
-                        f"{this[0]} is {this[1].text}: it is never {other[0]}", expr.span,
+                        f"{this[0]} is {this[1].text}: it is never {other[0]}, so this comparison "
+                        f"{'always holds' if expr.op == '!=' else 'never holds'}", expr.span,
                         expected="one of its choices: " + ", ".join(map(_shown, this[1].choices))))
                 return
         if expr.op == "in":
@@ -155,8 +173,9 @@ class _Flow:
             return
         shapes = _shape(left[1]), _shape(right[1])
         if None not in shapes and shapes[0] != shapes[1] and {"number", "bool"} != set(shapes):
+            never = "always holds" if expr.op == "!=" else "can never hold"
             self.errors.append(CheckError(
-                f"this comparison can never hold: {left[0]} is {_described(left[1])}, {right[0]} is "
+                f"this comparison {never}: {left[0]} is {_described(left[1])}, {right[0]} is "
                 f"{_described(right[1])}", expr.span, expected="two values of the same kind"))
 
     def operand(self, expr) -> tuple[str, Any]:

@@ -277,3 +277,46 @@ def test_otel_overhead(elsewhere):
     assert set(r["overhead"]["us_per_call"]) == {"off", "on"} and r["overhead"]["ratio"] > 0
     assert r["overhead"]["sender_us_per_call"] > 0  # the sender ran, in a process of its own
     assert r["critical_path"]["ratio_off"] > 0 and r["critical_path"]["ratio_on"] > 0
+
+
+@pytest.mark.slow
+def test_planted_type_errors(elsewhere):
+    r = _run("planted_type_errors", cwd=elsewhere)
+    assert r["planted"] == r["found_at_position"] == 6 and r["missed"] == [] and r["extra_reports"] == 0, r
+    assert r["false_reports"] == 0, r["false"]
+    assert r["bundled_programs"] >= 20 and r["official_files"] == 20 and r["wrapped_files"] >= 9
+
+
+@pytest.mark.slow
+def test_typed_chat_repair(elsewhere):
+    """decomp repairs every well-formed chat-style reply and fails (never passes on) the malformed
+    ones; honoured response_format loses nothing. DSPy's entries: figures, or skipped and why."""
+    r = _run("typed_chat_repair", "--calls", "20", "--concurrency", "4", cwd=elsewhere)
+    malformed = sum(r["styles"].get(style, 0) for style in ("truncated", "quotes", "bullets"))
+    chat, honours = r["modes"]["chat-like"], r["modes"]["honours"]
+    assert r["calls"] == 20 and malformed == 2
+    assert chat["decomp"]["lost"] == chat["decomp"]["failed"] == malformed and chat["decomp"]["wrong"] == 0
+    assert honours["decomp"]["lost"] == 0 and honours["decomp"]["response_format"] == {"json_schema": 20}
+    for run in ("dspy_chat", "dspy_json", "dspy_json_schema"):
+        entry = chat[run]
+        assert entry.get("skipped", "").startswith("dspy is not installed") or 0 <= entry["lost"] <= 20, entry
+
+
+def test_typed_chat_repair_replies_alike_to_every_system():
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks.typed_chat_repair import ChatLikeResponder, make_rows, styles
+    finally:
+        sys.path.remove(str(REPO))
+    assert sum(s in ("truncated", "quotes", "bullets") for s in styles(1000)) == 100
+    row = next(r for r in make_rows(40) if r["style"] == "fenced")
+    words, respond = row["gold"], ChatLikeResponder(make_rows(40))
+    listed = json.dumps(words)
+    assert respond(f"Q: {row['question']}\nA:", {}) == f"```json\n{listed}\n```"
+    chat = f"[[ ## question ## ]]\n{row['question']}\n\nRespond ... then `[[ ## completed ## ]]`."
+    assert respond(chat, {}) == f"[[ ## answer ## ]]\n```json\n{listed}\n```\n\n[[ ## completed ## ]]"
+    assert respond(f"{row['question']}\nRespond with a JSON object", {}) == \
+        f"```json\n{json.dumps({'answer': words})}\n```"
+    honouring = ChatLikeResponder(make_rows(40), honour=True)
+    assert honouring(f"Q: {row['question']}\nA:", {"response_format": {"type": "json_schema"}}) == listed
+    assert honouring(f"Q: {row['question']}\nA:", {}) == f"```json\n{listed}\n```"

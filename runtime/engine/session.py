@@ -28,7 +28,7 @@ from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, Share
 from decomp.runtime.engine.cache import StepCache, cache_key
 from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.call import EngineCall, named
-from decomp.runtime.engine.interpreter import RUNNER, also_failed
+from decomp.runtime.engine.interpreter import RUNNER, also_failed, typed_answer
 from decomp.runtime.engine.loader import LoadedModule, load
 from decomp.runtime.engine.scheduler import Scheduler, timing
 from decomp.runtime.engine.syncrun import run_sync
@@ -462,7 +462,7 @@ class Session:
         try:
             if handler.reads_row:
                 call = EngineCall("", (), dict(fields), (name,), None, self, handler, trace)
-                return await handler.run_main(call, fields)
+                return typed_answer(handler, await handler.run_main(call, fields), trace)
             if "question" not in fields:
                 raise DecompError(f"the row has no 'question' field for [{name}]")
             question = fields["question"]
@@ -471,7 +471,7 @@ class Session:
             stack = (name,) if handler.nests else ()
             query = question if isinstance(question, str) else json_text(question)  # 12, not "12.0"; lists as JSON
             call = EngineCall(query, (), dict(fields), stack, None, self, handler, trace)
-            return await run_kind(handler, call)
+            return typed_answer(handler, await run_kind(handler, call), trace)
         except Exception as err:  # named like any other handler's, a bug included
             failure = named(err, handler, None)
             if failure is err:

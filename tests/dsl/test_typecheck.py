@@ -48,7 +48,7 @@ LINE = HEAD.count("\n") + 2  # the first line of main_prog's body
      "(filter) keeps the items whose answer is yes/true, but [count] answers float"),
     ("    QS: [split] #question\n    QS: [person] #1\n", "[person] takes str, but #1 is list[str]"),
     ("    QS: [yn] ok?\n    if #1 == \"maybe\" {\n        QS: [count] 1\n    }\n",
-     '#1 is one_of("yes", "no"): it is never "maybe"'),
+     '#1 is one_of("yes", "no"): it is never "maybe", so this comparison never holds'),
     ("    QS: [count] 2\n    if len(#1) > 1 {\n        QS: [count] 1\n    }\n",
      "len() of #1, which is float: only a list, a string or an object has a length"),
     ("    QS: [words] #question\n    if #1 == \"x\" {\n        QS: [count] 1\n    }\n",
@@ -118,3 +118,22 @@ def test_no_false_report_on_the_official_decomp_prompt_files():
             check_file(path)
         except DecompError as err:
             pytest.fail(f"{path}: {err}")
+
+
+def test_not_equal_across_kinds_is_worded_as_always_holding(tmp_path):
+    body = "    QS: [words] #question\n    if #1 != \"x\" {\n        QS: [count] 1\n    }\n"
+    assert [p.split(" ", 1)[1] for p in problems(tmp_path, body)] == [
+        "this comparison always holds: #1 is list[str], \"x\" is a string"]
+
+
+def test_a_step_inside_an_ended_if_gets_one_report_not_two(tmp_path):
+    body = ("    QS: [count] 1\n    if #1 > 0 {\n        QS: [name_of] x\n    }\n"
+            "    if #2 == true {\n        QS: [count] 2\n    }\n")
+    found = problems(tmp_path, body)
+    assert len(found) == 1 and "has not run at this point" in found[0]
+
+
+def test_a_missing_schema_file_is_worded(tmp_path):
+    with pytest.raises(DecompError) as err:
+        Session(model=FakeModel()).load(tmp_path / "t.decomp", text='handler h = prompt(text="", returns=schema("no.json"))\n')
+    assert "schema('no.json')" in err.value.message and "Errno" not in err.value.message

@@ -93,3 +93,13 @@ def test_the_reason_of_a_failed_item_names_the_item(tmp_path):
            "program p(question) {\n    QS: [words] #question\n    QS: (foreach) [calc] #1\n}\nmain p\n")
     result = run(tmp_path, src, {"question": "2 3"})
     assert result.failed and result.answer == [2, 3] and result.reason == "item 2: the answer '3' is not one_of(2)"
+
+
+def test_the_main_handlers_type_is_applied_too(tmp_path):
+    src = ('handler words = regex(pattern=r"[a-z]+", all=true)\n'
+           "program n(question: str) -> int {\n    QS: [words] #question\n}\nmain n\n")
+    result = run(tmp_path, src, {"question": "a b"})
+    assert result.failed and "is not int" in result.reason
+    (tmp_path / "helpers.py").write_text("def cities(q):\n    return '[\"Paris\", \"Rome\"]'\n")
+    src = 'handler cities = python(function="helpers:cities", returns=list[str])\nmain cities\n'
+    assert run(tmp_path, src, {"question": "q"}).answer == ["Paris", "Rome"]
