@@ -122,8 +122,9 @@ class DecomposerHandler(Handler):
     def line_constraint(self, number: int) -> Constraint | None:
         """What the model's next `QS:` line may be (`constrain=true`, the default): `[EOQ]`, or
         an operator its examples use, then a handler of its module that its examples name, then
-        a sub-query that starts with neither `(` nor `[` and refers only to answers so far
-        (`#1`..`#n-1`; up to nine are told apart). A regular expression, so every backend that
+        a sub-query that does not open like another handler or operator (`[name` or `(name`;
+        `[#1, #2]` is fine) and refers only to answers so far (`#1`..`#n-1`; up to nine are told
+        apart). A regular expression, so every backend that
         takes one can apply it."""
         if not self.options.constrain:
             return None
@@ -159,7 +160,11 @@ def step_line_regex(operators: list[str], handlers: list[str], answers: int) -> 
     `answers` answers exist so far."""
     ops = "|".join(re.escape(f"({o})") for o in operators)
     names = "|".join(re.escape(f"[{h}]") for h in handlers)
-    refs = f"|#[1-{min(answers, 9)}]" if answers else ""
-    text = rf"(?:[^\n#(\[]{refs})(?:[^\n#]{refs})*"
+    ref = f"#[1-{min(answers, 9)}]" if answers else None
+    refs = f"|{ref}" if ref else ""
+    # a bracket may open the text, but not as a handler or operator would: `[#1, #2]`, `("a")`
+    opened = rf"[^A-Za-z_\]\n#]{refs}"
+    first = rf"[^\n#(\[]{refs}|\[(?:{opened})|\((?:{opened})"
+    text = rf"(?:{first})(?:[^\n#]{refs})*"
     step = (rf"(?:(?:{ops}) )?" if ops else "") + (rf"(?:{names}) {text}" if names else "")
     return rf" ?(?:\[EOQ\]" + (f"|{step})" if step else ")")

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 import decomp.handlers.kinds  # noqa: F401
-from decomp.handlers.registry import Registry
 from decomp.runtime.engine.session import Session
 from decomp.runtime.testing.fake import FakeModel
 
 
-def run(tmp_path, src: str, fields: dict, model: FakeModel | None = None, registry=None):
-    session = Session(model=model or FakeModel(), **({"registry": registry} if registry else {}))
+def run(tmp_path, src: str, fields: dict, model: FakeModel | None = None):
+    session = Session(model=model or FakeModel())
     return session.run(session.load(tmp_path / "main.decomp", text=src), fields)
 
 
@@ -103,3 +104,24 @@ def test_the_main_handlers_type_is_applied_too(tmp_path):
     (tmp_path / "helpers.py").write_text("def cities(q):\n    return '[\"Paris\", \"Rome\"]'\n")
     src = 'handler cities = python(function="helpers:cities", returns=list[str])\nmain cities\n'
     assert run(tmp_path, src, {"question": "q"}).answer == ["Paris", "Rome"]
+
+
+def _decomposers():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3] / "programs"
+    return sorted(p for p in root.rglob("*.decomp") if "decomposer(" in p.read_text())
+
+
+@pytest.mark.parametrize("path", _decomposers(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_line_a_bundled_decomposers_examples_show_fits_its_line_constraint(path):
+    from decomp.handlers.kinds.decomposer import DecomposerHandler
+
+    loaded = Session(model=FakeModel()).load(path)
+    for handler in loaded.handlers.values():
+        if not isinstance(handler, DecomposerHandler):
+            continue
+        for example in handler.fewshot.examples:
+            for number, item in enumerate(example.steps, 1):
+                pattern = handler.line_constraint(number).regex
+                assert re.fullmatch(pattern, " " + item.step.text), (handler.name, item.step.text)
