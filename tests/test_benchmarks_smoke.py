@@ -289,13 +289,14 @@ def test_planted_type_errors(elsewhere):
 
 @pytest.mark.slow
 def test_typed_chat_repair(elsewhere):
-    """decomp repairs every well-formed chat-style reply and fails (never passes on) the malformed
-    ones; honoured response_format loses nothing. DSPy's entries: figures, or skipped and why."""
+    """decomp repairs every well-formed chat-style reply (and single-quoted lists) and fails (never
+    passes on) the unreadable ones; honoured response_format loses nothing. DSPy's entries: figures, or skipped and why."""
     r = _run("typed_chat_repair", "--calls", "20", "--concurrency", "4", cwd=elsewhere)
     malformed = sum(r["styles"].get(style, 0) for style in ("truncated", "quotes", "bullets"))
+    unreadable = sum(r["styles"].get(style, 0) for style in ("truncated", "bullets"))  # quotes: a Python literal
     chat, honours = r["modes"]["chat-like"], r["modes"]["honours"]
     assert r["calls"] == 20 and malformed == 2
-    assert chat["decomp"]["lost"] == chat["decomp"]["failed"] == malformed and chat["decomp"]["wrong"] == 0
+    assert chat["decomp"]["lost"] == chat["decomp"]["failed"] == unreadable and chat["decomp"]["wrong"] == 0
     assert honours["decomp"]["lost"] == 0 and honours["decomp"]["response_format"] == {"json_schema": 20}
     for run in ("dspy_chat", "dspy_json", "dspy_json_schema"):
         entry = chat[run]
