@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping
 
 from decomp.dsl import nodes
+from decomp.dsl.answer_types import (ANY, Bool, Float, Int, ListOf, Obj, OneOf, Pattern, SchemaFile, Str, Type,
+                                     accepts, flat, item_type)
 from decomp.dsl.errors import CheckError
 from decomp.dsl.operators import OperatorError, parse_operator
-from decomp.dsl.answer_types import (ANY, Bool, Float, Int, ListOf, Obj, OneOf, Pattern, SchemaFile, Str, Type, accepts,
-                              flat, item_type)
 from decomp.dsl.walks import iter_steps, number_steps
 
 

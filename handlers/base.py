@@ -17,9 +17,9 @@ from typing import Any, ClassVar, Mapping
 from pydantic import BaseModel, ConfigDict
 
 from decomp.dsl.errors import CheckError, CheckWarning
+from decomp.dsl.answer_types import ANY, SchemaFile, Type, TypeProblem, parse_type
 from decomp.dsl.nodes import HandlerDecl, Span
 from decomp.dsl.repair import fit
-from decomp.dsl.answer_types import ANY, SchemaFile, Type, TypeProblem, parse_type
 from decomp.handlers.call import Call
 from decomp.handlers.offload import bounded, bounded_await, run_timeout
 from decomp.handlers.trust import FolderTrust, PathRefused, inside, refusal

@@ -18,8 +18,8 @@ import regex as rx
 from lark import Lark, Token, Transformer_NonRecursive, Tree
 from lark.exceptions import LarkError, VisitError
 
-from decomp.dsl.errors import CheckError, HandlerError
 from decomp.dsl.answer_types import Float, Type
+from decomp.dsl.errors import CheckError, HandlerError
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 

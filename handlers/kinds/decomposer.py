@@ -12,10 +12,10 @@ from typing import Any
 from pydantic import Field
 
 from decomp.dsl import nodes
+from decomp.dsl.answer_types import Constraint
 from decomp.dsl.checker import check_fewshot
 from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.parser import parse_step_line
-from decomp.dsl.answer_types import Constraint
 from decomp.dsl.values import Failed, json_text, outcome
 from decomp.handlers.base import Call, Handler, Options, step_calls
 from decomp.handlers.kinds.fewshot import check_file, examples_text, fewshot_error, load_fewshot, nearest_examples
@@ -167,4 +167,4 @@ def step_line_regex(operators: list[str], handlers: list[str], answers: int) -> 
     first = rf"[^\n#(\[]{refs}|\[(?:{opened})|\((?:{opened})"
     text = rf"(?:{first})(?:[^\n#]{refs})*"
     step = (rf"(?:(?:{ops}) )?" if ops else "") + (rf"(?:{names}) {text}" if names else "")
-    return rf" ?(?:\[EOQ\]" + (f"|{step})" if step else ")")
+    return r" ?(?:\[EOQ\]" + (f"|{step})" if step else ")")

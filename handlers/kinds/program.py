@@ -14,10 +14,10 @@ from typing import Any, Mapping
 from pydantic import Field
 
 from decomp.dsl import nodes
+from decomp.dsl.answer_types import ANY, Type, TypeProblem, parse_type
 from decomp.dsl.checker import check_program
 from decomp.dsl.errors import CheckError, Failure
 from decomp.dsl.repair import fit
-from decomp.dsl.answer_types import ANY, Type, TypeProblem, parse_type
 from decomp.dsl.values import item_text, json_text, parse_output
 from decomp.handlers.base import Call, Handler, Options, step_calls
 from decomp.handlers.trust import PathRefused

@@ -20,11 +20,11 @@ import regex
 from jinja2 import TemplateError
 from pydantic import Field
 
+from decomp.dsl.answer_types import ANY, Constraint, Type, decoding, infer
 from decomp.dsl.errors import CheckError, CheckWarning, DecompError, HandlerError
 from decomp.dsl.nodes import Span
 from decomp.dsl.parser import read_text
 from decomp.dsl.repair import fit
-from decomp.dsl.answer_types import ANY, Constraint, Type, decoding, infer
 from decomp.dsl.values import Failed, json_text, parse_output
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
@@ -232,7 +232,7 @@ class PromptHandler(Handler):
         fit; when none does, ask again (`retries`) with the answer and why it does not fit shown
         after it. None fitting at the end: a failed outcome, with the last reason."""
         constraint = self._constraint(declared)
-        for attempt in range(self.options.retries + 1):
+        for _ in range(self.options.retries + 1):
             texts, answers = await self._sample(call, prompt, constraint)
             fitted = [fit(declared, a) for a in answers]
             good = [value for value, problem in fitted if problem is None]

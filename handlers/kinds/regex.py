@@ -18,8 +18,8 @@ from pydantic import Field
 
 from decomp.dsl.nodes import Span
 from decomp.dsl.errors import CheckError, HandlerError, read_line
-from decomp.dsl.text import shorten
 from decomp.dsl.answer_types import ANY, ListOf, Str, Type
+from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 
