@@ -222,7 +222,32 @@ def _validator(schema_text: str):
 
     schema = json.loads(schema_text)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = jsonschema.validators.extend(cls, {"pattern": _bounded_pattern})
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+#: Seconds a type's regular expression may take on one answer: the pattern is the program's,
+#: the text a model's, so a catastrophic pattern fails that answer instead of hanging the run.
+PATTERN_SECONDS = 1.0
+
+
+def _bounded_pattern(validator, pattern: str, instance: Any, schema: dict):
+    """JSON Schema's `pattern` keyword, searched with the `regex` module under a time limit."""
+    import regex
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = regex.search(pattern, instance, timeout=PATTERN_SECONDS)
+    except TimeoutError:
+        yield ValidationError(f"the pattern {pattern!r} took over {PATTERN_SECONDS:g} s on this answer")
+        return
+    except regex.error as err:
+        yield ValidationError(f"the pattern {pattern!r} is not a regular expression ({err})")
+        return
+    if found is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def _validation_problem(schema_text: str, value: Any) -> str | None:

@@ -86,3 +86,13 @@ def test_decoding_writes_answers_as_examples_do():
     assert decoding(Pattern(r"\d+")) == ("regex", r'(?:\d+)|"(?:\d+)"')
     kind, schema = decoding(ListOf(Str()))
     assert kind == "schema" and json.loads(schema) == {"type": "array", "items": {"type": "string"}}
+
+
+def test_a_catastrophic_pattern_fails_the_answer_instead_of_hanging():
+    import time
+
+    t = parse_type('pattern("(a|aa)+")')
+    started = time.monotonic()
+    problem = t.problem("a" * 40 + "!")
+    assert "took over 1 s" in problem and time.monotonic() - started < 10
+    assert t.problem("aaa") is None  # (a|aa)+ backtracks exponentially on a non-match
