@@ -49,8 +49,9 @@ TIMEOUT_S = 300.0
 
 
 def _big_program(kb: int) -> str:
-    """A valid program of at least `kb` KB: test_hostile.py's `_big_program`, as many programs as it takes."""
-    head = 'handler h = regex(pattern="(\\\\d+)")\n'
+    """A valid program of at least `kb` KB, without a warning (its regex answers a list, which the
+    foreach iterates over): test_hostile.py's `_big_program`, as many programs as it takes."""
+    head = 'handler h = regex(pattern="(\\\\d+)", all=true)\n'
     parts, size, i = [head], len(head), 0
     while size < kb * 1000:
         part = f"program p{i}(question) {{\n  QS: [h] #question\n  QS: (foreach) [h] #1\n  QS: [EOQ] #2\n}}\n"

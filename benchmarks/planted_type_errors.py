@@ -56,17 +56,17 @@ program letter_cat_fixed(question: str) -> str {
     QS: [split] What are the words in "#question"?
     QS: (foreach) [str_position] What is the last letter of "#1"?
     QS: [merge] Concatenate #2 using a space.
-    QS: (foreach) [str_position] What is the first letter of "#3"?
     QS: (filter) [split] #1
     QS: [count] 2 + 2
     QS: [is_name] #3
-    if len(#6) > 0 {
+    QS: (foreach) [str_position] What is the first letter of "#5"?
+    if len(#5) > 0 {
         QS: [EOQ]
     }
     if #1 == "Ada" {
         QS: [EOQ]
     }
-    if #7 == "maybe" {
+    if #6 == "maybe" {
         QS: [EOQ]
     }
     QS: [initials] #3
@@ -79,11 +79,11 @@ program initials(words: list[str]) -> str {
 
 #: (class, a text only its line holds, where on that line the report must point)
 PLANTED = (
-    ("fan-out over a non-list", 'first letter of "#3"', "#3"),
+    ("fan-out over a non-list", 'first letter of "#5"', "#5"),
     ("filter handler not yes/no", "(filter) [split] #1", "[split]"),
-    ("len() of a scalar", "len(#6)", "#6"),
+    ("len() of a scalar", "len(#5)", "#5"),
     ("comparison that can never hold", '#1 == "Ada"', '#1 == "Ada"'),
-    ("one_of compared with a non-choice", '#7 == "maybe"', '#7 == "maybe"'),
+    ("one_of compared with a non-choice", '#6 == "maybe"', '#6 == "maybe"'),
     ("program called with the wrong shape", "[initials] #3", "#3"),
 )
 

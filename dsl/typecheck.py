@@ -15,17 +15,19 @@ from typing import Any, Iterator, Mapping
 from decomp.dsl import nodes
 from decomp.dsl.answer_types import (ANY, Bool, Float, Int, ListOf, Obj, OneOf, Pattern, SchemaFile, Str, Type,
                                      accepts, flat, item_type)
-from decomp.dsl.errors import CheckError
+from decomp.dsl.errors import CheckError, CheckWarning
 from decomp.dsl.operators import OperatorError, parse_operator
 from decomp.dsl.walks import iter_steps, number_steps
 
 
 def check_types(program: nodes.Program, answers: Mapping[str, Type], params: Mapping[str, Type],
-                callees: Mapping[str, Type]) -> list[CheckError]:
-    """The type errors of one program. `answers`: each handler's answer type; `params`: this
-    program's parameter types; `callees`: for each program handler, the type of the first
-    parameter, which receives the sub-query."""
-    return _Flow(answers, params, callees).run(program).errors
+                callees: Mapping[str, Type]) -> list[CheckError | CheckWarning]:
+    """The type errors of one program, and its warnings (a `foreach` over a string, which runs
+    as a one-item list). `answers`: each handler's answer type; `params`: this program's
+    parameter types; `callees`: for each program handler, the type of the first parameter,
+    which receives the sub-query."""
+    flow = _Flow(answers, params, callees).run(program)
+    return flow.errors + flow.warnings
 
 
 def step_types(program: nodes.Program, answers: Mapping[str, Type],
@@ -67,6 +69,7 @@ class _Flow:
         #: Steps inside an `if` that has ended: their answers may not exist (the checker says so).
         self.hidden: set[int] = set()
         self.errors: list[CheckError] = []
+        self.warnings: list[CheckWarning] = []
 
     def run(self, program: nodes.Program) -> "_Flow":
         numbers = number_steps(program.body)
@@ -101,7 +104,12 @@ class _Flow:
             return ANY  # the checker's own error says so
         over = self.ref_type(refs[0])
         item = item_type(over)
-        if item is None:
+        if item is None and op.base.startswith("project") and isinstance(over, (Str, Pattern)):
+            self.warnings.append(CheckWarning(
+                f"({op.name}) iterates over {refs[0].text}, which is {over.text}: it runs once, on the whole "
+                "string", refs[0].span, expected=f"a list answer, such as list[str]; {refs[0].text} is {over.text}"))
+            item = over
+        elif item is None:
             self.errors.append(CheckError(
                 f"({op.name}) iterates over {refs[0].text}, which is {over.text}, not a list", refs[0].span,
                 expected=f"a list answer, such as list[...]; {refs[0].text} is {over.text}"))

@@ -349,7 +349,9 @@ class _Loader:
             except RecursionError:
                 self.errors.append(_too_deep_to_check(handler))
         self.errors += check_recursion(loaded.handlers)
-        self.errors += type_problems(loaded.handlers)
+        found = type_problems(loaded.handlers)
+        self.errors += [e for e in found if not isinstance(e, CheckWarning)]
+        self.notices += [w for w in found if isinstance(w, CheckWarning)]
         self.errors += _environment_problems(loaded.handlers, names)
         for module, _ in modules:  # only the root's metric is used; an imported one is still checked
             self.errors += check_metric(module, (*METRIC_NAMES, *sorted(self.registry.metrics)))
@@ -393,9 +395,9 @@ class _Loader:
         handler.link(other.handlers[name])
 
 
-def type_problems(handlers: dict[str, Handler]) -> list[CheckError]:
+def type_problems(handlers: dict[str, Handler]) -> list[CheckError | CheckWarning]:
     """Types that cannot be read, examples that contradict their handler's declared type, and
-    the type errors of every program (`decomp.dsl.typecheck`)."""
+    the type errors (and warnings) of every program (`decomp.dsl.typecheck`)."""
     errors = [e for handler in handlers.values() for e in handler.type_problems()]
     answers = {name: _answer_type(handler) for name, handler in handlers.items()}
     params = {name: handler.param_types() for name, handler in handlers.items() if hasattr(handler, "param_types")}

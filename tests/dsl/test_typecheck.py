@@ -53,8 +53,8 @@ LINE = HEAD.count("\n") + 2  # the first line of main_prog's body
      "len() of #1, which is float: only a list, a string or an object has a length"),
     ("    QS: [words] #question\n    if #1 == \"x\" {\n        QS: [count] 1\n    }\n",
      "this comparison can never hold: #1 is list[str], \"x\" is a string"),
-    ("    QS: [name_of] #question\n    QS: (foreach) [count] #1\n",
-     "(foreach) iterates over #1, which is str, not a list"),
+    ("    QS: [yn] ok?\n    QS: (filter) [yn] #1\n",
+     '(filter) iterates over #1, which is one_of("yes", "no"), not a list'),
 ])
 def test_each_mismatch_is_reported_where_it_is(tmp_path, body, expected):
     found = problems(tmp_path, body)
@@ -137,3 +137,11 @@ def test_a_missing_schema_file_is_worded(tmp_path):
     with pytest.raises(DecompError) as err:
         Session(model=FakeModel()).load(tmp_path / "t.decomp", text='handler h = prompt(text="", returns=schema("no.json"))\n')
     assert "schema('no.json')" in err.value.message and "Errno" not in err.value.message
+
+
+def test_a_foreach_over_a_string_is_a_warning_it_runs_once(tmp_path):
+    (tmp_path / "split.txt").write_text(SPLIT)
+    src = HEAD + "program main_prog(question) {\n    QS: [name_of] #question\n    QS: (foreach) [count] #1\n}\n"
+    loaded = Session(model=FakeModel()).load(tmp_path / "t.decomp", text=src)
+    assert [w.message for w in loaded.notices] == [
+        "(foreach) iterates over #1, which is str: it runs once, on the whole string"]
