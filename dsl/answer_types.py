@@ -16,6 +16,7 @@ uses, `infer` the type examples show.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -52,8 +53,16 @@ class Type:
         return value
 
     def problem(self, value: Any) -> str | None:
-        """Why `value` is not of this type, in words; None when it is."""
+        """Why `value` is not of this type, in words (jsonschema's); None when it is."""
+        if self.plainly_fits(value):
+            return None
         return _validation_problem(self.schema_text, value)
+
+    def plainly_fits(self, value: Any) -> bool:
+        """A quick yes for the plain types (a string for `str`, a list of them for `list[str]`,
+        ...), without a schema validation: the answers that fit, which are most of them, cost
+        an `isinstance`. False means "ask jsonschema", which words the problem."""
+        return False
 
     @cached_property
     def schema_text(self) -> str:
@@ -79,6 +88,9 @@ class Str(Type):
     def schema(self) -> dict:
         return {"type": "string"}
 
+    def plainly_fits(self, value: Any) -> bool:
+        return isinstance(value, str)
+
     def coerce(self, value: Any) -> Any:
         return _scalar_text(value)
 
@@ -94,6 +106,17 @@ class Pattern(Type):
     def schema(self) -> dict:
         return {"type": "string", "pattern": f"^(?:{self.regex})$"}
 
+    def problem(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return super().problem(value)
+        return _pattern_problem(self._compiled, value)
+
+    @cached_property
+    def _compiled(self):
+        import regex
+
+        return regex.compile(f"^(?:{self.regex})$")
+
     def coerce(self, value: Any) -> Any:
         return _scalar_text(value)
 
@@ -104,6 +127,9 @@ class Int(Type):
 
     def schema(self) -> dict:
         return {"type": "integer"}
+
+    def plainly_fits(self, value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
 
     def coerce(self, value: Any) -> Any:
         return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -116,6 +142,9 @@ class Float(Type):
     def schema(self) -> dict:
         return {"type": "number"}
 
+    def plainly_fits(self, value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
 
 @dataclass(frozen=True)
 class Bool(Type):
@@ -123,6 +152,9 @@ class Bool(Type):
 
     def schema(self) -> dict:
         return {"type": "boolean"}
+
+    def plainly_fits(self, value: Any) -> bool:
+        return isinstance(value, bool)
 
     def coerce(self, value: Any) -> Any:
         if isinstance(value, str) and value.strip().lower() in _TRUTH:
@@ -147,6 +179,9 @@ class ListOf(Type):
 
     def coerce(self, value: Any) -> Any:
         return [self.item.coerce(v) for v in value] if isinstance(value, list) else value
+
+    def plainly_fits(self, value: Any) -> bool:
+        return isinstance(value, list) and (self.item.is_any or all(map(self.item.plainly_fits, value)))
 
 
 @dataclass(frozen=True)
@@ -177,6 +212,9 @@ class OneOf(Type):
 
     def schema(self) -> dict:
         return {"enum": list(self.choices)}
+
+    def plainly_fits(self, value: Any) -> bool:
+        return any(value == c and type(value) is type(c) for c in self.choices)
 
     def coerce(self, value: Any) -> Any:
         if value in self.choices and type(value) in {type(c) for c in self.choices if c == value}:
@@ -239,15 +277,22 @@ def _bounded_pattern(validator, pattern: str, instance: Any, schema: dict):
     if not validator.is_type(instance, "string"):
         return
     try:
-        found = regex.search(pattern, instance, timeout=PATTERN_SECONDS)
-    except TimeoutError:
-        yield ValidationError(f"the pattern {pattern!r} took over {PATTERN_SECONDS:g} s on this answer")
-        return
+        compiled = regex.compile(pattern)
     except regex.error as err:
         yield ValidationError(f"the pattern {pattern!r} is not a regular expression ({err})")
         return
-    if found is None:
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+    problem = _pattern_problem(compiled, instance)
+    if problem is not None:
+        yield ValidationError(problem)
+
+
+def _pattern_problem(compiled, text: str) -> str | None:
+    """Why `text` does not match `compiled` (searched under `PATTERN_SECONDS`), or None."""
+    try:
+        found = compiled.search(text, timeout=PATTERN_SECONDS)
+    except TimeoutError:
+        return f"the pattern {compiled.pattern!r} took over {PATTERN_SECONDS:g} s on this answer"
+    return None if found is not None else f"{text!r} does not match {compiled.pattern!r}"
 
 
 def _validation_problem(schema_text: str, value: Any) -> str | None:

@@ -49,6 +49,8 @@ class DecomposerHandler(Handler):
         super().__init__(*args)
         self._fewshot: nodes.FewShot | None = None
         self._head: str | None = None
+        #: the line constraint by answers so far (the examples and the module are fixed once loaded)
+        self._lines: dict[int, Constraint] = {}
 
     @property
     def fewshot(self) -> nodes.FewShot:
@@ -128,7 +130,10 @@ class DecomposerHandler(Handler):
         takes one can apply it."""
         if not self.options.constrain:
             return None
-        return Constraint(regex=step_line_regex(self._operators(), self._handlers(), number - 1))
+        answers = min(number - 1, 9)  # the regex tells #1..#9 apart, so ten constraints at most
+        if answers not in self._lines:
+            self._lines[answers] = Constraint(regex=step_line_regex(self._operators(), self._handlers(), answers))
+        return self._lines[answers]
 
     def _operators(self) -> list[str]:
         examples = self._examples_or_none()

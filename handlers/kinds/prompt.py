@@ -266,6 +266,8 @@ class PromptHandler(Handler):
 def majority(values: list) -> Any:
     """The most frequent of `values` (compared by JSON text); among equally frequent ones, the
     one that came first."""
+    if len(values) == 1:
+        return values[0]
     counts = Counter(json_text(v) for v in values)
     best = max(counts.values())
     return next(v for v in values if counts[json_text(v)] == best)

@@ -96,3 +96,16 @@ def test_a_catastrophic_pattern_fails_the_answer_instead_of_hanging():
     problem = t.problem("a" * 40 + "!")
     assert "took over 1 s" in problem and time.monotonic() - started < 10
     assert t.problem("aaa") is None  # (a|aa)+ backtracks exponentially on a non-match
+
+
+@pytest.mark.parametrize("text", ["str", "int", "float", "bool", "list[str]", "list[list[int]]", 'one_of("a", 1, true)',
+                                  "list[any]"])
+def test_the_quick_yes_never_disagrees_with_jsonschema(text):
+    from decomp.dsl.answer_types import _validation_problem
+
+    t = parse_type(text)
+    values = ["a", "", 1, 0, 1.5, 2.0, True, False, None, [], ["a"], ["a", 1], [[1], [2]], [[1], ["x"]], {"a": 1},
+              [True], [1.0]]
+    for value in values:
+        if t.plainly_fits(value):
+            assert _validation_problem(t.schema_text, value) is None, (text, value)
