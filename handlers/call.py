@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.service import Service
     from decomp.handlers.soft_prompts import SoftPrompt
     from decomp.dsl.answer_types import Constraint
+    from decomp.handlers.conversation import Message, Reply, Tool
 
 
 class Call:
@@ -48,12 +49,27 @@ class Call:
     # ---- models
     async def complete(self, prompt: str, *, model: str | None = None, stop: tuple[str, ...] = (),
                        max_tokens: int = 256, temperature: float = 0.0, n: int = 1,
-                       soft_prompt: "SoftPrompt | None" = None, constraint: "Constraint | None" = None) -> list[str]:
+                       soft_prompt: "SoftPrompt | None" = None, constraint: "Constraint | None" = None,
+                       messages: "tuple[Message, ...] | None" = None) -> list[str]:
         """`n` completions of `prompt` from the handler's model (`model=`: a declared name or a
         spec; None: the module's or session's default), cut at `stop`. With `soft_prompt`, the
         model reads its embeddings before the prompt (a model that cannot is a `ModelError`).
         With `constraint`, the model decodes under it where its backend can (see
-        `decomp.runtime.models.base.Constraint`); the texts still need validating."""
+        `decomp.runtime.models.base.Constraint`); the texts still need validating. `messages`:
+        the same prompt as a conversation (`decomp.handlers.conversation`), which a chat model
+        is sent instead of the text (None: the text as one user message)."""
+        raise NotImplementedError
+
+    async def converse(self, prompt: str, messages: "tuple[Message, ...] | None", *, tools: "tuple[Tool, ...]" = (),
+                       model: str | None = None, stop: tuple[str, ...] = (), max_tokens: int = 256,
+                       temperature: float = 0.0, n: int = 1,
+                       constraint: "Constraint | None" = None) -> "list[Reply]":
+        """`complete`, with the model offered `tools` (a chat model only, else a `ModelError`):
+        each sample's text and the tool calls it asks for."""
+        raise NotImplementedError
+
+    def chat_model(self, model: str | None = None) -> bool:
+        """Whether the model `model=` names (as for `complete`) reads conversations."""
         raise NotImplementedError
 
     async def score(self, prefix: str, text: str, *, model: str | None = None,

@@ -232,7 +232,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
         _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose, shard,
                      (offset, limit), cluster, otlp)
         return
-    session = options.session(ReplayModel() if dry_run else None)
+    session = options.session(ReplayModel() if dry_run else None, on_note=_note)
     try:
         loaded = use_main(session.load(program), main_name, program)
     except (DecompError, OSError) as err:
@@ -258,6 +258,8 @@ def _resumed_settings(ctx: click.Context, program: Path, data: Path, run_dir: Pa
     unset = lambda name: ctx.get_parameter_source(name) in (None, ParameterSource.DEFAULT)  # noqa: E731
     for name, value in known.session_options([name for name in opts if unset(name)]).items():
         opts[name] = Path(value) if name in ("cache_dir", "prices") and isinstance(value, str) else value
+    if unset("api"):  # what the run's "auto" models found, unless --api is given again
+        opts.update(known.session_options(["apis"]))
     return (known.fields if unset("fields") else fields,
             known.main if unset("main_name") else main_name,
             known.offset if unset("offset") else offset,
@@ -289,7 +291,7 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
         done = run_dataset(program, data, options=options, main=main_name, run_dir=run_dir, resume=resume,
                            force=force, output=output, progress=None, fields=fields, shard=shard,
                            offset=rows[0], limit=rows[1], cluster=cluster, otlp=otlp,
-                           on_note=lambda note: click.echo(f"note: {note}", err=True))
+                           on_note=_note)
         failed = [record for record in done.records() if record.get("error")] if verbose else []
     except (DecompError, OSError, ValueError) as err:
         fail(err)
@@ -305,6 +307,11 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
     click.echo(storable_json(done.to_dict()))
     if done.failed:
         sys.exit(EXIT_ROWS_FAILED)
+
+
+def _note(text: str) -> None:
+    """A note of the run (what it found and repaired, what it found out) as one line on stderr."""
+    click.echo(f"note: {text}", err=True)
 
 
 def _run_one(session, loaded, question, fields, show_trace, trace_out=None, otlp=None, program=None) -> None:

@@ -386,3 +386,45 @@ def test_typed_programs_local_counts_type_failures_and_bad_lines_from_the_traces
     pairs = bench.run_way("tasklama_pairwise", "free", FakeModel(default="maybe"), 2, data, tmp_path)
     assert pairs["handlers"]["before"]["calls"] == pairs["handlers"]["before"]["type_failures"] == 2 + 30
     assert pairs["errored"] == 0 and pairs["score"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+
+
+@pytest.mark.slow
+def test_chat_prompt_cache(elsewhere):
+    """benchmarks/chat_prompt_cache.py: every row right in both layouts, the examples cached from
+    the second row on, and decomp's usage counting what the server reported."""
+    r = _run("chat_prompt_cache", "--rows", "3", cwd=elsewhere)
+    assert r["rows"] == 3 and r["correct"] == {"conversation": 3, "one_message": 3}
+    for layout in ("conversation", "one_message"):
+        entry = r[layout]
+        assert entry["requests"] == 3 * 4  # split, foreach, merge, [EOQ]: one decomposer line each
+        assert entry["usage_prompt_tokens"] == entry["prompt_tokens"] > 0
+        assert entry["usage_cached_tokens"] == entry["cached_tokens"] > 0
+        assert 0 < entry["cached_share"] < 1 and entry["cached_tokens"] % r["cache_block"] == 0
+    assert r["conversation"]["messages_per_request"] > 80 and r["one_message"]["messages_per_request"] == 1
+    assert r["share_ratio"] > 0 and (r["cache_min_tokens"], r["cache_block"]) == (512, 64)
+
+
+def test_chat_prompt_cache_answers_alike_in_both_layouts():
+    """The benchmark's responder gives a conversation the line it gives the same prompt as one text."""
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks.chat_prompt_cache import responder
+    finally:
+        sys.path.remove(str(REPO))
+    question = 'Take the last letters of the words in "Nidzy Gromna Pozga" and concatenate them using a comma.'
+    example = [{"role": "user", "content": question.replace("Nidzy", "Ada")},
+               {"role": "assistant", "content": "[EOQ]"}]
+    steps = [('[split] What are the words in "Nidzy Gromna Pozga"?', '["Nidzy", "Gromna", "Pozga"]'),
+             ('(foreach) [str_position] What is the last letter of "#1"?', '["y", "a", "a"]'),
+             ("[merge] Concatenate #2 using a comma.", '"y,a,a"')]
+    expected = [steps[0][0], steps[1][0], steps[2][0], "[EOQ]"]
+    for done in range(4):
+        turns = [{"role": "user", "content": question}]
+        text = f"QC: {question}"
+        for line, answer in steps[:done]:
+            turns += [{"role": "assistant", "content": line}, {"role": "user", "content": answer}]
+            text += f"\nQS: {line}\nA: {answer}"
+        text += "\nQS:"
+        in_turns = responder("unused", {"messages": example + turns})
+        in_text = responder(text, {"messages": [{"role": "user", "content": text}]})
+        assert in_turns.strip() == in_text.strip() == expected[done]

@@ -18,6 +18,7 @@ from decomp.dsl.errors import CheckError, DecompError, HandlerError
 from decomp.dsl.parser import parse_step_line
 from decomp.dsl.values import Failed, json_text, outcome
 from decomp.handlers.base import Call, Handler, Options, step_calls
+from decomp.handlers.conversation import Message, decomposer_turns, fewshot_conversation
 from decomp.handlers.kinds.fewshot import check_file, examples_text, fewshot_error, load_fewshot, nearest_examples
 
 
@@ -33,6 +34,8 @@ class DecomposerOptions(Options):
     nearest: int | None = Field(None, ge=1)
     #: Decode each line under `line_constraint` (false: freely; the line is still parsed).
     constrain: bool = True
+    #: The system message on a chat model; on a completion model the text opens with it.
+    instructions: str | None = None
 
 
 class DecomposerHandler(Handler):
@@ -49,6 +52,7 @@ class DecomposerHandler(Handler):
         super().__init__(*args)
         self._fewshot: nodes.FewShot | None = None
         self._head: str | None = None
+        self._conversation: tuple[Message, ...] | None = None
         #: the line constraint by answers so far (the examples and the module are fixed once loaded)
         self._lines: dict[int, Constraint] = {}
 
@@ -94,13 +98,35 @@ class DecomposerHandler(Handler):
             lines += [f"QS: {step.text}", f"A: {json_text(answer)}"]
         return self._examples_for(question) + "\n".join(lines) + "\nQS:"
 
+    def render_messages(self, question: str, history: list[tuple[nodes.Step, Any]]) -> tuple[Message, ...]:
+        """The same prompt as a conversation (`decomp.handlers.conversation`): the examples'
+        turns, then the question and the steps so far."""
+        turns = decomposer_turns(question, [(step.text, json_text(answer)) for step, answer in history])
+        return self._conversation_for(question) + tuple(turns)
+
+    def _chosen(self, question: str) -> list[nodes.Example] | None:
+        """The `nearest` examples for `question`, or None (all of them)."""
+        if self.options.nearest is None:
+            return None
+        return nearest_examples(self.fewshot.examples, question, self.options.nearest)
+
     def _examples_for(self, question: str) -> str:
         """The examples shown before the question: all of them as written, or the `nearest`."""
-        if self.options.nearest is not None:
-            return examples_text(nearest_examples(self.fewshot.examples, question, self.options.nearest))
+        opening = f"{self.options.instructions}\n\n" if self.options.instructions else ""
+        chosen = self._chosen(question)
+        if chosen is not None:
+            return opening + examples_text(chosen)
         if self._head is None:
-            self._head = self.fewshot.text.strip("\n") + "\n\n"
+            self._head = opening + self.fewshot.text.strip("\n") + "\n\n"
         return self._head
+
+    def _conversation_for(self, question: str) -> tuple[Message, ...]:
+        chosen = self._chosen(question)
+        if chosen is not None:
+            return fewshot_conversation(chosen, self.options.instructions)
+        if self._conversation is None:
+            self._conversation = fewshot_conversation(self.fewshot.examples, self.options.instructions)
+        return self._conversation
 
     def _render_next(self, prompt: str, step: nodes.Step, answer: Any) -> str:
         """`prompt` extended by one answered step (the same text `render` would give)."""
@@ -109,16 +135,20 @@ class DecomposerHandler(Handler):
     async def run(self, call: Call) -> Any:
         """Ask for `QS:` lines and run each until `[EOQ]`; the answer (and outcome) is the last step's."""
         answers: dict[int, Any] = {}
+        history: list[tuple[nodes.Step, Any]] = []
         ok = True
         prompt = self.render(call.query, [])
         limit = min(self.options.max_steps, call.max_steps or self.options.max_steps)
         for number in range(1, limit + 1):
-            step = await self._next_step(call, prompt, number)
+            # a chat model gets the conversation (asked each step: `api="auto"` may find it out on the way)
+            turns = self.render_messages(call.query, history) if call.chat_model(self.options.model) else None
+            step = await self._next_step(call, (prompt, turns), number)
             if step.is_end:
                 last = answers[number - 1] if answers else None
                 return last if ok else Failed(last)
             answers[number], ok = outcome(await call.run_step(step, answers))
             prompt = self._render_next(prompt, step, answers[number])
+            history.append((step, answers[number]))
         raise HandlerError(f"took {limit} steps without [EOQ] (raise max_steps?)", call.span)
 
     def line_constraint(self, number: int) -> Constraint | None:
@@ -145,10 +175,11 @@ class DecomposerHandler(Handler):
         names = set(self.calls())
         return sorted(names & set(module.handlers)) if module is not None else sorted(names)
 
-    async def _next_step(self, call: Call, prompt: str, number: int) -> nodes.Step:
+    async def _next_step(self, call: Call, prompt: tuple[str, tuple[Message, ...] | None], number: int) -> nodes.Step:
         opts = self.options
-        texts = await call.complete(prompt, model=opts.model, stop=("\n",), max_tokens=opts.max_tokens,
-                                    temperature=opts.temperature, constraint=self.line_constraint(number))
+        texts = await call.complete(prompt[0], model=opts.model, stop=("\n",), max_tokens=opts.max_tokens,
+                                    temperature=opts.temperature, constraint=self.line_constraint(number),
+                                    messages=prompt[1])
         line = texts[0].strip()
         try:
             step = parse_step_line(line, f"<[{self.name}] step {number}>")

@@ -20,6 +20,7 @@ reward, why it stopped, the turns and the actions; a failed attempt is a failed 
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -29,6 +30,7 @@ from pydantic import Field
 from decomp.dsl.errors import CheckError, CheckWarning, DecompError, HandlerError
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Options
+from decomp.handlers.conversation import Message, Reply, Tool, ToolCall, role_marker, split_roles
 from decomp.handlers.environment import Environment
 from decomp.handlers.kinds.environment import ActsOnEnvironment
 from decomp.handlers.kinds.prompt import source_problems, source_text, template_error, template_warnings
@@ -48,6 +50,9 @@ class ExecutorOptions(Options):
     state_action: str | None = None
     temperature: float = Field(0.0, ge=0.0)
     max_tokens: int = Field(64, ge=1)
+    #: How the model acts: "text" (an action line after `>`) or "tool" (a call of the tool
+    #: `act(action)` per action: chat models only).
+    act: Literal["text", "tool"] = "text"
 
 
 @dataclass
@@ -102,32 +107,69 @@ class ExecutorHandler(ActsOnEnvironment):
         return self._render(call, env.start(), state)
 
     def _render(self, call: Call, start: str, state: str) -> str:
-        variables = {**call.inputs, "task": call.query, "start": start, "state": state, "inputs": dict(call.inputs)}
+        return self._render_both(call, start, state)[0]
+
+    def _render_both(self, call: Call, start: str, state: str) -> tuple[str, tuple[Message, ...] | None]:
+        """The opening prompt as text and as messages (`decomp.handlers.conversation`)."""
+        role, nonce = role_marker()
+        # a row's own field `role` wins (templates written before role markers keep working)
+        variables = {"role": role, **call.inputs, "task": call.query, "start": start, "state": state,
+                     "inputs": dict(call.inputs)}
         try:
-            return self._prepare().render_within(self.time_limit(), **variables)
+            rendered = self._prepare().render_within(self.time_limit(), **variables)
         except Exception as err:  # a template can fail in any way
             raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
+        return split_roles(rendered, nonce)
 
     async def run(self, call: Call) -> Any:
         opts = self.options
         env = call.environment(opts.environment)
         state = env.step(opts.state_action).observation if opts.state_action else ""
         start = env.start()  # the environment is the row's: it is used on the event loop only
-        prompt = (await self.offload(self._render, call, start, state, what="the template",
-                                     grace=RENDER_GRACE)).rstrip("\n") + "\n"
+        text, messages = await self.offload(self._render_both, call, start, state, what="the template",
+                                            grace=RENDER_GRACE)
+        prompt = text.rstrip("\n") + "\n"
+        turns = list(messages or (Message("user", prompt),))
         attempt = Attempt(call.query)
         while not attempt.stopped:
             if attempt.turns >= opts.max_iterations:
                 attempt.stopped = f"max_iterations ({opts.max_iterations})"
                 break
-            texts = await call.complete(prompt + ">", model=opts.model, stop=("\n",),
-                                        max_tokens=opts.max_tokens, temperature=opts.temperature)
-            line = _first_line(texts[0])
+            chat = call.chat_model(opts.model)
+            reply = (await call.converse(prompt + ">", tuple(turns) if chat else None, tools=self._tools(),
+                                         model=opts.model, stop=("\n",), max_tokens=opts.max_tokens,
+                                         temperature=opts.temperature))[0]
             attempt.turns += 1
+            if reply.tool_calls:
+                prompt += self._tool_turn(call, attempt, reply, env, turns)
+                continue
+            line = _first_line(reply.text)
             observation = self._turn(attempt, line, env)
             call.child("iteration", label=line or "(nothing)", answer=observation)
             prompt += f"> {line}\n{observation}\n"
+            turns += [Message("assistant", line), Message("user", observation)]
         return self._verdict(attempt)
+
+    def _tools(self) -> tuple[Tool, ...]:
+        return (ACT,) if self.options.act == "tool" else ()
+
+    def _tool_turn(self, call: Call, attempt: Attempt, reply: Reply, env: Environment, turns: list) -> str:
+        """Run the actions a reply asks for by tool calls (each one action); the text a
+        completion prompt would have grown by. `turns` gets the call and each observation."""
+        turns.append(Message("assistant", reply.text or None, reply.tool_calls))
+        grown = ""
+        for found in reply.tool_calls:
+            action = _action(found)
+            if action is None:
+                observation = 'Call act with one argument, the action: {"action": "..."}.'
+            elif attempt.stopped:
+                observation = "The attempt has ended."
+            else:
+                observation = self._act(attempt, action, env)
+            call.child("iteration", label=action or found.arguments[:80], answer=observation)
+            turns.append(Message("tool", observation, tool_call_id=found.id))
+            grown += f"> {action}\n{observation}\n"
+        return grown
 
     def _turn(self, attempt: Attempt, line: str, env: Environment) -> str:
         """Act on one model line; the observation shown back to the model."""
@@ -141,6 +183,12 @@ class ExecutorHandler(ActsOnEnvironment):
             attempt.said = "completed" if COMPLETED in lowered else "failed"
             attempt.stopped = f"the model said {attempt.said}"
             return "OK."
+        if self.options.act == "tool":  # actions go by tool calls: any other text is a thought
+            return "OK."
+        return self._act(attempt, line, env)
+
+    def _act(self, attempt: Attempt, line: str, env: Environment) -> str:
+        """Step the environment by one action; its observation."""
         result = env.step(line)
         attempt.actions.append(line)
         attempt.reward = max(attempt.reward, result.reward)
@@ -160,6 +208,23 @@ class ExecutorHandler(ActsOnEnvironment):
         judge = "+".join(judges) if success else rule
         record = attempt.record(success, judge)
         return record if success else Failed(record)
+
+
+#: The tool an executor with `act="tool"` offers: one action per call.
+ACT = Tool("act", "Take one action in the environment; its observation comes back.",
+           json.dumps({"type": "object", "properties": {"action": {"type": "string", "description":
+                       "the action, as the environment takes it"}}, "required": ["action"],
+                       "additionalProperties": False}, sort_keys=True))
+
+
+def _action(found: ToolCall) -> str | None:
+    """The action of a call of `act` (None for another tool or arguments without one)."""
+    try:
+        arguments = json.loads(found.arguments or "{}")
+    except ValueError:
+        return None
+    action = arguments.get("action") if isinstance(arguments, dict) and found.name == "act" else None
+    return action.strip() if isinstance(action, str) and action.strip() else None
 
 
 def _first_line(text: str) -> str:

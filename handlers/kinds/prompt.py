@@ -27,12 +27,17 @@ from decomp.dsl.parser import read_text
 from decomp.dsl.repair import fit
 from decomp.dsl.values import Failed, json_text, parse_output
 from decomp.handlers.base import Call, Handler, Options
+from decomp.handlers.conversation import Message, fewshot_conversation, role_marker, split_roles
 from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
 from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems, soft_prompt_warnings
 from decomp.handlers.template_growth import growth_warnings
+from decomp.handlers.kinds.tools import with_tools
 from decomp.handlers.templates import JINJA, RENDER_GRACE
 
 __all__ = ["JINJA", "PromptHandler", "PromptOptions"]
+
+#: A prompt in both forms: the text a completion model continues, the messages a chat model gets.
+Prompt = tuple[str, "tuple[Message, ...] | None"]
 
 
 class PromptOptions(Options):
@@ -53,6 +58,12 @@ class PromptOptions(Options):
     #: With `returns=` and n > 1: "majority" answers the most frequent answer that fits (ties:
     #: the one sampled first).
     vote: Literal["majority"] | None = None
+    #: The system message on a chat model; on a completion model the text opens with it.
+    instructions: str | None = None
+    #: Handlers of this file the model may call as tools (chat models; see `decomp.handlers.kinds.tools`).
+    tools: list[str] = []
+    #: The most rounds of tool calls before the model must answer.
+    max_tool_rounds: int = Field(4, ge=1)
 
 
 def source_problems(handler: Handler, what: str = "") -> list[CheckError]:
@@ -123,7 +134,26 @@ class PromptHandler(Handler):
                 regex.compile(self.options.answer_regex)
             except regex.error as err:
                 return [CheckError(f"answer_regex does not compile: {err}", self.error_span("answer_regex"))]
-        return soft_prompt_problems(self) + self.timeout_problems() + self._typing_problems()
+        return soft_prompt_problems(self) + self.timeout_problems() + self._typing_problems() + self._tool_problems()
+
+    def _tool_problems(self) -> list[CheckError]:
+        opts = self.options
+        if opts.tools and opts.n > 1:
+            return [CheckError("tools= takes one sample at a time (n = 1)", self.error_span("n"))]
+        if opts.tools and opts.soft_prompt:
+            return [CheckError("tools= needs a chat model, and soft_prompt= a local one", self.error_span("tools"))]
+        return []
+
+    def check_references(self, handlers: set[str]) -> list[CheckError]:
+        """A tool that names no handler of this file."""
+        return [CheckError(f"tools=: [{self.name}] offers [{name}] as a tool, but no handler is called that",
+                           self.error_span("tools"), expected="one of: " + ", ".join(sorted(handlers)))
+                for name in self.options.tools if name not in handlers]
+
+    def calls(self) -> dict[str, list[Span]]:
+        """The handlers named in `tools=` (checked to exist like any step's)."""
+        span = self.error_span("tools")
+        return {name: [span] for name in self.options.tools}
 
     def _typing_problems(self) -> list[CheckError]:
         opts = self.options
@@ -174,13 +204,17 @@ class PromptHandler(Handler):
         if self._source is not None:
             return
         self._source = source_text(self)
+        opening = f"{self.options.instructions}\n\n" if self.options.instructions else ""
         if self.is_template:
             self._template = JINJA.from_string(self._source)
+            self._opening = opening
             return
         self._fewshot = load_fewshot(self)
         examples = self._source.strip("\n")
         qc_style = self._fewshot is not None and any(e.question_kind == "QC" for e in self._fewshot.examples)
-        self._head = (examples + "\n\n" if examples.strip() else "", qc_style)
+        self._head = (opening + (examples + "\n\n" if examples.strip() else ""), qc_style)
+        self._conversation = fewshot_conversation(self._fewshot.examples if self._fewshot is not None else (),
+                                                  self.options.instructions, answer_only=True)
 
     def fewshot_head(self) -> tuple[str, bool] | None:
         """The few-shot text every rendered prompt starts with (the examples and a blank line)
@@ -189,45 +223,61 @@ class PromptHandler(Handler):
         return None if self.is_template else self._head
 
     def render(self, call: Call) -> str:
-        """The exact prompt text sent to the model for this call."""
+        """The exact prompt text sent to a completion model for this call."""
+        return self.render_both(call)[0]
+
+    def render_both(self, call: Call) -> tuple[str, tuple[Message, ...] | None]:
+        """The prompt as text (for completion models) and as the messages a chat model gets
+        (None: the text as one user message); see `decomp.handlers.conversation`."""
         self._prepare()
         if self.is_template:
-            variables = {**call.inputs, "query": call.query, "values": list(call.values), "inputs": dict(call.inputs)}
-            try:
-                return self._template.render_within(self.time_limit(), **variables)
-            except Exception as err:  # a template can fail in any way (1 // 0, bad filters, ...)
-                raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
-        return self._render_fewshot(call)
-
-    def _render_fewshot(self, call: Call) -> str:
+            return self._render_template(call)
         head, qc_style = self._head
         context = f"{call.inputs.get(self.options.context, '')}\n" if self.options.context else ""
-        return f"{head}{context}QC: {call.query}\nQS:" if qc_style else f"{head}{context}Q: {call.query}\nA:"
+        text = f"{head}{context}QC: {call.query}\nQS:" if qc_style else f"{head}{context}Q: {call.query}\nA:"
+        return text, self._conversation + (Message("user", f"{context}{call.query}"),)
+
+    def _render_template(self, call: Call) -> tuple[str, tuple[Message, ...] | None]:
+        role, nonce = role_marker()
+        # a row's own field `role` wins (templates written before role markers keep working)
+        variables = {"role": role, **call.inputs, "query": call.query, "values": list(call.values),
+                     "inputs": dict(call.inputs)}
+        try:
+            rendered = self._template.render_within(self.time_limit(), **variables)
+        except Exception as err:  # a template can fail in any way (1 // 0, bad filters, ...)
+            raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
+        text, messages = split_roles(rendered, nonce)
+        if self.options.instructions:
+            messages = (Message("system", self.options.instructions),) + (messages or (Message("user", text),))
+        return self._opening + text, messages
 
     async def run(self, call: Call) -> Any:
         opts = self.options
         self._prepare()
         # a template renders off the event loop, under the handler's time limit (it stops itself
         # there: see `render`); few-shot text is put together at once
-        prompt = await self.offload(self.render, call, what="the template", grace=RENDER_GRACE) if self.is_template \
-            else self.render(call)
+        prompt = await self.offload(self.render_both, call, what="the template", grace=RENDER_GRACE) \
+            if self.is_template else self.render_both(call)
         if self.declared_type is not None:
             return await self._typed(call, prompt, self.declared_type)
         texts, answers = await self._sample(call, prompt)
         return answers[0] if opts.n == 1 else answers
 
-    async def _sample(self, call: Call, prompt: str, constraint: Constraint | None = None) -> tuple[list, list]:
+    async def _sample(self, call: Call, prompt: Prompt, constraint: Constraint | None = None) -> tuple[list, list]:
         opts = self.options
-        texts = await call.complete(prompt, model=opts.model, stop=tuple(opts.stop), max_tokens=opts.max_tokens,
-                                    temperature=opts.temperature, n=opts.n, soft_prompt=handler_soft_prompt(self),
-                                    constraint=constraint)
+        if opts.tools:
+            texts = [await with_tools(self, call, prompt, constraint)]
+        else:
+            texts = await call.complete(prompt[0], model=opts.model, stop=tuple(opts.stop), max_tokens=opts.max_tokens,
+                                        temperature=opts.temperature, n=opts.n, soft_prompt=handler_soft_prompt(self),
+                                        constraint=constraint, messages=prompt[1])
         if opts.answer_regex:
             answers = await self.offload(lambda: [self._extract(t, call) for t in texts], what="answer_regex")
         else:
             answers = [self._extract(t, call) for t in texts]
         return texts, answers
 
-    async def _typed(self, call: Call, prompt: str, declared: Type) -> Any:
+    async def _typed(self, call: Call, prompt: Prompt, declared: Type) -> Any:
         """Sample under the type's constraint, fit each answer to the type, vote among those that
         fit; when none does, ask again (`retries`) with the answer and why it does not fit shown
         after it. None fitting at the end: a failed outcome, with the last reason."""
@@ -273,9 +323,13 @@ def majority(values: list) -> Any:
     return next(v for v in values if counts[json_text(v)] == best)
 
 
-def retry_prompt(prompt: str, text: str, problem: str, declared: Type) -> str:
+def retry_prompt(prompt: Prompt, text: str, problem: str, declared: Type) -> Prompt:
     """`prompt` asked again: the model's answer, a line saying why it does not fit, and the
-    prompt's last marker (`A:`, `QS:`) once more, so the model answers on the next line."""
-    marker = prompt.rsplit("\n", 1)[-1]
+    prompt's last marker (`A:`, `QS:`) once more, so the model answers on the next line. As a
+    conversation: the answer as the assistant's turn, the reason as the user's next."""
+    text_prompt, messages = prompt
+    why = f"(Not accepted: {problem}. Answer with a value of type {declared.text}.)"
+    marker = text_prompt.rsplit("\n", 1)[-1]
     marker = marker if len(marker) <= 12 else ""
-    return f"{prompt} {text.strip()}\n(Not accepted: {problem}. Answer with a value of type {declared.text}.)\n{marker}"
+    turns = (messages or (Message("user", text_prompt),)) + (Message("assistant", text.strip()), Message("user", why))
+    return f"{text_prompt} {text.strip()}\n{why}\n{marker}", turns

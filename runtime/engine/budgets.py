@@ -10,6 +10,12 @@ model request is also counted under its model (`ModelUsage`: requests, tokens, l
 when the model has a price), and a money budget (`Budget.run_cost`) stops model calls once the
 run's cost reaches it. A `Usage` may have a `listener` (the progress bar), told of every change.
 
+Of the prompt tokens, `cached_tokens` are those the provider served from its prompt cache (billed
+at `Price.price_cached`), and of the completion tokens, `reasoning_tokens` those a reasoning
+model spent thinking: parts of the two counts, not more tokens (the token budgets count prompt
+and completion tokens, cached or not). Both are written only when some were reported; a
+record without them reads as 0.
+
 Every handler call, of any kind (a Python function, a regex, a program: symbolic work too),
 counts against its own budget, per row (`Budget.row_handler_calls`, 10,000 unless told) and per
 run, so a program that fans out without end stops there; and every `MEMORY_EVERY` handler calls
@@ -34,7 +40,8 @@ from decomp.runtime.models.prices import Price
 class ModelUsage:
     """The requests made of one model: how many, their tokens, each one's seconds (its reply's
     latency: cache hits are not requests) and, when the model has a price, their cost
-    (`priced`: the requests a price was known for; cost is a figure only when all were)."""
+    (`priced`: the requests a price was known for; cost is a figure only when all were), and of
+    their tokens, those served from the provider's prompt cache and those spent reasoning."""
 
     requests: int = 0
     prompt_tokens: int = 0
@@ -42,6 +49,8 @@ class ModelUsage:
     seconds: list[float] = field(default_factory=list)
     priced: int = 0
     spent: float = 0.0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def cost(self) -> float | None:
@@ -52,6 +61,8 @@ class ModelUsage:
         self.requests += other.requests
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        self.reasoning_tokens += other.reasoning_tokens
         self.seconds.extend(other.seconds)
         self.priced += other.priced
         self.spent += other.spent
@@ -60,7 +71,8 @@ class ModelUsage:
         """What a results line keeps: the counts and every request's seconds (so that totals
         over rows, sessions and shards have exact percentiles)."""
         out = {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
-               "completion_tokens": self.completion_tokens, "seconds": [round(s, 6) for s in self.seconds]}
+               "completion_tokens": self.completion_tokens, **_details(self),
+               "seconds": [round(s, 6) for s in self.seconds]}
         if self.cost is not None:
             out["cost"] = self.cost
         return out
@@ -72,7 +84,9 @@ class ModelUsage:
         if not isinstance(seconds, list):
             raise TypeError("'seconds' is not a list")
         usage = cls(_count(data.get("requests", 0)), _count(data.get("prompt_tokens", 0)),
-                    _count(data.get("completion_tokens", 0)), [_number(s) for s in seconds])
+                    _count(data.get("completion_tokens", 0)), [_number(s) for s in seconds],
+                    cached_tokens=_count(data.get("cached_tokens", 0)),
+                    reasoning_tokens=_count(data.get("reasoning_tokens", 0)))
         if "cost" in data:
             usage.priced, usage.spent = usage.requests, _number(data["cost"])
         return usage
@@ -81,7 +95,7 @@ class ModelUsage:
         """Count, mean, p50 and p95 of the requests' seconds (numpy's linear percentiles), with
         the tokens, and the cost when known: what a summary shows per model."""
         out: dict[str, Any] = {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
-                               "completion_tokens": self.completion_tokens}
+                               "completion_tokens": self.completion_tokens, **_details(self)}
         if self.seconds:
             import numpy  # here, not at import: most runs never summarize
 
@@ -91,6 +105,17 @@ class ModelUsage:
         if self.cost is not None:
             out["cost"] = round(self.cost, 6)
         return out
+
+
+#: The parts of the token counts a server may report: of the prompt tokens, those served from
+#: its prompt cache; of the completion tokens, those spent reasoning.
+DETAILS = ("cached_tokens", "reasoning_tokens")
+
+
+def _details(usage: "ModelUsage | Usage") -> dict[str, int]:
+    """`cached_tokens` and `reasoning_tokens` of `usage`, each where it is not 0 (what a record
+    writes beside the token counts: runs whose servers report none write what they always did)."""
+    return {name: getattr(usage, name) for name in DETAILS if getattr(usage, name)}
 
 
 def _count(value: Any) -> int:
@@ -114,6 +139,10 @@ class Usage:
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: Of `prompt_tokens`, those served from the provider's prompt cache.
+    cached_tokens: int = 0
+    #: Of `completion_tokens`, those a reasoning model spent thinking.
+    reasoning_tokens: int = 0
     handler_calls: dict[str, int] = field(default_factory=dict)
     handler_seconds: dict[str, float] = field(default_factory=dict)
     #: Calls of outbound services other than models, by kind ("search", ...).
@@ -157,6 +186,8 @@ class Usage:
         self.cache_hits += other.cache_hits
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        self.reasoning_tokens += other.reasoning_tokens
         for name, count in other.handler_calls.items():
             self.count(name, count, other.handler_seconds[name])
         for kind, count in other.service_calls.items():
@@ -165,17 +196,21 @@ class Usage:
             self.models.setdefault(name, ModelUsage()).add(model)
 
     def request(self, model: str, seconds: float | None, prompt_tokens: int, completion_tokens: int,
-                price: Price | None) -> None:
-        """Count one request of `model` that took `seconds` (None: not timed) and used these tokens."""
+                price: Price | None, cached_tokens: int = 0, reasoning_tokens: int = 0) -> None:
+        """Count one request of `model` that took `seconds` (None: not timed) and used these tokens
+        (`cached_tokens` of the prompt's from the provider's cache, `reasoning_tokens` of the
+        completion's spent reasoning)."""
         entry = self.models.setdefault(model, ModelUsage())
         entry.requests += 1
         entry.prompt_tokens += prompt_tokens
         entry.completion_tokens += completion_tokens
+        entry.cached_tokens += cached_tokens
+        entry.reasoning_tokens += reasoning_tokens
         if seconds is not None:
             entry.seconds.append(seconds)
         if price is not None:
             entry.priced += 1
-            entry.spent += price.cost(prompt_tokens, completion_tokens)
+            entry.spent += price.cost(prompt_tokens, completion_tokens, cached_tokens)
 
     def count(self, handler: str, calls: int, seconds: float) -> None:
         """Add `calls` calls of `handler` that took `seconds` in all."""
@@ -187,7 +222,7 @@ class Usage:
                           "mean_ms": round(1000 * self.handler_seconds[name] / count, 3) if count else 0.0}
                    for name, count in sorted(self.handler_calls.items())}
         out = {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
-               "completion_tokens": self.completion_tokens, "handlers": latency}
+               "completion_tokens": self.completion_tokens, **_details(self), "handlers": latency}
         if self.service_calls:
             out["service_calls"] = dict(sorted(self.service_calls.items()))
         if self.models:
@@ -199,7 +234,8 @@ class Usage:
     @classmethod
     def from_dict(cls, data: dict) -> "Usage":
         """The usage `to_dict` gave (missing counts are 0; per-handler means are recomputed)."""
-        usage = cls(*(data.get(key, 0) for key in ("calls", "cache_hits", "prompt_tokens", "completion_tokens")))
+        usage = cls(**{key: data.get(key, 0) for key in ("calls", "cache_hits", "prompt_tokens", "completion_tokens",
+                                                         *DETAILS)})
         for name, handler in (data.get("handlers") or {}).items():
             usage.count(name, handler.get("calls", 0), handler.get("seconds", 0.0))
         usage.service_calls.update(data.get("service_calls") or {})
@@ -394,23 +430,30 @@ class RowContext:
 
     def charge(self, prompt_tokens: int | None, completion_tokens: int | None, hits: int, *,
                model: str | None = None, seconds: float | None = None, price: Price | None = None,
-               held: float = 0.0) -> None:
+               held: float = 0.0, cached_tokens: int | None = None, reasoning_tokens: int | None = None) -> None:
         """Add the tokens of a call made (counted by `before_call`) and cache hits. A count that
         is unknown (None) or cannot be one (negative, not an integer) adds nothing: what a server
-        reports never takes tokens back from a budget. With `model`: the call was a request of
-        that model, which took `seconds` and costs its tokens at `price` (None: unknown). `held`:
-        the money `before_call` held for it, given back in the same step as its cost is added
-        (so that no other call is admitted in between seeing neither)."""
+        reports never takes tokens back from a budget. `cached_tokens` (of the prompt tokens,
+        those the provider served from its prompt cache) and `reasoning_tokens` (of the
+        completion tokens) count as at most the tokens they are part of. With `model`: the call
+        was a request of that model, which took `seconds` and costs its tokens at `price` (None:
+        unknown). `held`: the money `before_call` held for it, given back in the same step as its
+        cost is added (so that no other call is admitted in between seeing neither)."""
         prompt_tokens, completion_tokens = _chargeable(prompt_tokens), _chargeable(completion_tokens)
+        cached = min(_chargeable(cached_tokens), prompt_tokens)
+        reasoning = min(_chargeable(reasoning_tokens), completion_tokens)
         self.run.held = max(0.0, self.run.held - held)
         for usage in (self.usage, self.run):
             usage.prompt_tokens += prompt_tokens
             usage.completion_tokens += completion_tokens
+            usage.cached_tokens += cached
+            usage.reasoning_tokens += reasoning
             usage.cache_hits += hits
             if model is not None:
-                usage.request(model, seconds, prompt_tokens, completion_tokens, price)
+                usage.request(model, seconds, prompt_tokens, completion_tokens, price, cached, reasoning)
         if self.shared is not None and (prompt_tokens or completion_tokens or held):
-            spent = price.cost(prompt_tokens, completion_tokens) if price is not None and model is not None else 0.0
+            spent = price.cost(prompt_tokens, completion_tokens, cached) if price is not None and model is not None \
+                else 0.0
             self.shared.charge(prompt_tokens + completion_tokens, spent, held)
         self.run.changed()
 

@@ -20,7 +20,7 @@ from decomp.handlers.service import Service
 from decomp.runtime.engine.budgets import current_row
 from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.models.base import Constraint, Request
+from decomp.runtime.models.base import Constraint, Message, Reply, Request, Tool
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.dsl.nodes import Span, Step
@@ -71,16 +71,35 @@ class EngineCall(Call):
     # ---- models
     async def complete(self, prompt: str, *, model: str | None = None, stop: tuple[str, ...] = (),
                        max_tokens: int = 256, temperature: float = 0.0, n: int = 1,
-                       soft_prompt: "SoftPrompt | None" = None, constraint: Constraint | None = None) -> list[str]:
-        chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
-        node = self.trace.child("model", handler=self.handler.name, prompt=prompt, started=time.time())
+                       soft_prompt: "SoftPrompt | None" = None, constraint: Constraint | None = None,
+                       messages: tuple[Message, ...] | None = None) -> list[str]:
         request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n,
-                          soft_prompt=soft_prompt, constraint=constraint)
-        effective = self.session.temperature if self.session.temperature is not None else temperature
-        node.facts = {"operation": "text_completion", **_model_facts(chosen), "temperature": effective,
-                      "max_tokens": max_tokens}
-        if constraint is not None:
-            node.facts["constraint"] = "json_schema" if constraint.schema is not None else "regex"
+                          soft_prompt=soft_prompt, constraint=constraint, messages=messages)
+        return [reply.text for reply in await self._ask(request, model)]
+
+    async def converse(self, prompt: str, messages: tuple[Message, ...] | None, *, tools: tuple[Tool, ...] = (),
+                       model: str | None = None, stop: tuple[str, ...] = (), max_tokens: int = 256,
+                       temperature: float = 0.0, n: int = 1, constraint: Constraint | None = None) -> list[Reply]:
+        request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n,
+                          constraint=constraint, messages=messages, tools=tools)
+        return await self._ask(request, model)
+
+    def chat_model(self, model: str | None = None) -> bool:
+        return self.session.resolve_model(model, self.handler.ctx.default_model).chat
+
+    async def _ask(self, request: Request, model: str | None) -> list[Reply]:
+        """One request of the handler's model, traced: its replies, cut at the stop sequences."""
+        chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
+        node = self.trace.child("model", handler=self.handler.name, prompt=request.prompt, started=time.time())
+        effective = self.session.temperature if self.session.temperature is not None else request.temperature
+        node.facts = {"operation": "chat" if chosen.chat else "text_completion", **_model_facts(chosen),
+                      "temperature": effective, "max_tokens": request.max_tokens}
+        if request.constraint is not None:
+            node.facts["constraint"] = "json_schema" if request.constraint.schema is not None else "regex"
+        if chosen.chat and request.messages is not None:
+            node.facts["messages"] = [m.wire() for m in request.messages]
+        if request.tools:
+            node.facts["tools"] = [tool.name for tool in request.tools]
         started = time.perf_counter()
         try:
             completion = await self.session.complete(chosen, request, self.handler.name)
@@ -89,13 +108,20 @@ class EngineCall(Call):
             raise
         except Exception as err:
             raise _internal(node, started, err, chosen) from err
-        texts = [cut(t, stop) for t in completion.texts]
+        replies = [Reply(cut(r.text, request.stop), r.tool_calls) for r in completion.replies]
+        texts = [r.text for r in replies]
         node.raw_output = texts[0] if len(texts) == 1 else "\n---\n".join(texts)
         node.seconds = time.perf_counter() - started
         node.prompt_tokens, node.completion_tokens = completion.prompt_tokens, completion.completion_tokens
         node.cache_hit = completion.cache_hits == len(texts)
         node.facts["finish_reasons"] = list(completion.finish_reasons) or None
-        return texts
+        if completion.cached_tokens is not None:
+            node.facts["cached_tokens"] = completion.cached_tokens
+        if completion.reasoning_tokens is not None:
+            node.facts["reasoning_tokens"] = completion.reasoning_tokens
+        if completion.tool_calls:
+            node.facts["tool_calls"] = [[call.wire() for call in found] for found in completion.tool_calls]
+        return replies
 
     async def score(self, prefix: str, text: str, *, model: str | None = None,
                     soft_prompt: "SoftPrompt | None" = None) -> tuple[float, int]:

@@ -472,7 +472,8 @@ MODEL_OPTIONS = {"base_url": (str,), "timeout": (int, float), "attempt_deadline"
                  "call_deadline": (int, float), "api": (str,), "n_threads": (int,), "n_ctx": (int,),
                  "n_threads_batch": (int,), "prompt_cache_mb": (int,), "reuse_prefix": (bool,),
                  "n_batch": (int,),
-                 "transport": (str,), "price_in": (int, float), "price_out": (int, float), "constrain": (str,)}
+                 "transport": (str,), "price_in": (int, float), "price_out": (int, float), "price_cached": (int, float),
+                 "constrain": (str,), "conversation": (bool,)}
 
 
 def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
@@ -495,7 +496,7 @@ def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
         elif opt.name in _MODEL_COUNTS and opt.value.value < _MODEL_COUNTS[opt.name]:
             errors.append(CheckError(f"option '{opt.name}' of a model must be >= {_MODEL_COUNTS[opt.name]}, "
                                      f"not {opt.value.value}", opt.value.span))
-        elif opt.name in _MODEL_PRICES and not 0 <= opt.value.value < float("inf"):
+        elif opt.name in (*_MODEL_PRICES, "price_cached") and not 0 <= opt.value.value < float("inf"):
             errors.append(CheckError(f"option '{opt.name}' of a model must be a price >= 0 (money per million "
                                      f"tokens), not {opt.value.value}", opt.value.span))
     given = [opt for opt in decl.options if opt.name in _MODEL_PRICES]
@@ -503,6 +504,11 @@ def _model_option_errors(decl: nodes.ModelDecl) -> list[CheckError]:
         errors.append(CheckError(f"model '{decl.name}' has {given[0].name} but not "
                                  f"{({*_MODEL_PRICES} - {given[0].name}).pop()}: give both, or neither",
                                  given[0].span))
+    cached = next((opt for opt in decl.options if opt.name == "price_cached"), None)
+    if cached is not None and not given:
+        errors.append(CheckError(f"model '{decl.name}' has price_cached but not price_in and price_out: give "
+                                 "them too (price_cached is the price of prompt tokens served from the "
+                                 "provider's cache)", cached.span))
     return errors
 
 

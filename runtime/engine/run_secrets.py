@@ -17,7 +17,7 @@ from typing import Iterable
 
 from decomp.dsl.redact import SecretMask
 from decomp.handlers.service import Service
-from decomp.runtime.models.base import Completion, Model
+from decomp.runtime.models.base import Completion, Model, ToolCall
 
 
 def labelled(service: Service) -> dict[str, str]:
@@ -51,9 +51,17 @@ class RunSecrets:
         return tuple(self._mask(text) for text in texts)
 
     def masked(self, completion: Completion) -> Completion:
-        """`completion` with its texts masked (the same object when none holds a secret)."""
+        """`completion` with its texts and its tool calls' arguments masked (the same object
+        when none holds a secret)."""
         texts = self.mask_all(completion.texts)
-        return completion if texts == completion.texts else dataclasses.replace(completion, texts=texts)
+        calls = tuple(self.mask_calls(found) for found in completion.tool_calls)
+        if texts == completion.texts and calls == completion.tool_calls:
+            return completion
+        return dataclasses.replace(completion, texts=texts, tool_calls=calls)
+
+    def mask_calls(self, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+        """Tool calls with every secret taken out of their arguments (and names)."""
+        return tuple(ToolCall(c.id, self._mask(c.name), self._mask(c.arguments)) for c in calls)
 
     def __len__(self) -> int:
         return len(self._mask)

@@ -13,7 +13,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.dsl.values import Failed, json_text, outcome
@@ -34,7 +34,7 @@ from decomp.runtime.engine.scheduler import Scheduler, timing
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.engine.run_secrets import RunSecrets
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.models.base import Completion, Model, ModelSettings, Request, Score
+from decomp.runtime.models.base import Completion, Message, Model, ModelSettings, Request, Score, ToolCall
 from decomp.runtime.models.prices import Price, find_price, price_from_options
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,6 +101,10 @@ class Session:
             test doubles that patch a helper's module, and for a debugger)
     prices: model name -> `Price` (a `--prices` file; see `decomp.runtime.models.prices`); a
             model declaration's own price_in/price_out options win
+    on_note: told, as one line, what the session finds out as it runs (an `api="auto"` model
+            that found the endpoint answers on the other API)
+    apis:   the API each `api="auto"` model answers on, by `NAME@ENDPOINT`, as found before (a
+            resumed run's run.json): such a model is built on it, with no request to find out
     """
 
     def __init__(self, *, registry: Registry | None = None, model: Model | str | None = None,
@@ -109,7 +113,8 @@ class Session:
                  max_depth: int = 64, max_steps: int | None = None, default_model: str | None = DEFAULT_MODEL,
                  handler_timeout: float | None = None, handler_memory_mb: float | None = None,
                  python_workers: bool = True, prices: Mapping[str, Price] | None = None,
-                 temperature: float | None = None, rollout: int = 0):
+                 temperature: float | None = None, rollout: int = 0,
+                 on_note: Callable[[str], None] | None = None, apis: Mapping[str, str] | None = None):
         if handler_timeout is not None and not handler_timeout > 0:
             raise ValueError(f"handler_timeout must be > 0 seconds, got {handler_timeout}")
         if temperature is not None and not temperature >= 0:
@@ -158,6 +163,11 @@ class Session:
         #: declaration's options.
         self.prices: dict[str, Price] = dict(prices or {})
         self._priced: dict[int, Price] = {}
+        #: Told each note of the run, as one line (see `on_note` above).
+        self.on_note = on_note
+        #: What `api="auto"` models found (given, and found by this session's models), by
+        #: `NAME@ENDPOINT`: a model built again (after `aclose`) starts on it too.
+        self.apis: dict[str, str] = dict(apis or {})
 
     # ---- loading
     def load(self, path: str | Path, text: str | None = None, *,
@@ -204,12 +214,25 @@ class Session:
         """A model instance for a spec or a declared model name (one instance per spec)."""
         if spec not in self._models:
             real, settings = self._declared.get(spec, (spec, self.settings))
-            self._models[spec] = self._build_model(real, settings)
+            model = self._build_model(real, settings)
+            where = f"{model.name}@{getattr(model, 'endpoint', '')}"
+            if settings.api == "auto" and where in self.apis:  # found before: on it from the start
+                model = self._build_model(real, dataclasses.replace(settings, api=self.apis[where]))
+            if hasattr(model, "on_api"):
+                model.on_api = lambda api, line, where=where: self._api_found(where, api, line)
+            self._models[spec] = model
             self.secrets.learn(self._models[spec])
             price = price_from_options(dict(settings.options))
             if price is not None:
                 self._priced[id(self._models[spec])] = price
         return self._models[spec]
+
+    def _api_found(self, where: str, api: str, line: str) -> None:
+        """An `api="auto"` model found its API: kept, and said once per model and endpoint."""
+        if self.apis.get(where) != api:
+            self.apis[where] = api
+            if self.on_note is not None:
+                self.on_note(line)
 
     def _build_model(self, spec: str, settings: ModelSettings) -> Model:
         scheme, _, rest = spec.partition(":")
@@ -245,7 +268,8 @@ class Session:
             row.release(hold)
             raise
         row.charge(done.prompt_tokens, done.completion_tokens, 0, model=model.name,
-                   seconds=latency[-1] if latency else None, price=price, held=hold)
+                   seconds=latency[-1] if latency else None, price=price, held=hold,
+                   cached_tokens=done.cached_tokens, reasoning_tokens=done.reasoning_tokens)
         return done
 
     async def complete(self, model: Model, request: Request, handler: str = "") -> Completion:
@@ -254,28 +278,39 @@ class Session:
         row = current_row()
         self.secrets.learn(model)
         _takes_soft_prompt(model, request.soft_prompt)
+        if request.tools and not model.takes_tools:
+            raise ModelError(f"{model.name} cannot call tools: tools need a chat model (an openai: model on the "
+                             "chat API: --api chat)")
         if self.temperature is not None:
             request = dataclasses.replace(request, temperature=self.temperature)
         if self.cache is None:
             return await self._request(model, request, row)
         # a request of temperature > 0 made again in the row (a retry) gets new samples, not the
         # first request's from the cache: its k-th occurrence takes sample indexes k*n .. k*n+n-1
+        chat = model.chat
         first = (row.occurrence(self._sample_key(model, request, -1, self.rollout)) * request.n
                  if request.temperature > 0 else 0)
         keys = [self._sample_key(model, request, first + i, self.rollout) for i in range(request.n)]
-        found = [self._cached(k, f"[{handler}] on {model.name}", _SAMPLE) for k in keys]
+        found = [_sample(self._cached(k, f"[{handler}] on {model.name}", _SAMPLE)) for k in keys]
         missing = [i for i, value in enumerate(found) if value is None]
         if not missing:
             row.charge(0, 0, request.n)
-            return Completion(self.secrets.mask_all(f["text"] for f in found), cache_hits=request.n)
+            return Completion(self.secrets.mask_all(f["text"] for f in found), cache_hits=request.n,
+                              tool_calls=_calls_of(found, self.secrets))
         fresh = await self._request(model, dataclasses.replace(request, n=len(missing)), row)
-        for i, text in zip(missing, fresh.texts):
-            found[i] = {"text": text}
+        if model.chat != chat:  # the model found out its API on this request: key it as it went
+            keys = [self._sample_key(model, request, first + i, self.rollout) for i in range(request.n)]
+        for i, reply in zip(missing, fresh.replies):
+            found[i] = {"text": reply.text}
+            if reply.tool_calls:
+                found[i]["tool_calls"] = [call.wire() for call in reply.tool_calls]
             self.cache.put(keys[i], found[i])
         row.charge(0, 0, request.n - len(missing))
         texts = self.secrets.mask_all(f["text"] for f in found)  # the hits among them too
         reasons = fresh.finish_reasons if len(missing) == request.n else ()  # hits' reasons are not kept
-        return Completion(texts, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing), reasons)
+        return Completion(texts, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing), reasons,
+                          tool_calls=_calls_of(found, self.secrets), cached_tokens=fresh.cached_tokens,
+                          reasoning_tokens=fresh.reasoning_tokens)
 
     async def score(self, model: Model, prompt: str, continuation: str, handler: str = "", *,
                     soft_prompt: SoftPrompt | None = None) -> Score:
@@ -333,6 +368,13 @@ class Session:
         # under the same name must miss
         parts = {"op": "complete", "model": model.cache_identity(), "sampling": sampling, "sample": sample,
                  "prompt": request.prompt}
+        if request.tools or (model.chat and request.messages is not None):
+            # a conversation decides a chat model's answer, not the text: in the key only then
+            # (a prompt sent as one user message keeps the key it always had)
+            del parts["prompt"]
+            parts["messages"] = [m.wire() for m in request.messages or (Message("user", request.prompt),)]
+            if request.tools:
+                parts["tools"] = [tool.wire() for tool in request.tools]
         if request.constraint is not None:  # in the key only then: other keys stay as they were
             parts["constraint"] = request.constraint.key()
         return cache_key(_with_soft_prompt(parts, request.soft_prompt))
@@ -489,6 +531,25 @@ def _with_soft_prompt(parts: dict[str, Any], soft_prompt: SoftPrompt | None) -> 
     """A cache key's parts with the soft prompt's file digest, when there is one: the keys of
     calls without one stay as they were, so caches made before soft prompts still answer."""
     return parts if soft_prompt is None else {**parts, "soft_prompt": soft_prompt.digest}
+
+
+def _sample(value: Any) -> dict | None:
+    """A cached sample, or None (a miss) when its tool calls, if it has any, are not well formed."""
+    if value is None or "tool_calls" not in value:
+        return value
+    try:
+        ok = all(isinstance(c["id"], str) and isinstance(c["function"]["name"], str)
+                 and isinstance(c["function"]["arguments"], str) for c in value["tool_calls"])
+    except (TypeError, KeyError):
+        return None
+    return value if ok else None
+
+
+def _calls_of(samples: list[dict], secrets: RunSecrets) -> tuple[tuple[ToolCall, ...], ...]:
+    """The tool calls of cached or fresh samples, masked (empty when none has any)."""
+    calls = tuple(tuple(ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
+                        for c in sample.get("tool_calls") or ()) for sample in samples)
+    return tuple(secrets.mask_calls(found) for found in calls) if any(calls) else ()
 
 
 def _finish_environments(row: RowContext) -> dict[str, Any]:

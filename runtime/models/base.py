@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from decomp.dsl.errors import ModelError, TransientModelError
 from decomp.dsl.answer_types import Constraint
+from decomp.handlers.conversation import Message, Reply, Tool, ToolCall
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.soft_prompts import SoftPrompt
 
 __all__ = ["CONSTRAIN_MODES", "CURRENT_SLOT", "Completion", "Constraint", "DEFAULT_ATTEMPT_DEADLINE", "DEFAULT_CALL_DEADLINE", "MAX_REPLY_TOKENS",
-           "Model", "ModelError", "ModelSettings", "Request", "Score", "Slot", "TransientModelError", "sendable",
-           "token_count"]
+           "Message", "Model", "ModelError", "ModelSettings", "Reply", "Request", "Score", "Slot", "Tool", "ToolCall",
+           "TransientModelError", "sendable", "token_count"]
 
 #: Seconds one request may take in all, from when it leaves to the last byte of its reply
 #: (`ModelSettings.attempt_deadline`), however often the server sends a little.
@@ -66,6 +67,11 @@ class Request:
     soft_prompt: "SoftPrompt | None" = field(default=None, compare=False)
     #: Decode under this constraint where the backend can (None: freely).
     constraint: Constraint | None = None
+    #: The prompt as a conversation, for a chat model (`decomp.handlers.conversation`); None:
+    #: `prompt` as one user message. Completion backends send `prompt` and ignore it.
+    messages: tuple[Message, ...] | None = None
+    #: Functions the model may call instead of answering (chat models only).
+    tools: tuple[Tool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,10 +102,22 @@ class Completion:
     cache_hits: int = 0  # how many of `texts` came from the step cache (set by the session)
     #: Why each text ended, as the server said ("stop", "length", ...); empty when unknown.
     finish_reasons: tuple[str, ...] = ()
+    #: The tool calls each text came with (empty: none asked for any).
+    tool_calls: tuple[tuple[ToolCall, ...], ...] = ()
+    #: Of `prompt_tokens`, those the provider served from its prompt cache (None: not said).
+    cached_tokens: int | None = None
+    #: Of `completion_tokens`, those a reasoning model spent thinking (None: not said).
+    reasoning_tokens: int | None = None
 
     @property
     def text(self) -> str:
         return self.texts[0] if self.texts else ""
+
+    @property
+    def replies(self) -> list[Reply]:
+        """Each text with the tool calls it came with."""
+        calls = self.tool_calls or ((),) * len(self.texts)
+        return [Reply(text, tuple(found)) for text, found in zip(self.texts, calls)]
 
 
 def token_count(value: Any) -> int | None:
@@ -138,6 +156,16 @@ class Model(Service):
     #: embeddings as input, which only an in-process model can read. The session refuses one
     #: for a model that says False, before any call.
     soft_prompts: ClassVar[bool] = False
+
+    @property
+    def chat(self) -> bool:
+        """Whether the model reads conversations (`Request.messages`, `tools`) rather than text."""
+        return False
+
+    @property
+    def takes_tools(self) -> bool:
+        """Whether a request may offer the model tools (`Request.tools`)."""
+        return self.chat
 
     def cache_identity(self) -> str:
         """What stands for this model in the step cache's keys of its samples and scores: its

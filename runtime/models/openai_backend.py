@@ -25,6 +25,25 @@ Credentials in the base URL: user-info (`http://user:password@host/v1`) is sent 
 auth when no OPENAI_API_KEY is set, and dropped when one is (the key's `Bearer` wins); a query
 string (`?api-key=...`) goes on every request, after the path (see openai_transport.py).
 
+APIs (`api=` on the model, `--api` on the command line): "chat" (`/chat/completions`),
+"completions" (`/completions`) or "auto": chat against api.openai.com, completions against any
+other base URL until a refusal says otherwise. Under "auto", before any request has been
+answered, a refusal that points to the other API (OpenAI's 404 "This is a chat model and thus
+not supported in the v1/completions endpoint...", "... not a chat model ...", a missing chat
+template, a route the server does not have) tries the other API once; when that one answers,
+the model uses it from then on and says so once through `on_api` (the session prints it and a
+run directory records it, so a resume starts on it). A request that offers tools settles
+"auto" on chat. Once a request has been answered, the API never changes; a refusal that points
+elsewhere then, or under a given API, says what to pass (`--api chat`).
+
+On the chat API a request's `messages` (the prompt as a conversation: system, user and
+assistant turns, see decomp.handlers.conversation) are sent as they are; a request without
+them sends its text as one user message, as before. The model option `conversation=false`
+sends the text as one user message always (but a request with tools). `tools` go as OpenAI's
+function tools and the reply's `tool_calls` come back on the `Completion` (a malformed one is a
+malformed reply). Usage's `prompt_tokens_details.cached_tokens` (prompt tokens the provider's
+cache served) and `completion_tokens_details.reasoning_tokens` are read as counts.
+
 Constrained decoding: a request's `Constraint` (a JSON Schema or a regex the reply must match)
 goes out as the fields the model option `constrain` names (`model m = "openai:NAME"
 (constrain="guided")`); an unknown value is refused when the model is made.
@@ -57,7 +76,7 @@ import math
 import os
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from decomp.dsl.redact import redact_url, url_secrets
@@ -67,12 +86,14 @@ from decomp.runtime.models.base import (
     CURRENT_SLOT,
     Completion,
     Constraint,
+    Message,
     Model,
     ModelError,
     ModelSettings,
     Request,
     Score,
     Slot,
+    ToolCall,
     TransientModelError,
     sendable,
     token_count,
@@ -134,17 +155,38 @@ class OpenAIModel(Model):
         self.attempt_deadline = _seconds(self.name, "attempt_deadline", settings.attempt_deadline)
         self.call_deadline = _seconds(self.name, "call_deadline", settings.call_deadline)
         self.api = ("completions" if self.base_url else "chat") if settings.api == "auto" else settings.api
+        #: Whether the API is known to be right: given, or answered once. Until then (api="auto"),
+        #: a refusal that points to the other API tries that one (`_switch`).
+        self._settled = settings.api != "auto"
+        #: Told (api, one line saying why) when "auto" finds the endpoint answers on the other API.
+        self.on_api: Callable[[str, str], None] | None = None
         self._transport = make_transport(settings.transport, self.base_url, self._key, self.timeout)
         self.transport = self._transport.name
         self._host = _hostname(self.base_url) if self.base_url else DEFAULT_ENDPOINT
         self.constrain = _constrain_mode(self.name, settings.option("constrain", "auto"))
-        self._ways = self._constrain_ways()
+        #: Whether a prompt goes as its conversation on the chat API (false: its text as one
+        #: user message, as before chat mapping; a request with tools always goes as one).
+        self.conversation = settings.option("conversation", True)
+        if not isinstance(self.conversation, bool):
+            raise ModelError(f"{self.name}: conversation must be true or false, not {self.conversation!r}")
+        self._ways = self._constrain_ways(self.api)
         self._score_max_tokens = 0  # raised to 1 once a server rejects 0
+
+    @property
+    def chat(self) -> bool:
+        """On the chat API and sending conversations (`conversation=false`: one user message)."""
+        return self.api == "chat" and self.conversation
+
+    @property
+    def takes_tools(self) -> bool:
+        """On the chat API, or not yet settled on one (a request with tools then settles chat)."""
+        return self.api == "chat" or not self._settled
 
     def cache_identity(self) -> str:
         """The name, and the `constrain` mode when it is not "auto": a reply decoded under
         another mode is another sample (keys of "auto" stay as they were)."""
-        return self.name if self.constrain == "auto" else f"{self.name};constrain={self.constrain}"
+        identity = self.name if self.constrain == "auto" else f"{self.name};constrain={self.constrain}"
+        return identity if self.conversation else f"{identity};conversation=false"
 
     def secrets(self) -> tuple[str, ...]:
         """What must never be written or shown: the API key and credentials in the base URL."""
@@ -163,22 +205,66 @@ class OpenAIModel(Model):
 
     # ---- the interface
     async def complete(self, request: Request) -> Completion:
-        kwargs = self._sampling(request)
-        if self.api == "chat":
-            kwargs["messages"] = [{"role": "user", "content": sendable(request.prompt)}]
-            # api.openai.com's newer models take only max_completion_tokens; compatible servers know max_tokens
-            kwargs["max_completion_tokens" if self.base_url is None else "max_tokens"] = request.max_tokens
-        else:
-            kwargs.update(prompt=sendable(request.prompt), max_tokens=request.max_tokens)
-        if request.constraint is not None:
-            kwargs.update(self._constraint_fields(request.constraint))
-        data = await self._call(self.api, kwargs)
+        if request.tools and self.api != "chat" and not self._settled:
+            self._use("chat", "tools need the chat API")
+        api = self.api
+        try:
+            data = await self._call(api, self._body(api, request), switch=not self._settled)
+        except _WrongApi as wrong:
+            api, data = await self._switch(api, request, wrong)
+        self._settled = True
         choices = sorted(data["choices"], key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
-        texts = tuple(self._text(choice) for choice in choices)
+        texts = tuple(self._text(choice, api) for choice in choices)
+        calls = tuple(self._tool_calls(choice) for choice in choices) if api == "chat" and request.tools else ()
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         reasons = tuple(c.get("finish_reason") for c in choices if isinstance(c, dict))
         return Completion(texts, token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens")),
-                          finish_reasons=reasons if all(isinstance(r, str) for r in reasons) else ())
+                          finish_reasons=reasons if all(isinstance(r, str) for r in reasons) else (),
+                          tool_calls=calls if any(calls) else (),
+                          cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+                          reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"))
+
+    def _body(self, api: str, request: Request) -> dict:
+        """The JSON body of `request` on `api`."""
+        kwargs = self._sampling(request)
+        if api == "chat":
+            given = request.messages if self.conversation or request.tools else None
+            messages = given or (Message("user", request.prompt),)
+            kwargs["messages"] = [_sendable_message(m) for m in messages]
+            # api.openai.com's newer models take only max_completion_tokens; compatible servers know max_tokens
+            kwargs["max_completion_tokens" if self.base_url is None else "max_tokens"] = request.max_tokens
+            if request.tools:
+                kwargs["tools"] = [tool.wire() for tool in request.tools]
+        elif request.tools:
+            raise ModelError(f"{self.name}: tools need the chat API, and this model uses completions; "
+                             f'pass --api chat, or api="chat" on the model')
+        else:
+            kwargs.update(prompt=sendable(request.prompt), max_tokens=request.max_tokens)
+        if request.constraint is not None:
+            kwargs.update(self._constraint_fields(request.constraint, api))
+        return kwargs
+
+    async def _switch(self, api: str, request: Request, wrong: "_WrongApi") -> tuple[str, dict]:
+        """With `api="auto"`, before any request succeeded: the endpoint refused `api` in words
+        that point to the other one. Try that once; when it answers, the model uses it from now
+        on (and says so through `on_api`); else the first refusal stands, with what to pass."""
+        other = "chat" if api == "completions" else "completions"
+        try:
+            data = await self._call(other, self._body(other, request))
+        except ModelError:
+            raise wrong.error from None
+        self._use(other, f"{self.endpoint} refused the {api} API ({wrong.status}) and answers on the {other} API")
+        return other, data
+
+    def _use(self, api: str, why: str) -> None:
+        """Use `api` from now on (once: a request in flight meanwhile may have switched already),
+        and say so through `on_api`."""
+        if self.api == api:
+            return
+        self.api, self._ways = api, self._constrain_ways(api)
+        if self.on_api is not None:
+            self.on_api(api, f"{self.name}: {why}: this run uses the {api} API from now on (pass --api {api} "
+                             "to say so)")
 
     async def score(self, prompt: str, continuation: str, soft_prompt: SoftPrompt | None = None) -> Score:
         """Sum of the logprobs of the continuation's tokens, from an echoed completions call."""
@@ -201,8 +287,9 @@ class OpenAIModel(Model):
         return f"raise it with the model's {deadline}_deadline= option or --{deadline}-deadline SECONDS"
 
     # ---- transport
-    async def _call(self, api: str, kwargs: dict) -> dict:
-        """One attempt; the reply's JSON (checked to have choices) or a mapped ModelError."""
+    async def _call(self, api: str, kwargs: dict, switch: bool = False) -> dict:
+        """One attempt; the reply's JSON (checked to have choices) or a mapped ModelError.
+        With `switch`, a refusal pointing to the other API is a `_WrongApi` (see `_switch`)."""
         path = "/chat/completions" if api == "chat" else "/completions"
         try:
             body = await self._post(path, kwargs)
@@ -211,7 +298,10 @@ class OpenAIModel(Model):
                                       f"deadline of {self.attempt_deadline:g}s ({self.deadline_hint('attempt')})"
                                       ) from None
         except StatusFailure as exc:
-            raise self._status_error(exc, [field for field in CONSTRAINT_FIELDS if field in kwargs]) from None
+            error = self._status_error(exc, [field for field in CONSTRAINT_FIELDS if field in kwargs], api)
+            if switch and _points_elsewhere(exc.status, _server_message(exc.body), api):
+                raise _WrongApi(exc.status, error) from None
+            raise error from None
         except ConnectionFailure as exc:
             raise self._connection_error(exc) from None
         except MalformedReply:
@@ -268,14 +358,38 @@ class OpenAIModel(Model):
     def _malformed(self, what: str) -> TransientModelError:
         return TransientModelError(f"{self.name}: {self.endpoint} sent a malformed reply{what}")
 
-    def _text(self, choice: Any) -> str:
+    def _text(self, choice: Any, api: str) -> str:
         text = None
         if isinstance(choice, dict):
             message = choice.get("message")
-            text = message.get("content") if self.api == "chat" and isinstance(message, dict) else choice.get("text")
+            text = message.get("content") if api == "chat" and isinstance(message, dict) else choice.get("text")
+            if text is None and api == "chat" and isinstance(message, dict) and message.get("tool_calls"):
+                text = ""  # a reply that only calls tools
         if not isinstance(text, str):
             raise self._malformed(": a choice without text")
         return text
+
+    def _tool_calls(self, choice: Any) -> tuple[ToolCall, ...]:
+        """The tool calls of a chat choice, checked: each a function with a name and its
+        arguments as text (a malformed one is a malformed reply)."""
+        message = choice.get("message") if isinstance(choice, dict) else None
+        found = message.get("tool_calls") if isinstance(message, dict) else None
+        if not found:
+            return ()
+        if not isinstance(found, list):
+            raise self._malformed(": tool_calls that are not a list")
+        calls = []
+        for number, call in enumerate(found):
+            function = call.get("function") if isinstance(call, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
+            arguments = function.get("arguments") if isinstance(function, dict) else None
+            if isinstance(arguments, dict):  # some servers send the object itself
+                arguments = json.dumps(arguments)
+            if not isinstance(name, str) or not isinstance(arguments, str):
+                raise self._malformed(": a tool call without a function name and arguments")
+            ident = call.get("id") if isinstance(call.get("id"), str) else f"call_{number}"
+            calls.append(ToolCall(ident, name, arguments))
+        return tuple(calls)
 
     def _sampling(self, request: Request) -> dict:
         kwargs: dict = {"model": self.model, "n": request.n, "temperature": request.temperature}
@@ -285,25 +399,26 @@ class OpenAIModel(Model):
             kwargs["seed"] = request.seed
         return kwargs
 
-    def _constrain_ways(self) -> tuple[str, ...]:
+    def _constrain_ways(self, api: str) -> tuple[str, ...]:
         """The ways `_constraint_fields` uses, from `constrain`, the API and the host."""
         if self.constrain != "auto":
             return () if self.constrain == "none" else (self.constrain,)
-        if self.api == "chat":
+        if api == "chat":
             return ("response_format",)
         return () if self._host == DEFAULT_ENDPOINT else ("guided", "llama")
 
-    def _constraint_fields(self, constraint: Constraint) -> dict:
-        """The request fields that ask the server to decode under `constraint` (see the module
-        docstring); empty when none of this model's ways can say it."""
-        if not self._ways:
+    def _constraint_fields(self, constraint: Constraint, api: str) -> dict:
+        """The request fields that ask the server to decode under `constraint` on `api` (see
+        the module docstring); empty when none of this model's ways can say it."""
+        ways = self._ways if api == self.api else self._constrain_ways(api)
+        if not ways:
             return {}
         try:
             schema = None if constraint.schema is None else json.loads(constraint.schema)
         except ValueError:
             raise ModelError(f"{self.name}: the constraint {constraint.name!r} has a schema that is not JSON") from None
         fields: dict = {}
-        for way in self._ways:
+        for way in ways:
             fields.update(_WAYS[way](constraint, schema))
         return fields
 
@@ -326,8 +441,9 @@ class OpenAIModel(Model):
         return Score(total, count)
 
     # ---- errors
-    def _status_error(self, exc: StatusFailure, sent: list[str]) -> ModelError:
-        """`exc` as a ModelError; `sent`: the constraint fields the request carried."""
+    def _status_error(self, exc: StatusFailure, sent: list[str], api: str = "completions") -> ModelError:
+        """`exc` as a ModelError; `sent`: the constraint fields the request carried; `api`: the
+        API it went to (a refusal that points to the other one says what to pass)."""
         status, detail = exc.status, self._redact(_server_message(exc.body))
         field = _refused_field(exc, detail, sent) if status in (400, 422) else None
         if field is not None:
@@ -342,12 +458,13 @@ class OpenAIModel(Model):
         if status in (401, 403):
             hint = "" if self._key.reveal() != PLACEHOLDER_KEY else "; no OPENAI_API_KEY is set"
             return ModelError(f"{self.name}: the endpoint {self.endpoint} refused the API key ({status}{hint})")
+        hint = _api_hint(status, detail, api)
         if status == 404:
-            return ModelError(f"{self.name}: unknown model {self.model!r} at {self.endpoint} (404: {detail})")
+            return ModelError(f"{self.name}: unknown model {self.model!r} at {self.endpoint} (404: {detail}){hint}")
         if status == 400 and (exc.code == "context_length_exceeded" or _TOO_LONG.search(detail)):
             return ModelError(f"prompt too long for {self.name}: {detail}")
         error = _BadRequest if status == 400 else ModelError
-        return error(f"{self.name}: {self.endpoint} rejected the request ({status}: {detail})")
+        return error(f"{self.name}: {self.endpoint} rejected the request ({status}: {detail}){hint}")
 
     def _connection_error(self, exc: ConnectionFailure) -> ModelError:
         """No reply: a timeout, or no connection (see `connect_failure`)."""
@@ -371,6 +488,58 @@ class OpenAIModel(Model):
         for secret in sorted(filter(None, set(self.secrets())), key=len, reverse=True):
             text = text.replace(secret, "***")
         return text
+
+
+class _WrongApi(Exception):
+    """A refusal, before the API was settled, whose words point to the other API (`_switch`)."""
+
+    def __init__(self, status: int, error: ModelError):
+        super().__init__(status)
+        self.status, self.error = status, error
+
+
+#: Words of a refusal that says the endpoint serves chat, not completions ("This is a chat
+#: model and thus not supported in the v1/completions endpoint. Did you mean to use
+#: v1/chat/completions?"), and the other way round ("This is not a chat model ...", a model
+#: without a chat template on vLLM).
+_WANTS_CHAT = re.compile(r"chat[ _-]?(model|completions?|only|endpoint|api)|chat/completions", re.IGNORECASE)
+_WANTS_COMPLETIONS = re.compile(r"not a chat model|chat[ _]?template|v1/completions\b(?!.*chat/completions)|"
+                                r"use (the )?completions", re.IGNORECASE)
+#: A route the server does not have at all (a 404 or 405 about the URL, not the model).
+_NO_ROUTE = re.compile(r"^not found$|unknown (request )?url|no route|cannot post|method not allowed", re.IGNORECASE)
+
+
+def _points_elsewhere(status: int, detail: str, api: str) -> bool:
+    """Whether a refusal of a request to `api` says the endpoint serves the other API."""
+    if status not in (400, 404, 405, 501):
+        return False
+    if status in (404, 405) and _NO_ROUTE.search(detail.strip()):
+        return True
+    if api == "completions":
+        return bool(_WANTS_CHAT.search(detail)) and not re.search(r"not a chat model", detail, re.IGNORECASE)
+    return bool(_WANTS_COMPLETIONS.search(detail))
+
+
+def _api_hint(status: int, detail: str, api: str) -> str:
+    """What to pass when a refusal of `api` points to the other API ('' when it does not)."""
+    if not _points_elsewhere(status, detail, api):
+        return ""
+    other = "chat" if api == "completions" else "completions"
+    return f"; the endpoint serves the {other} API: pass --api {other} (or api=\"{other}\" on the model)"
+
+
+def _detail(usage: dict, group: str, name: str) -> int | None:
+    """A count inside one of usage's detail objects (`prompt_tokens_details.cached_tokens`)."""
+    details = usage.get(group)
+    return token_count(details.get(name)) if isinstance(details, dict) else None
+
+
+def _sendable_message(message: Message) -> dict:
+    """`message` as the chat API takes it, its text `sendable`."""
+    wire = message.wire()
+    if isinstance(wire.get("content"), str):
+        wire["content"] = sendable(wire["content"])
+    return wire
 
 
 def _server_message(body: object) -> str:

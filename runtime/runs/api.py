@@ -20,6 +20,7 @@ What shapes the run (model, endpoint limits, step cache, budgets) is a `RunOptio
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -71,6 +72,14 @@ class RunOptions:
     base_url:      an OpenAI-compatible endpoint (else $OPENAI_BASE_URL)
     transport:     how `openai:` models send requests: "auto" (aiohttp), "aiohttp" or "openai"
                    (the official client); a model declaration's own `transport=` wins
+    api:           which API `openai:` models use: "chat", "completions" or "auto" (chat at
+                   api.openai.com, completions at a base URL, switching once to the other when
+                   the endpoint refuses in words that point to it); a model declaration's own
+                   `api=` wins. Recorded in run.json only when not "auto"
+    apis:          what "auto" found, by `NAME@ENDPOINT` (`openai:gpt-4o-mini@http://host/v1`:
+                   "chat"): such a model starts on that API, with no request to find out. A run
+                   records what its models find in run.json as they find it (`apis`), and a
+                   resume takes it unless `api` is given again
     attempt_deadline, call_deadline: seconds one request of an `openai:` model may take in all
                    (300), and one call, its retries and backoff included (600); None: no
                    limit; a model declaration's own `attempt_deadline=` / `call_deadline=` wins
@@ -102,6 +111,8 @@ class RunOptions:
     model: str | None = None
     base_url: str | None = None
     transport: str = "auto"
+    api: str = "auto"
+    apis: Mapping[str, str] = dataclasses.field(default_factory=dict)
     attempt_deadline: float | None = DEFAULT_ATTEMPT_DEADLINE
     call_deadline: float | None = DEFAULT_CALL_DEADLINE
     concurrency: int = 8
@@ -133,23 +144,25 @@ class RunOptions:
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):
                 object.__setattr__(self, name, Path(value))
+        object.__setattr__(self, "apis", dict(self.apis))  # the caller's mapping stays the caller's
         self.metric_limits()  # a limit that is no number > 0: a ValueError now
 
-    def session(self, model: Model | None = None) -> Session:
+    def session(self, model: Model | None = None, on_note: Callable[[str], None] | None = None) -> Session:
         """A `Session` with these options. A `Model` instance given here replaces `model` and
         runs uncached (as `decomp run --dry-run` does with its stand-in): the cache keys answers
-        by model name, which does not tell two instances apart."""
+        by model name, which does not tell two instances apart. `on_note`: told, as one line,
+        what the session finds out as it runs (an "auto" model's API; `Session.on_note`)."""
         cache = None
         if self.cache_mode != "off" and model is None:
             cache = StepCache((self.cache_dir or default_cache_dir()) / "steps.sqlite", self.cache_mode)
-        settings = ModelSettings(base_url=self.base_url, transport=self.transport,
+        settings = ModelSettings(base_url=self.base_url, transport=self.transport, api=self.api,
                                  attempt_deadline=self.attempt_deadline, call_deadline=self.call_deadline)
         return Session(model=model or self.model, settings=settings,
                        scheduler=Scheduler(self.concurrency, rpm=self.rpm, tpm=self.tpm), cache=cache,
                        budget=self.budget(), max_depth=self.max_depth, max_steps=self.max_steps,
                        handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb,
                        prices=load_prices(self.prices) if self.prices is not None else None,
-                       temperature=self.temperature, rollout=self.rollout)
+                       temperature=self.temperature, rollout=self.rollout, on_note=on_note, apis=self.apis)
 
     def metric_limits(self) -> MetricLimits:
         """The time and memory one row's contained metric call may take."""
@@ -167,9 +180,9 @@ class RunOptions:
         recorded as the spec the program's handlers resolve to)."""
         cache, budget, scheduler = session.cache, session.budget, session.scheduler
         settings = session.settings
-        return cls(model=None, base_url=settings.base_url, transport=settings.transport,
-                   attempt_deadline=settings.attempt_deadline, call_deadline=settings.call_deadline,
-                   concurrency=scheduler.concurrency,
+        return cls(model=None, base_url=settings.base_url, transport=settings.transport, api=settings.api,
+                   apis=dict(session.apis), attempt_deadline=settings.attempt_deadline,
+                   call_deadline=settings.call_deadline, concurrency=scheduler.concurrency,
                    rpm=scheduler.rpm, tpm=scheduler.tpm, cache_mode=cache.mode if cache is not None else "off",
                    cache_dir=cache.path.parent if cache is not None else None, max_calls=budget.run_calls,
                    max_tokens=budget.run_tokens, max_row_calls=budget.row_calls, max_row_tokens=budget.row_tokens,
@@ -184,7 +197,7 @@ class RunOptions:
         """The options as run.json records them: paths as text, and `base_url` without the
         credentials a URL can carry (`redact_url`: user-info and query values as ***); the
         session still calls the URL as given."""
-        recorded = {f.name: (str(value) if isinstance(value, Path) else value)
+        recorded = {f.name: (str(value) if isinstance(value, Path) else dict(value) if f.name == "apis" else value)
                     for f in dataclasses.fields(self) for value in [getattr(self, f.name)]}
         recorded["base_url"] = redact_url(self.base_url)
         for name, unset in _UNRECORDED.items():  # recorded only when set: older run.json files stay the same
@@ -195,7 +208,7 @@ class RunOptions:
 
 #: Options run.json records only when they are not at these values.
 _UNRECORDED = {"temperature": None, "rollout": 0, "metric_timeout": DEFAULT_METRIC_TIMEOUT,
-               "metric_memory_mb": DEFAULT_METRIC_MEMORY_MB}
+               "metric_memory_mb": DEFAULT_METRIC_MEMORY_MB, "api": "auto", "apis": {}}
 
 
 @dataclass(frozen=True)
@@ -353,7 +366,8 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
             if on_note is not None:
                 on_note(note)
         todo = sum(row.index not in run.indices for row in rows())
-        with progress_bar(todo, session.usage, progress) as tick, allowing(roots=user_folders(fields)):
+        with progress_bar(todo, session.usage, progress) as tick, allowing(roots=user_folders(fields)), \
+                _apis_recorded(session, run, on_note):
             def sink(record, trace):
                 run.add(record, trace)
                 if export is not None:
@@ -377,6 +391,28 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
     if output is not None:
         _write_lines(output, run.records())
     return RunSummary(run.path, summary, output, tuple(run.notes))
+
+
+@contextlib.contextmanager
+def _apis_recorded(session: Session, run: RunDir, on_note: Callable[[str], None] | None) -> Iterator[None]:
+    """Within the block, what the session finds out is said through `on_note` (else through its
+    own `on_note`), and the APIs its "auto" models find are written to run.json's options at once
+    (`apis`), so that a resume, even of a killed run, starts them on those APIs."""
+    own = session.on_note
+
+    def noted(line: str) -> None:
+        recorded = run.manifest["options"].get("apis")
+        recorded = recorded if isinstance(recorded, dict) else {}
+        if any(recorded.get(where) != api for where, api in session.apis.items()):
+            run.record_option("apis", {**recorded, **session.apis})
+        if (on_note or own) is not None:
+            (on_note or own)(line)
+
+    session.on_note = noted
+    try:
+        yield
+    finally:
+        session.on_note = own
 
 
 def _absolute(options: RunOptions) -> RunOptions:

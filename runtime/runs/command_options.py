@@ -114,6 +114,11 @@ def session_options(command):
         click.option("--transport", type=click.Choice(["auto", "aiohttp", "openai"]), default="auto",
                      show_default=True, help="How openai: models send requests: aiohttp (auto) or the official "
                                              "openai client. A model declaration's transport= wins."),
+        click.option("--api", type=click.Choice(["auto", "chat", "completions"]), default="auto", show_default=True,
+                     help="Which API openai: models use: chat (/chat/completions), completions, or auto: chat at "
+                          "api.openai.com, completions at a --base-url, switching once to chat when the endpoint "
+                          "refuses completions as a chat model's (said on one line, and kept in a run's run.json "
+                          "for --resume). A model declaration's api= wins."),
         click.option("--attempt-deadline", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_ATTEMPT_DEADLINE,
                      show_default=True, metavar="SECONDS",
                      help="Seconds one request of an openai: model may take in all, however slowly its reply "

@@ -1,6 +1,7 @@
 """A live progress bar for dataset runs, on stderr when it is a terminal; silent otherwise.
 
-Shows rows done of all, failed rows, model calls, tokens, cache hits, the cost (when every model
+Shows rows done of all, failed rows, model calls, tokens (with the share of prompt tokens the
+provider served from its prompt cache, when any were), cache hits, the cost (when every model
 used has a price) and the time left. Calls, tokens, cache hits and cost move as each call ends
 (the bar listens to the run's `Usage`), not only as rows end; the time left is shown from the
 first row that ends (elapsed time per row so far, times the rows left). When stderr is not a
@@ -87,5 +88,13 @@ def eta(elapsed: float | None, done: float, total: float | None) -> str:
 def _line(usage: Usage, failed: int) -> str:
     cost = usage.cost
     priced = f" · cost {cost:.6g}" if cost is not None else ""
-    return (f"failed {failed} · calls {usage.calls} · tokens {usage.tokens} · cache hits {usage.cache_hits}"
-            f"{priced}")
+    return (f"failed {failed} · calls {usage.calls} · tokens {usage.tokens}{_cached(usage)} · cache hits "
+            f"{usage.cache_hits}{priced}")
+
+
+def _cached(usage: Usage) -> str:
+    """The share of prompt tokens the providers served from their prompt caches, as
+    ` (cached 41%)`; '' when none were (or no server said)."""
+    if not usage.cached_tokens or not usage.prompt_tokens:
+        return ""
+    return f" (cached {usage.cached_tokens / usage.prompt_tokens:.0%})"

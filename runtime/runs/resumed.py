@@ -6,7 +6,8 @@
 
 `decomp run --resume` and `run_dataset(resume=True)` take from the run being finished what the
 user does not give again: the model and base URL, the session's options (concurrency,
-deadlines, budgets, prices, ...), the fields, the row window, `--main` (only for the same
+deadlines, budgets, prices, `--api`, ...) with the APIs its `api="auto"` models found (`apis`,
+unless `--api` is given again), the fields, the row window, `--main` (only for the same
 program file) and the trust (the modules trusted with `--trust`, the folders allowed with
 `--allow-root`). What is given again is the user's, and a binding setting that then differs is
 refused when the run opens (`RunDir.resume`). A base URL recorded with hidden credentials (***)
@@ -24,6 +25,9 @@ from typing import Any, Callable, Iterator
 from decomp.handlers.trust import allowed_now, allowing
 from decomp.runtime.runs.rundir import RunDirError, latest_run, read_manifest, runs_root
 from decomp.runtime.runs.shards import Shard
+
+#: The APIs a found one may be (`RunOptions.apis`).
+_APIS = ("chat", "completions")
 
 
 @dataclass(frozen=True)
@@ -53,10 +57,17 @@ class Recorded:
     def allow_roots(self) -> list[str]:
         return [str(r) for r in self.options.get("allow_roots") or ()]
 
+    @property
+    def apis(self) -> dict[str, str]:
+        """What the run's `api="auto"` models found (`RunOptions.apis`), each a known API."""
+        found = self.options.get("apis")
+        return {where: api for where, api in found.items() if isinstance(where, str) and api in _APIS} \
+            if isinstance(found, dict) else {}
+
     def session_options(self, names: Any) -> dict[str, Any]:
         """The recorded value of each option in `names` that run.json holds and may be taken (a
-        base URL whose credentials were hidden may not)."""
-        return {name: self.options[name] for name in names
+        base URL whose credentials were hidden may not; `apis`, only what `apis` keeps)."""
+        return {name: self.apis if name == "apis" else self.options[name] for name in names
                 if name in self.options and not (name == "base_url" and "***" in str(self.options[name] or ""))}
 
 

@@ -563,6 +563,12 @@ class RunDir:
         self.close()
         return summary
 
+    def record_option(self, name: str, value: Any) -> None:
+        """Set option `name` in run.json to `value` and write it now: what the run found out as
+        it went (the API an `api="auto"` model answers on), kept even if the run is killed."""
+        self.manifest["options"][name] = value
+        self._write_manifest()
+
     def close(self) -> None:
         if self._results is not None:
             self._results.close()

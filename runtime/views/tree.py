@@ -124,8 +124,9 @@ def _totals(summary: dict) -> Text:
         named = f" ({metric})" if metric and metric != "em" else ""
         text.append(f"  score {summary['score']:.3f}{named} over {summary['scored_rows']}")
     text.append_text(_outcome_totals(summary))
+    cached = f" ({summary['cached_tokens']} prompt-cached)" if summary.get("cached_tokens") else ""
     text.append(f"  calls {summary['calls']}  tokens {summary['prompt_tokens']}/{summary['completion_tokens']}"
-                f"  cache hits {summary['cache_hits']}  wall {summary['wall_s']} s"
+                f"{cached}  cache hits {summary['cache_hits']}  wall {summary['wall_s']} s"
                 f"  sessions {summary['sessions']}")
     return text
 
@@ -433,7 +434,9 @@ def _details(node: TraceNode) -> Text:
     if node.location:
         parts.append(where(node.location))
     if node.prompt_tokens or node.completion_tokens:
-        parts.append(f"{node.prompt_tokens}/{node.completion_tokens} tok")
+        cached = (node.facts or {}).get("cached_tokens")
+        parts.append(f"{node.prompt_tokens}/{node.completion_tokens} tok"
+                     + (f" ({cached} prompt-cached)" if cached else ""))
     if node.seconds is not None:
         parts.append(f"{node.seconds * 1000:.1f} ms")
     if node.cache_hit:

@@ -247,7 +247,8 @@ def test_stats_routes(server):
     complete(server.base_url, prompt="a")
     complete(server.base_url, prompt="b")
     stats = get_json(root(server.base_url) + "/stats")
-    assert stats == {"requests": 2, "in_flight": 0, "max_in_flight": 1, "faults": {}}
+    assert stats == {"requests": 2, "in_flight": 0, "max_in_flight": 1, "faults": {}, "prompt_tokens": 2,
+                     "cached_tokens": 0}
     assert post(root(server.base_url), "/reset-stats")[0] == 200
     assert server.stats()["requests"] == 0
 
