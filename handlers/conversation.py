@@ -36,7 +36,7 @@ from typing import Any, Iterable
 from decomp.dsl import nodes
 
 __all__ = ["ROLES", "Message", "Reply", "Tool", "ToolCall", "decomposer_turns", "fewshot_conversation",
-           "role_marker", "split_roles"]
+           "role_marker", "split_roles", "with_query", "with_system"]
 
 ROLES = ("system", "user", "assistant")
 _MARK = re.compile(r"^(QC|QS|Q|A):[ \t]?(.*)$")
@@ -148,20 +148,41 @@ def fewshot_conversation(examples: Iterable[nodes.Example], instructions: str | 
                 (pending if seen_example else preamble).append(text)
             continue
         seen_example = True
-        messages += _example_messages(example, "\n\n".join(pending), answer_only)
+        for message in _example_messages(example, "\n\n".join(pending), answer_only):
+            _append(messages, message)
         pending = []
+    if pending:  # text after the last example: it goes before the query (see `with_query`)
+        _append(messages, Message("user", "\n\n".join(pending)))
     system = "\n\n".join(part for part in (instructions, *preamble) if part and part.strip())
     head = [Message("system", system)] if system else []
     return tuple(head + messages)
 
 
-def decomposer_turns(question: str, history: Iterable[tuple[str, str]]) -> list[Message]:
-    """A decomposer's question and its steps so far: (the `QS:` line's text, the answer as
-    JSON) pairs, as user and assistant turns."""
-    messages = [Message("user", question)]
+def _append(messages: list[Message], message: Message) -> None:
+    """Add `message`, joined to the last one when both are plain user turns (an example with
+    no answer, text between examples): chat templates want the roles to alternate."""
+    last = messages[-1] if messages else None
+    if last is not None and last.role == message.role == "user" and not last.tool_call_id:
+        messages[-1] = Message("user", f"{last.content}\n\n{message.content}")
+    else:
+        messages.append(message)
+
+
+def with_query(conversation: tuple[Message, ...], query: str) -> tuple[Message, ...]:
+    """`conversation` with `query` as its last user turn (joined to a user turn it ends with)."""
+    if conversation and conversation[-1].role == "user":
+        return conversation[:-1] + (Message("user", f"{conversation[-1].content}\n\n{query}"),)
+    return conversation + (Message("user", query),)
+
+
+def decomposer_turns(examples: tuple[Message, ...], question: str,
+                     history: Iterable[tuple[str, str]]) -> tuple[Message, ...]:
+    """A decomposer's examples' turns, its question and its steps so far: (the `QS:` line's
+    text, the answer as JSON) pairs, as assistant and user turns."""
+    messages = list(with_query(examples, question))
     for line, answer in history:
         messages += [Message("assistant", line), Message("user", answer)]
-    return messages
+    return tuple(messages)
 
 
 # ---- templates
@@ -175,6 +196,16 @@ def role_marker() -> tuple[Any, str]:
         return f"\x00{nonce}:{name}\x00"
 
     return role, nonce
+
+
+def with_system(instructions: str | None, messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """`messages` with `instructions` opening the system message (one system message: joined
+    to the one they start with, if any)."""
+    if not instructions:
+        return messages
+    if messages and messages[0].role == "system":
+        return (Message("system", f"{instructions}\n\n{messages[0].content}"),) + messages[1:]
+    return (Message("system", instructions),) + messages
 
 
 def split_roles(text: str, nonce: str) -> tuple[str, tuple[Message, ...] | None]:

@@ -101,8 +101,8 @@ class DecomposerHandler(Handler):
     def render_messages(self, question: str, history: list[tuple[nodes.Step, Any]]) -> tuple[Message, ...]:
         """The same prompt as a conversation (`decomp.handlers.conversation`): the examples'
         turns, then the question and the steps so far."""
-        turns = decomposer_turns(question, [(step.text, json_text(answer)) for step, answer in history])
-        return self._conversation_for(question) + tuple(turns)
+        return decomposer_turns(self._conversation_for(question), question,
+                                [(step.text, json_text(answer)) for step, answer in history])
 
     def _chosen(self, question: str) -> list[nodes.Example] | None:
         """The `nearest` examples for `question`, or None (all of them)."""

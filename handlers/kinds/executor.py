@@ -129,7 +129,7 @@ class ExecutorHandler(ActsOnEnvironment):
         text, messages = await self.offload(self._render_both, call, start, state, what="the template",
                                             grace=RENDER_GRACE)
         prompt = text.rstrip("\n") + "\n"
-        turns = list(messages or (Message("user", prompt),))
+        turns = list(messages or (Message("user", prompt.rstrip("\n")),))
         attempt = Attempt(call.query)
         while not attempt.stopped:
             if attempt.turns >= opts.max_iterations:

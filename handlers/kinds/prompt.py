@@ -27,7 +27,7 @@ from decomp.dsl.parser import read_text
 from decomp.dsl.repair import fit
 from decomp.dsl.values import Failed, json_text, parse_output
 from decomp.handlers.base import Call, Handler, Options
-from decomp.handlers.conversation import Message, fewshot_conversation, role_marker, split_roles
+from decomp.handlers.conversation import Message, fewshot_conversation, role_marker, split_roles, with_query, with_system
 from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
 from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems, soft_prompt_warnings
 from decomp.handlers.template_growth import growth_warnings
@@ -235,7 +235,7 @@ class PromptHandler(Handler):
         head, qc_style = self._head
         context = f"{call.inputs.get(self.options.context, '')}\n" if self.options.context else ""
         text = f"{head}{context}QC: {call.query}\nQS:" if qc_style else f"{head}{context}Q: {call.query}\nA:"
-        return text, self._conversation + (Message("user", f"{context}{call.query}"),)
+        return text, with_query(self._conversation, f"{context}{call.query}")
 
     def _render_template(self, call: Call) -> tuple[str, tuple[Message, ...] | None]:
         role, nonce = role_marker()
@@ -248,7 +248,7 @@ class PromptHandler(Handler):
             raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
         text, messages = split_roles(rendered, nonce)
         if self.options.instructions:
-            messages = (Message("system", self.options.instructions),) + (messages or (Message("user", text),))
+            messages = with_system(self.options.instructions, messages or (Message("user", text),))
         return self._opening + text, messages
 
     async def run(self, call: Call) -> Any:

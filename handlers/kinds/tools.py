@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from decomp.dsl.errors import Failure, HandlerError
 from decomp.dsl.values import json_text, outcome

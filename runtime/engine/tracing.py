@@ -185,16 +185,22 @@ def _type_problem(name: str, value: Any) -> str | None:
         return None if value is None or number else f"is {json_kind(value)}, not a number"
     if name == "facts":
         return None if value is None or (isinstance(value, dict) and all(
-            isinstance(k, str) and _fact(v) for k, v in value.items())) else "is not an object of plain values"
+            isinstance(k, str) and _fact(v) for k, v in value.items())) else \
+            f"is not an object of plain values (nested at most {FACT_DEPTH} levels)"
     if name == "answer" and deepjson.depth(value, MAX_ANSWER_DEPTH) > MAX_ANSWER_DEPTH:
         return f"is nested more than {MAX_ANSWER_DEPTH} levels deep"
     return None
 
 
+#: How deeply a fact's value may nest: a chat request's messages with their tool calls take 5.
+FACT_DEPTH = 6
+
+
 def _fact(value: Any) -> bool:
-    """A fact's value: a string, number, boolean or null, or a list of strings."""
-    if isinstance(value, list):
-        return all(isinstance(v, str) for v in value)
+    """A fact's value: a string, number, boolean or null, or a list or object of them nested at
+    most `FACT_DEPTH` levels (a chat request's `messages`, the `tool_calls` of its reply)."""
+    if isinstance(value, (list, dict)):
+        return deepjson.depth(value, FACT_DEPTH) <= FACT_DEPTH
     return value is None or isinstance(value, (str, int, float, bool))
 
 
@@ -223,6 +229,8 @@ def _plain(node: TraceNode) -> dict:
     out = {name: getattr(node, name) for name in _ORDER}
     for name in _TEXTS:
         out[name] = kept(out[name])
+    if out["facts"]:  # a chat request's messages are as long as its prompt: cut alike
+        out["facts"] = {name: kept(value) for name, value in out["facts"].items()}
     out["ok"] = node.error is None
     out["children"] = []
     return out

@@ -185,8 +185,8 @@ class OpenAIModel(Model):
     def cache_identity(self) -> str:
         """The name, and the `constrain` mode when it is not "auto": a reply decoded under
         another mode is another sample (keys of "auto" stay as they were)."""
-        identity = self.name if self.constrain == "auto" else f"{self.name};constrain={self.constrain}"
-        return identity if self.conversation else f"{identity};conversation=false"
+        # `conversation=false` needs nothing here: its requests are keyed by their text (`chat` is false)
+        return self.name if self.constrain == "auto" else f"{self.name};constrain={self.constrain}"
 
     def secrets(self) -> tuple[str, ...]:
         """What must never be written or shown: the API key and credentials in the base URL."""
@@ -445,7 +445,9 @@ class OpenAIModel(Model):
         """`exc` as a ModelError; `sent`: the constraint fields the request carried; `api`: the
         API it went to (a refusal that points to the other one says what to pass)."""
         status, detail = exc.status, self._redact(_server_message(exc.body))
-        field = _refused_field(exc, detail, sent) if status in (400, 422) else None
+        # llama-cpp-python's server answers a field it cannot validate with a 500 that names it
+        # (`response_format.type` "json_schema"): a refusal too, which no retry changes
+        field = _refused_field(exc, detail, sent) if status in (400, 422, 500) else None
         if field is not None:
             return ModelError(f"{self.name}: {self.endpoint} refused the constraint field {field} "
                               f'({status}: {detail}); set constrain="none" on the model to decode without it, e.g. '

@@ -162,6 +162,8 @@ class _Optimizer:
         self.stopped: str | None = None
         self.started = time.perf_counter()
         self.scheduler = Scheduler(options.concurrency, rpm=options.rpm, tpm=options.tpm)
+        #: The API each `api="auto"` model was found to answer on (see `RunOptions.apis`).
+        self.found_apis: dict[str, str] = {}
 
     # ---- the steps
     def run(self, force: bool) -> OptimizeResult:
@@ -472,12 +474,15 @@ class _Optimizer:
                 self.stopped = f"the call budget (--max-calls {self.settings.max_calls:,}) was spent"
                 return None, 0, 0
             options = dataclasses.replace(options, max_calls=share)
-        session = dataclasses.replace(options, model=model or options.model).session()
+        # what an "auto" model found in one run, every later run starts on (said once)
+        found = {**options.apis, **self.found_apis}
+        session = dataclasses.replace(options, model=model or options.model, apis=found).session(on_note=self.note)
         session.scheduler = self.scheduler  # one bound on the calls in flight, for all the runs at once
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         done = await arun_dataset(program, data, session=session, run_dir=run_dir,
                                   resume=(run_dir / "run.json").is_file(), progress=progress, offset=offset,
                                   limit=limit)
+        self.found_apis.update(session.apis)
         calls, tokens = _usage(done.summary)
         self.calls += calls
         self.tokens += tokens

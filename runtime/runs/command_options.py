@@ -142,7 +142,8 @@ def session_options(command):
                      help="Budget: money for the whole run's model requests (needs each model's price)."),
         click.option("--prices", type=click.Path(exists=True, dir_okay=False, path_type=Path), callback=_prices,
                      metavar="FILE", help="Prices per million tokens (JSON or TOML: model name -> price_in, "
-                                          "price_out): a cost figure in summaries, progress and dry runs."),
+                                          "price_out and optionally price_cached): a cost figure in summaries, "
+                                          "progress and dry runs."),
         click.option("--max-depth", type=int, default=64, show_default=True, help="Deepest nesting of programs."),
         click.option("--max-steps", type=int, help="Most steps any decomposer may take."),
         click.option("--max-row-handler-calls", type=click.IntRange(1), default=DEFAULT_ROW_HANDLER_CALLS,

@@ -47,7 +47,7 @@ def test_conversation_false_sends_the_text_as_one_message(server):
     model = make(server.base_url, "chat", conversation=False)
     run(model, Request("the text", messages=TURNS))
     assert server.requests[-1]["messages"] == [{"role": "user", "content": "the text"}]
-    assert not model.chat and model.cache_identity() == "openai:m;conversation=false"
+    assert not model.chat and model.cache_identity() == "openai:m"  # keyed by its text, as before
     with pytest.raises(ModelError, match="conversation must be true or false"):
         make(server.base_url, "chat", conversation="no")
 
