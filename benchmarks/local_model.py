@@ -37,12 +37,10 @@ from __future__ import annotations
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python benchmarks/local_model.py`: see harness.bootstrap
@@ -134,46 +132,15 @@ def batch_step_ms(model, repeats: int = 8) -> dict:
     return figures
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def start_server(threads: int):
+    """llama-cpp-python's server on 127.0.0.1, prompt cache on, the bundled GGUF; ready
+    (`decomp.runtime.testing.llama_server`)."""
+    from decomp.runtime.testing.llama_server import start_llama_server
 
-
-def start_server(threads: int) -> tuple[subprocess.Popen, str]:
-    """llama-cpp-python's server on 127.0.0.1, prompt cache on, the bundled GGUF; ready."""
-    from decomp.runtime.models.local import weights_path
-
-    port = _free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(weights_path("gemma-3-270m")),
-               "--model_alias", "gemma", "--n_ctx", "4096", "--n_threads", str(threads),
-               "--n_threads_batch", str(threads), "--cache", "true", "--host", "127.0.0.1", "--port", str(port),
-               "--verbose", "false"]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit("llama-cpp-python's server did not start (pip install -e '.[bench]'):\n"
-                             + server.stderr.read().decode(errors="replace")[-2000:])
-        try:
-            urllib.request.urlopen(base_url + "/models", timeout=2).close()
-            return server, base_url
-        except OSError:
-            time.sleep(0.5)
-    server.kill()
-    raise SystemExit("llama-cpp-python's server did not answer within 120 s")
-
-
-def peak_rss_mb(pid: int) -> float | None:
-    """A live process's peak resident memory (Linux), MiB."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
+        return start_llama_server(n_ctx=4096, threads=threads, cache=True)
+    except RuntimeError as err:
+        raise SystemExit(f"{err}\n(pip install -e '.[bench]')") from None
 
 
 def child(path: str, program: str, rows: int, threads: int, base_url: str | None = None) -> dict:
@@ -189,13 +156,9 @@ def compare(program: str, rows: int, threads: int, paths: list[str]) -> dict:
     """The figures of every path on one program, side by side."""
     records = {path: child(path, program, rows, threads) for path in paths if path != "server"}
     if "server" in paths:
-        server, base_url = start_server(threads)
-        try:
-            records["server"] = child("server", program, rows, threads, base_url)
-            records["server"]["peak_rss_mb"] = peak_rss_mb(server.pid)
-        finally:
-            server.terminate()
-            server.wait(30)
+        with start_server(threads) as server:
+            records["server"] = child("server", program, rows, threads, server.base_url)
+            records["server"]["peak_rss_mb"] = server.peak_rss_mb()
     figures = {"rows": rows}
     for path, suffix in (("before", "_before"), ("fresh", "_fresh"), ("new", ""), ("server", "_server")):
         if path in records:
