@@ -75,20 +75,22 @@ class EngineCall(Call):
                        messages: tuple[Message, ...] | None = None) -> list[str]:
         request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n,
                           soft_prompt=soft_prompt, constraint=constraint, messages=messages)
-        return [reply.text for reply in await self._ask(request, model)]
+        return (await self._ask(request, model))[0]
 
     async def converse(self, prompt: str, messages: tuple[Message, ...] | None, *, tools: tuple[Tool, ...] = (),
                        model: str | None = None, stop: tuple[str, ...] = (), max_tokens: int = 256,
                        temperature: float = 0.0, n: int = 1, constraint: Constraint | None = None) -> list[Reply]:
         request = Request(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, n=n,
                           constraint=constraint, messages=messages, tools=tools)
-        return await self._ask(request, model)
+        texts, calls = await self._ask(request, model)
+        return [Reply(text, found) for text, found in zip(texts, calls or ((),) * len(texts))]
 
     def chat_model(self, model: str | None = None) -> bool:
         return self.session.resolve_model(model, self.handler.ctx.default_model).chat
 
-    async def _ask(self, request: Request, model: str | None) -> list[Reply]:
-        """One request of the handler's model, traced: its replies, cut at the stop sequences."""
+    async def _ask(self, request: Request, model: str | None) -> tuple[list[str], tuple]:
+        """One request of the handler's model, traced: its texts, cut at the stop sequences, and
+        the tool calls of each (empty when none asked for any)."""
         chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
         node = self.trace.child("model", handler=self.handler.name, prompt=request.prompt, started=time.time())
         effective = self.session.temperature if self.session.temperature is not None else request.temperature
@@ -108,8 +110,7 @@ class EngineCall(Call):
             raise
         except Exception as err:
             raise _internal(node, started, err, chosen) from err
-        replies = [Reply(cut(r.text, request.stop), r.tool_calls) for r in completion.replies]
-        texts = [r.text for r in replies]
+        texts = [cut(t, request.stop) for t in completion.texts]
         node.raw_output = texts[0] if len(texts) == 1 else "\n---\n".join(texts)
         node.seconds = time.perf_counter() - started
         node.prompt_tokens, node.completion_tokens = completion.prompt_tokens, completion.completion_tokens
@@ -121,7 +122,7 @@ class EngineCall(Call):
             node.facts["reasoning_tokens"] = completion.reasoning_tokens
         if completion.tool_calls:
             node.facts["tool_calls"] = [[call.wire() for call in found] for found in completion.tool_calls]
-        return replies
+        return texts, completion.tool_calls
 
     async def score(self, prefix: str, text: str, *, model: str | None = None,
                     soft_prompt: "SoftPrompt | None" = None) -> tuple[float, int]:

@@ -291,25 +291,26 @@ class Session:
         first = (row.occurrence(self._sample_key(model, request, -1, self.rollout)) * request.n
                  if request.temperature > 0 else 0)
         keys = [self._sample_key(model, request, first + i, self.rollout) for i in range(request.n)]
-        found = [_sample(self._cached(k, f"[{handler}] on {model.name}", _SAMPLE)) for k in keys]
+        found = [self._cached(k, f"[{handler}] on {model.name}", _SAMPLE) for k in keys]
+        if request.tools:  # a sample with tool calls that are not well formed is a miss
+            found = [_sample(value) for value in found]
         missing = [i for i, value in enumerate(found) if value is None]
         if not missing:
             row.charge(0, 0, request.n)
             return Completion(self.secrets.mask_all(f["text"] for f in found), cache_hits=request.n,
-                              tool_calls=_calls_of(found, self.secrets))
+                              tool_calls=_calls_of(found, self.secrets) if request.tools else ())
         fresh = await self._request(model, dataclasses.replace(request, n=len(missing)), row)
         if model.chat != chat:  # the model found out its API on this request: key it as it went
             keys = [self._sample_key(model, request, first + i, self.rollout) for i in range(request.n)]
-        for i, reply in zip(missing, fresh.replies):
-            found[i] = {"text": reply.text}
-            if reply.tool_calls:
-                found[i]["tool_calls"] = [call.wire() for call in reply.tool_calls]
+        for i, text, calls in zip(missing, fresh.texts, fresh.tool_calls or ((),) * len(missing)):
+            found[i] = {"text": text, "tool_calls": [call.wire() for call in calls]} if calls else {"text": text}
             self.cache.put(keys[i], found[i])
         row.charge(0, 0, request.n - len(missing))
         texts = self.secrets.mask_all(f["text"] for f in found)  # the hits among them too
         reasons = fresh.finish_reasons if len(missing) == request.n else ()  # hits' reasons are not kept
         return Completion(texts, fresh.prompt_tokens, fresh.completion_tokens, request.n - len(missing), reasons,
-                          tool_calls=_calls_of(found, self.secrets), cached_tokens=fresh.cached_tokens,
+                          tool_calls=_calls_of(found, self.secrets) if request.tools else (),
+                          cached_tokens=fresh.cached_tokens,
                           reasoning_tokens=fresh.reasoning_tokens)
 
     async def score(self, model: Model, prompt: str, continuation: str, handler: str = "", *,
@@ -547,6 +548,8 @@ def _sample(value: Any) -> dict | None:
 
 def _calls_of(samples: list[dict], secrets: RunSecrets) -> tuple[tuple[ToolCall, ...], ...]:
     """The tool calls of cached or fresh samples, masked (empty when none has any)."""
+    if not any("tool_calls" in sample for sample in samples):
+        return ()
     calls = tuple(tuple(ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
                         for c in sample.get("tool_calls") or ()) for sample in samples)
     return tuple(secrets.mask_calls(found) for found in calls) if any(calls) else ()
