@@ -14,6 +14,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def benchmark_module(name: str):
+    """The module `benchmarks.<name>`, imported with the repository on the path for the while."""
+    sys.path.insert(0, str(REPO))
+    try:
+        return importlib.import_module(f"benchmarks.{name}")
+    finally:
+        sys.path.remove(str(REPO))
+
+
 def _run(name: str, *args: str, cwd: Path) -> dict:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # the script must find `benchmarks` by itself
@@ -93,11 +102,8 @@ def test_trace_html(elsewhere):
 
 
 def test_oracle_answers_every_prompt_of_the_program():
-    sys.path.insert(0, str(REPO))
-    try:
-        from benchmarks.letter_cat_oracle import expected, make_rows, respond
-    finally:
-        sys.path.remove(str(REPO))
+    module = benchmark_module("letter_cat_oracle")
+    expected, make_rows, respond = module.expected, module.make_rows, module.respond
     rows = make_rows(20, words=3, seed=1)
     assert [r["id"] for r in rows] == [f"row{i}" for i in range(20)]
     assert all(len(r["question"].split('"')[1].split()) == 3 for r in rows)
@@ -130,11 +136,7 @@ def test_dspy_critical_path_without_dspy_prints_skipped(tmp_path):
 
 
 def test_dspy_oracle_answers_a_chat_adapter_request():
-    sys.path.insert(0, str(REPO))
-    try:
-        from benchmarks.dspy_oracle import respond
-    finally:
-        sys.path.remove(str(REPO))
+    respond = benchmark_module("dspy_oracle").respond
     q = 'Take the last letters of the words in "Nidzy Gromna" and concatenate them using a comma.'
     user = (f"[[ ## question ## ]]\n{q}\n\n[[ ## letters ## ]]\n[\"y\", \"a\"]\n\nRespond with the corresponding "
             "output fields, starting with the field `[[ ## answer ## ]]`, and then ending with the marker for "
@@ -304,11 +306,8 @@ def test_typed_chat_repair(elsewhere):
 
 
 def test_typed_chat_repair_replies_alike_to_every_system():
-    sys.path.insert(0, str(REPO))
-    try:
-        from benchmarks.typed_chat_repair import ChatLikeResponder, make_rows, styles
-    finally:
-        sys.path.remove(str(REPO))
+    module = benchmark_module("typed_chat_repair")
+    ChatLikeResponder, make_rows, styles = module.ChatLikeResponder, module.make_rows, module.styles
     assert sum(s in ("truncated", "quotes", "bullets") for s in styles(1000)) == 100
     row = next(r for r in make_rows(40) if r["style"] == "fenced")
     words, respond = row["gold"], ChatLikeResponder(make_rows(40))
@@ -348,11 +347,7 @@ def test_typed_programs_local(elsewhere):
 
 
 def _typed_programs_local():
-    sys.path.insert(0, str(REPO))
-    try:
-        from benchmarks import typed_programs_local
-    finally:
-        sys.path.remove(str(REPO))
+    typed_programs_local = benchmark_module("typed_programs_local")
     return typed_programs_local
 
 
@@ -406,11 +401,7 @@ def test_chat_prompt_cache(elsewhere):
 
 def test_chat_prompt_cache_answers_alike_in_both_layouts():
     """The benchmark's responder gives a conversation the line it gives the same prompt as one text."""
-    sys.path.insert(0, str(REPO))
-    try:
-        from benchmarks.chat_prompt_cache import responder
-    finally:
-        sys.path.remove(str(REPO))
+    responder = benchmark_module("chat_prompt_cache").responder
     question = 'Take the last letters of the words in "Nidzy Gromna Pozga" and concatenate them using a comma.'
     example = [{"role": "user", "content": question.replace("Nidzy", "Ada")},
                {"role": "assistant", "content": "[EOQ]"}]

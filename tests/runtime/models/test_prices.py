@@ -56,6 +56,9 @@ def test_price_options_need_both_or_neither():
     ("price_in=1", "model 'default' has price_in but not price_out"),
     ("price_in=-1, price_out=1", "option 'price_in' of a model must be a price >= 0"),
     ('price_in="cheap", price_out=1', "option 'price_in' of a model needs a int"),
+    ("price_cached=0.5", "model 'default' has price_cached but not price_in and price_out: give them too"),
+    ("price_in=1, price_out=2, price_cached=-1", "option 'price_cached' of a model must be a price >= 0"),
+    ('price_in=1, price_out=2, price_cached="low"', "option 'price_cached' of a model needs a int"),
 ])
 def test_a_declarations_price_options_are_checked_with_their_place(options, message):
     src = f'model default = "fake:" ({options})\nhandler ask = prompt(text="Q: x?\\nA: y\\n")\n' \
@@ -107,19 +110,6 @@ def test_price_options_may_give_price_cached_with_both_prices():
     assert price_from_options({"price_in": 1, "price_out": 2, "price_cached": 0.25}) == Price(1, 2, 0.25)
     with pytest.raises(ValueError, match=r"both price_in and price_out .* \(price_cached needs both\)"):
         price_from_options({"price_cached": 0.25})
-
-
-@pytest.mark.parametrize("options, message", [
-    ("price_cached=0.5", "model 'default' has price_cached but not price_in and price_out: give them too"),
-    ("price_in=1, price_out=2, price_cached=-1", "option 'price_cached' of a model must be a price >= 0"),
-    ('price_in=1, price_out=2, price_cached="low"', "option 'price_cached' of a model needs a int"),
-])
-def test_a_declarations_price_cached_is_checked_with_its_place(options, message):
-    src = f'model default = "fake:" ({options})\nhandler ask = prompt(text="Q: x?\\nA: y\\n")\n' \
-          'program p(question) {\n    QS: [ask] #question\n}\nmain p\n'
-    with pytest.raises(DecompError, match=message) as err:
-        Session().load("x.decomp", text=src)
-    assert "x.decomp:1:" in str(err.value)
 
 
 def test_a_declarations_price_cached_prices_its_model():
