@@ -68,10 +68,6 @@ class Call:
         each sample's text and the tool calls it asks for."""
         raise NotImplementedError
 
-    def chat_model(self, model: str | None = None) -> bool:
-        """Whether the model `model=` names (as for `complete`) reads conversations."""
-        raise NotImplementedError
-
     async def score(self, prefix: str, text: str, *, model: str | None = None,
                     soft_prompt: "SoftPrompt | None" = None) -> tuple[float, int]:
         """The log-likelihood of `text` after `prefix` (after `soft_prompt`'s embeddings, when

@@ -22,6 +22,10 @@ from decomp.handlers.conversation import Message, decomposer_turns, fewshot_conv
 from decomp.handlers.kinds.fewshot import check_file, examples_text, fewshot_error, load_fewshot, nearest_examples
 
 
+#: How many choices of `nearest` examples a decomposer keeps the turns of.
+_KEPT_CHOICES = 1024
+
+
 class DecomposerOptions(Options):
     file: str | None = None
     examples: str | None = None
@@ -53,6 +57,9 @@ class DecomposerHandler(Handler):
         self._fewshot: nodes.FewShot | None = None
         self._head: str | None = None
         self._conversation: tuple[Message, ...] | None = None
+        #: the turns of each choice of `nearest` examples made so far (by the examples' ids)
+        self._nearest_turns: dict[tuple[int, ...], tuple[Message, ...]] = {}
+        self._last_choice: tuple[str, list[nodes.Example]] | None = None
         #: the line constraint by answers so far (the examples and the module are fixed once loaded)
         self._lines: dict[int, Constraint] = {}
 
@@ -105,10 +112,15 @@ class DecomposerHandler(Handler):
                                 [(step.text, json_text(answer)) for step, answer in history])
 
     def _chosen(self, question: str) -> list[nodes.Example] | None:
-        """The `nearest` examples for `question`, or None (all of them)."""
+        """The `nearest` examples for `question`, or None (all of them). The last question's
+        are kept: the text and the turns of one row ask for them both."""
         if self.options.nearest is None:
             return None
-        return nearest_examples(self.fewshot.examples, question, self.options.nearest)
+        last = self._last_choice
+        if last is None or last[0] != question:
+            last = self._last_choice = (question, nearest_examples(self.fewshot.examples, question,
+                                                                   self.options.nearest))
+        return last[1]
 
     def _examples_for(self, question: str) -> str:
         """The examples shown before the question: all of them as written, or the `nearest`."""
@@ -122,8 +134,14 @@ class DecomposerHandler(Handler):
 
     def _conversation_for(self, question: str) -> tuple[Message, ...]:
         chosen = self._chosen(question)
-        if chosen is not None:
-            return fewshot_conversation(chosen, self.options.instructions)
+        if chosen is not None:  # the same examples come back for similar questions: made once
+            key = tuple(id(example) for example in chosen)
+            found = self._nearest_turns.get(key)
+            if found is None:
+                if len(self._nearest_turns) >= _KEPT_CHOICES:
+                    self._nearest_turns.clear()
+                found = self._nearest_turns[key] = fewshot_conversation(chosen, self.options.instructions)
+            return found
         if self._conversation is None:
             self._conversation = fewshot_conversation(self.fewshot.examples, self.options.instructions)
         return self._conversation
@@ -135,20 +153,18 @@ class DecomposerHandler(Handler):
     async def run(self, call: Call) -> Any:
         """Ask for `QS:` lines and run each until `[EOQ]`; the answer (and outcome) is the last step's."""
         answers: dict[int, Any] = {}
-        history: list[tuple[nodes.Step, Any]] = []
         ok = True
         prompt = self.render(call.query, [])
+        turns = self.render_messages(call.query, [])  # sent instead of the text to a chat model
         limit = min(self.options.max_steps, call.max_steps or self.options.max_steps)
         for number in range(1, limit + 1):
-            # a chat model gets the conversation (asked each step: `api="auto"` may find it out on the way)
-            turns = self.render_messages(call.query, history) if call.chat_model(self.options.model) else None
             step = await self._next_step(call, (prompt, turns), number)
             if step.is_end:
                 last = answers[number - 1] if answers else None
                 return last if ok else Failed(last)
             answers[number], ok = outcome(await call.run_step(step, answers))
             prompt = self._render_next(prompt, step, answers[number])
-            history.append((step, answers[number]))
+            turns += (Message("assistant", step.text), Message("user", json_text(answers[number])))
         raise HandlerError(f"took {limit} steps without [EOQ] (raise max_steps?)", call.span)
 
     def line_constraint(self, number: int) -> Constraint | None:

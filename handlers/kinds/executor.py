@@ -135,8 +135,7 @@ class ExecutorHandler(ActsOnEnvironment):
             if attempt.turns >= opts.max_iterations:
                 attempt.stopped = f"max_iterations ({opts.max_iterations})"
                 break
-            chat = call.chat_model(opts.model)
-            reply = (await call.converse(prompt + ">", tuple(turns) if chat else None, tools=self._tools(),
+            reply = (await call.converse(prompt + ">", tuple(turns), tools=self._tools(),
                                          model=opts.model, stop=("\n",), max_tokens=opts.max_tokens,
                                          temperature=opts.temperature))[0]
             attempt.turns += 1

@@ -440,8 +440,8 @@ class RowContext:
         unknown). `held`: the money `before_call` held for it, given back in the same step as its
         cost is added (so that no other call is admitted in between seeing neither)."""
         prompt_tokens, completion_tokens = _chargeable(prompt_tokens), _chargeable(completion_tokens)
-        cached = min(_chargeable(cached_tokens), prompt_tokens)
-        reasoning = min(_chargeable(reasoning_tokens), completion_tokens)
+        cached = min(_chargeable(cached_tokens), prompt_tokens) if cached_tokens else 0
+        reasoning = min(_chargeable(reasoning_tokens), completion_tokens) if reasoning_tokens else 0
         self.run.held = max(0.0, self.run.held - held)
         for usage in (self.usage, self.run):
             usage.prompt_tokens += prompt_tokens

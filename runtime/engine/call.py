@@ -85,20 +85,18 @@ class EngineCall(Call):
         texts, calls = await self._ask(request, model)
         return [Reply(text, found) for text, found in zip(texts, calls or ((),) * len(texts))]
 
-    def chat_model(self, model: str | None = None) -> bool:
-        return self.session.resolve_model(model, self.handler.ctx.default_model).chat
-
     async def _ask(self, request: Request, model: str | None) -> tuple[list[str], tuple]:
         """One request of the handler's model, traced: its texts, cut at the stop sequences, and
         the tool calls of each (empty when none asked for any)."""
         chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
         node = self.trace.child("model", handler=self.handler.name, prompt=request.prompt, started=time.time())
         effective = self.session.temperature if self.session.temperature is not None else request.temperature
-        node.facts = {"operation": "chat" if chosen.chat else "text_completion", **_model_facts(chosen),
+        chat = chosen.chat
+        node.facts = {"operation": "chat" if chat else "text_completion", **_model_facts(chosen),
                       "temperature": effective, "max_tokens": request.max_tokens}
         if request.constraint is not None:
             node.facts["constraint"] = "json_schema" if request.constraint.schema is not None else "regex"
-        if chosen.chat and request.messages is not None:
+        if chat and request.messages is not None:
             node.facts["messages"] = [m.wire() for m in request.messages]
         if request.tools:
             node.facts["tools"] = [tool.name for tool in request.tools]

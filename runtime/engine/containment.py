@@ -255,9 +255,6 @@ class ContainedCall(Call):
     async def converse(self, prompt: str, messages, **options: Any) -> list:
         return await self._engine(self._call.converse, prompt, messages, **options)
 
-    def chat_model(self, model: str | None = None) -> bool:
-        return self._context.run(self._call.chat_model, model)
-
     async def score(self, prefix: str, text: str, **options: Any) -> tuple[float, int]:
         return await self._engine(self._call.score, prefix, text, **options)
 
