@@ -1,18 +1,19 @@
 """Static checks over a loaded module, before any handler runs.
 
 Finds, all at once: unknown handlers, unknown operators, `#n` beyond the steps so far (or in
-a branch that may not have run), fan-out operators without exactly one `#n`, unknown named
-inputs, recursion (direct or through other handlers) without a declared max_depth, and an
-unknown or repeated `metric`.
+a branch that may not have run), fan-out operators without exactly one `#n` (or, with none,
+one named input) to iterate over, unknown named inputs, recursion (direct or through other
+handlers) without a declared max_depth, and an unknown or repeated `metric`.
 
 Warnings (`CheckWarning`) are kept apart from errors: what is accepted but probably not meant,
 such as a `# comment` after a `QS:` line, which is part of the query (`module_warnings`).
 """
 from __future__ import annotations
 
+import inspect
 import re
 from functools import lru_cache
-from typing import Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 import networkx as nx
 
@@ -20,12 +21,25 @@ from decomp.dsl import nodes
 from decomp.dsl.errors import CheckError, CheckWarning
 from decomp.dsl.walks import iter_steps
 
-FAN_OUT_HINT = "exactly one #n naming the list to iterate over"
+FAN_OUT_HINT = "exactly one #n naming the list to iterate over, or, with no #n, one named input (#items)"
 #: The metrics a module may declare (`metric NAME`); runtime/runs/scoring.py implements each:
-#: em (DROP exact match), set_em (order-free lists), f1 (DROP token F1).
-METRIC_NAMES = ("em", "set_em", "f1")
+#: em (DROP exact match), set_em (order-free lists), f1 (DROP token F1), exact (the very text).
+#: Besides these, a plugin's registered metric or a function of one's own (`metric mod:fn`).
+METRIC_NAMES = ("em", "set_em", "f1", "exact")
+#: The two forms a metric function may take (`metric_form`).
+ROW_FORM, PAIR_FORM = "function(row, answer, trace)", "function(prediction, gold)"
+_METRIC_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 #: `#` then a blank or the end, at the start of a query or after a blank: a comment, to the eye
 _COMMENT_IN_QUERY = re.compile(r"(?:^|(?<=[ \t]))#(?=[ \t]|$)")
+#: The start of a few-shot line that reads as context but looks like a marker misspelt: `A "x"`,
+#: `A ["x"]`, `Q. Who?`, `A; x`, `a: x`, `Q : x`, `QS [h] ...`, `QC What ...?`, `Q What ...?`
+_MARKERS = ("QC:", "QS:", "Q:", "A:")
+_MISSPELT = re.compile(
+    r"(?P<punct>QC|QS|Q|A)[ \t]*[.;=](?=[ \t]|$)"
+    r"|(?P<cased>(?i:qc|qs|q|a))[ \t]*:"
+    r"|(?P<bare>Q|A)[ \t]+(?=[\"\[{])"
+    r"|(?P<word>QC|QS)[ \t]+(?=\S)"
+    r"|(?P<asks>Q)[ \t]+(?=\S.*\?[ \t]*$)")
 
 
 class Checkable(Protocol):
@@ -46,19 +60,103 @@ def check_program(program: nodes.Program, handlers: Iterable[str]) -> list[Check
     return walker.errors + _duplicate_params(program)
 
 
-def check_metric(module: nodes.Module, known: Iterable[str] = METRIC_NAMES) -> list[CheckError]:
+def check_metric(module: nodes.Module, known: Iterable[str] = METRIC_NAMES,
+                 resolve: Callable[[str], Callable[..., Any] | str | None] | None = None) -> list[CheckError]:
     """A module's `metric` statements: each names a known metric (`known`: the built-ins, and
-    the loader adds those plugins registered), and there is at most one."""
+    the loader adds those plugins registered) or a function `module:function`, and there is at
+    most one. `resolve` (the loader's) imports such a function under the rules of python
+    handlers: the function (its form is checked, `metric_form`), why it cannot be used (an
+    error at the name), or None (not imported: a check's untrusted folder, said elsewhere)."""
     known = tuple(dict.fromkeys(known))
     errors = []
     for metric in module.metrics:
-        if metric.name not in known:
-            errors.append(CheckError(f"unknown metric '{metric.name}'", metric.name_span or metric.span,
-                                     expected="one of: " + ", ".join(known)))
+        span = metric.name_span or metric.span
+        if _METRIC_PATH.fullmatch(metric.name):
+            found = resolve(metric.name) if resolve is not None else None
+            problem = _function_problem(metric.name, found)
+            if problem is not None:
+                forms = f"{ROW_FORM} or {PAIR_FORM}, returning a float"
+                errors.append(CheckError(problem, span, expected=None if isinstance(found, str) else forms))
+        elif metric.name not in known:
+            errors.append(CheckError(f"unknown metric '{metric.name}'", span,
+                                     expected="one of: " + ", ".join(known) + ", or a function as module:function"))
     for extra in module.metrics[:-1]:
         errors.append(CheckError("metric is declared more than once", extra.span,
                                  expected=f"one metric statement (the last is at {module.metrics[-1].span})"))
     return errors
+
+
+def _function_problem(name: str, found: Callable[..., Any] | str | None) -> str | None:
+    if found is None:
+        return None
+    if isinstance(found, str):
+        return f"metric {name!r}: {found}"
+    try:
+        metric_form(found, name)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def metric_form(function: Callable[..., Any], name: str) -> str:
+    """How the metric `name` calls `function`: `ROW_FORM` or `PAIR_FORM` (docs/runs.md, "The
+    metric function"). A function of exactly two positional parameters, neither with a default
+    (and no `*args`, no keyword-only parameter without a default), is called
+    `function(prediction, gold)` once per gold alternative; one that can be called with three
+    positional arguments, `function(row, answer, trace)`. `ValueError` naming it otherwise."""
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        raise ValueError(f"metric {name!r}: the parameters of {_called(function)} cannot be read; a metric is "
+                         f"{ROW_FORM} or {PAIR_FORM}, returning a float") from None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    star = any(p.kind is p.VAR_POSITIONAL for p in params)
+    keywords = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    if not keywords and not star and len(positional) == len(required) == 2:
+        return PAIR_FORM
+    if not keywords and len(required) <= 3 and (star or len(positional) >= 3):
+        return ROW_FORM
+    raise ValueError(f"metric {name!r}: {_called(function)}{inspect.signature(function)} takes neither form of a "
+                     f"metric: {ROW_FORM} (the dataset row, the program's answer, the row's trace) or {PAIR_FORM} "
+                     "(called once per gold alternative), returning a float")
+
+
+def _called(function: Callable[..., Any]) -> str:
+    return getattr(function, "__qualname__", None) or type(function).__name__
+
+
+def misspelt_marker(line: str) -> tuple[str, str] | None:
+    """For a few-shot line that reads as context but looks like a misspelt marker (`A "x"`,
+    `Q. Who?`, `a: x`, `QS [h] ...`): the marker meant (`A:`) and the line written with it
+    (`A: "x"`); None for any other line."""
+    text = line.strip()
+    match = None if text.startswith(_MARKERS) else _MISSPELT.match(text)
+    if match is None:
+        return None
+    mark = next(group for group in match.groups() if group).upper() + ":"
+    return mark, f"{mark} {text[match.end():].strip()}".rstrip()
+
+
+def fewshot_warnings(fewshot: nodes.FewShot) -> list[CheckWarning]:
+    """Lines after an example's question that read as context but look like a misspelt marker
+    (`a: x` between a question and its answer): each at its line, with the marker meant. (Where
+    such a line leaves a question without an answer, reading the file fails there instead.)"""
+    warnings, seen = [], set()
+    for example in fewshot.examples:  # (the examples of one block share its lines)
+        if example.question_span is None:
+            continue
+        first = example.question_span.line - example.span.line + 1
+        for number, line in enumerate(example.lines[first:], example.question_span.line + 1):
+            meant = misspelt_marker(line)
+            if meant is not None and number not in seen:
+                seen.add(number)
+                column = len(line) - len(line.lstrip()) + 1
+                warnings.append(CheckWarning(
+                    f"this line is read as context, not as a marker: did you mean `{meant[0]}`?",
+                    nodes.Span(fewshot.path, number, column, number, len(line.rstrip()) + 1),
+                    expected=meant[1], line_text=line))
+    return warnings
 
 
 def check_fewshot(fewshot: nodes.FewShot, handlers: Iterable[str] | None = None) -> list[CheckError]:
@@ -211,12 +309,25 @@ def _step_problems(step: nodes.Step, available, params, known) -> list[CheckErro
         op = parse_operator(step.operator)
     except OperatorError as err:
         return errors + [CheckError(str(err), step.operator_span, expected="one of: " + ", ".join(KNOWN))]
-    if op.fans_out and len(step.index_refs) != 1:
-        errors.append(CheckError(f"({op.name}) needs exactly one #n reference, found {len(step.index_refs)}",
-                                 step.query_span or step.span, expected=FAN_OUT_HINT))
+    problem = fan_out_problem(op, step) if op.fans_out else None
+    if problem is not None:
+        errors.append(CheckError(problem, step.query_span or step.span, expected=FAN_OUT_HINT))
     for ref in step.refs:
         errors += _ref_problems(ref, available, params)
     return errors
+
+
+def fan_out_problem(op, step: nodes.Step, what: str = "") -> str | None:
+    """Why a fan-out or `(plan)` step (`op`, a parsed operator) has no single reference to
+    iterate over (`nodes.Step.list_refs`), or None. `what`: the words after "reference"."""
+    if len(step.list_refs) == 1:
+        return None
+    numbered = len(step.index_refs)
+    said = f"({op.name}) needs exactly one #n reference{what}, found {numbered}"
+    if numbered or not step.list_refs:
+        return said + ("" if numbered else " (or, with no #n, one named input such as #items)")
+    names = ", ".join(r.text for r in step.list_refs)
+    return f"{said}; with no #n it iterates over its one named input, but it names {len(step.list_refs)}: {names}"
 
 
 def _ref_problems(ref: nodes.Ref, available, params) -> list[CheckError]:

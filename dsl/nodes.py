@@ -64,6 +64,13 @@ class Step:
     def index_refs(self) -> tuple[Ref, ...]:
         return tuple(r for r in self.refs if r.index is not None)
 
+    @property
+    def list_refs(self) -> tuple[Ref, ...]:
+        """The references a fan-out or `(plan)` step may iterate over: its `#n` references, or,
+        when it has none, its named inputs (`#items`). The step needs exactly one; with a `#n`,
+        the named inputs are inserted as they are."""
+        return self.index_refs or tuple(r for r in self.refs if r.name is not None)
+
     @cached_property
     def text(self) -> str:
         """The line as DecomP writes it, without the `QS:` marker."""
@@ -239,7 +246,8 @@ class Main:
 @dataclass(frozen=True)
 class Metric:
     """`metric NAME`: how `decomp run --input` scores rows with gold answers, and what `decomp
-    eval --pred RUN` uses when no --metric is given (em, set_em or f1; the checker knows them)."""
+    eval --pred RUN` uses when no --metric is given (em, set_em, f1, exact, a plugin's, or a
+    function `module:function`, its `name` as written; the checker knows them)."""
 
     span: Span
     name: str
@@ -289,6 +297,8 @@ class Example:
     answer: Answer | None = None
     metadata: tuple[dict, ...] = ()
     lines: tuple[str, ...] = ()
+    #: Where the question's `Q:` or `QC:` marker is (None for an implicit question or none).
+    question_span: Span | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ An operator name is a base and sub-operations joined by "_": `project_values_fla
 flatten), `unique` (drop repeats by JSON text, first kept), `keys`, `values`.
 Short names: `foreach` = `project_values`, `foreach_merge` = `project_values_flat_unique`.
 Ours: `plan` (ADaPT) runs the handler on the steps of a planner's text in its Execution Order.
+Every operator but `select` iterates over the one `#n` of its step, or, in a step with no `#n`,
+over its one named input (`decomp.dsl.nodes.Step.list_refs`).
 """
 from __future__ import annotations
 
@@ -163,4 +165,5 @@ def describe(name: str | None) -> str:
     full = SYNONYMS.get(op.name, op.name)
     words = f"`({op.name})`" + (f" = `({full})`" if full != op.name else "") + ": " + _BASE_WORDS[op.base]
     subs = [_SUB_WORDS[s] for s in op.subops]
-    return words + ("; then " + ", ".join(subs) if subs else "") + "."
+    named = "" if op.base == "select" else " In a step with no #n, #n is its one named input (#items)."
+    return words + ("; then " + ", ".join(subs) if subs else "") + "." + named

@@ -31,6 +31,7 @@ from lark.exceptions import (
 )
 
 from decomp.dsl import nodes
+from decomp.dsl.checker import misspelt_marker
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics, UnclosedError
 from decomp.dsl.grammar import describe_expected, describe_terminal, parser
 from decomp.dsl.limits import MAX_SOURCE_CHARS, json_too_deep, normalize_newlines, source_lines, too_deep, too_long
@@ -634,7 +635,14 @@ class _Builder(Transformer_NonRecursive):
 
     @v_args(meta=True)
     def metric_stmt(self, meta, items):
-        return nodes.Metric(self._span(meta), str(items[0]), name_span=self._span(items[0]))
+        first, last = self._span(items[0]), self._span(items[-1])
+        span = nodes.Span(self.path, first.line, first.column, last.end_line, last.end_column)
+        written = self._line(first)[first.column - 1:last.end_column - 1]
+        name = "".join(written.split())
+        if name != written:  # `metric mod : close`
+            self.errors.append(DecompSyntaxError(f"a metric function is written without spaces: {name}", span,
+                                                 expected="module:function", line_text=self._line(first)))
+        return nodes.Metric(self._span(meta), name, name_span=span)
 
     @v_args(meta=True)
     def option(self, meta, items):
@@ -791,7 +799,7 @@ class _Builder(Transformer_NonRecursive):
     def example(self, meta, items):
         span = self._span(meta)
         lines = self.lines[span.line - 1 - self.offset: span.end_line - self.offset]
-        return _ExampleReader(span, lines).read(items)
+        return _ExampleReader(span, lines, self.errors).read(items)
 
     @v_args(meta=True)
     def fewshot(self, meta, items):
@@ -855,16 +863,23 @@ class _ExampleReader:
     Copes with the quirks of the official files: a first example whose question has no
     `QC:` marker (the last context line before the first `QS:` is taken as the question),
     several `Q:`/`A:` pairs in one block (one example each, sharing the context).
+
+    Adds to `errors`, each at its line: a question with no answer (and no steps), such as one
+    followed by another question; an answer with no question before it, or a second answer to
+    one question. Where a context line looks like the marker that is missing (`A "x"`, `Q.`,
+    `a:`: `decomp.dsl.checker.misspelt_marker`), the error is at that line and names the marker.
     """
 
-    def __init__(self, span: nodes.Span, lines: list[str]):
+    def __init__(self, span: nodes.Span, lines: list[str], errors: list[DecompError]):
         self.span = span
         self.lines = lines
+        self.errors = errors
         self.examples: list[nodes.Example] = []
+        self.texts: list[tuple[str, nodes.Span]] = []  # context lines since the last question or answer
         self._reset([])
 
     def _reset(self, context):
-        self.context, self.question, self.kind = context, None, "none"
+        self.context, self.question, self.kind, self.asked = context, None, "none", None
         self.steps, self.pending, self.answer, self.metadata = [], None, None, []
 
     def read(self, items) -> list[nodes.Example]:
@@ -881,6 +896,7 @@ class _ExampleReader:
             self._answer(item)
         elif item[0] == "text":
             self.context.append(item[1])
+            self.texts.append(item[1:])
         elif item[0] == "meta":
             self.metadata.append(item[1])
         else:
@@ -891,14 +907,20 @@ class _ExampleReader:
             context = list(self.context)
             self._flush()
             self._reset(context)
-        self.question, self.kind = item[1], item[0]
+        elif self.question is not None:
+            self._unanswered(item[2])
+        self.question, self.kind, self.asked = item[1], item[0], item[2]
+        self.texts = []
 
     def _answer(self, answer):
         if self.pending is not None:
             self.steps.append(nodes.ExampleStep(self.pending, answer))
             self.pending = None
+        elif self.answer is not None or (self.question is None and not self.steps):
+            self._unasked(answer)
         else:
             self.answer = answer
+        self.texts = []
 
     def _close_pending(self):
         if self.pending is not None:
@@ -909,11 +931,63 @@ class _ExampleReader:
         self._close_pending()
         if self.question is None and self.steps and self.context:
             self.question, self.kind = self.context.pop(), "implicit"
+        elif self.asked is not None and not self.steps and self.answer is None:
+            self._unanswered()
         answer = self.answer
         if answer is None and self.steps:
             answered = [s.answer for s in self.steps if s.answer is not None]
             answer = answered[-1] if answered else None
         self.examples.append(nodes.Example(
             self.span, self.question, self.kind, "\n".join(self.context), tuple(self.steps), answer,
-            tuple(self.metadata), tuple(self.lines),
+            tuple(self.metadata), tuple(self.lines), self.asked,
         ))
+
+    # ---- what is missing, said where it is
+    def _unanswered(self, next_question: nodes.Span | None = None) -> None:
+        """The question (`self.asked`) has no answer: the next line is `next_question`, or its
+        example ends."""
+        wanted = ("A:", "QS:") if self.kind == "QC" else ("A:",)
+        if self._misspelt(wanted, f"the question at line {self.asked.line} has no answer"):
+            return
+        where = (f"another question follows it at line {next_question.line}" if next_question is not None
+                 else "no A: line follows it in its example")
+        if self.kind == "QC":
+            self._error(f"this question has no steps and no answer: {where}", self.asked,
+                        "QS: steps or an A: line after each QC: line")
+        else:
+            self._error(f"this question has no answer: {where}", self.asked, "an A: line after each Q: line")
+
+    def _unasked(self, answer: nodes.Answer) -> None:
+        """`answer` answers no question: none came before it, or its question has its answer."""
+        if self._misspelt(("Q:", "QC:"), f"the answer at line {answer.span.line} has no question"):
+            return
+        line = self._text(answer.span.line)
+        mark = nodes.Span(answer.span.file, answer.span.line, line.find("A:") + 1, answer.span.line,
+                          line.find("A:") + 3)
+        if self.answer is not None:
+            self._error(f"this answer has no question: the question at line {self._asked_line()} already "
+                        f"has its answer at line {self.answer.span.line}", mark,
+                        "one A: line after each Q: line (a new example starts with Q:)")
+        else:
+            self._error("this answer has no question: no Q: line comes before it in its example", mark,
+                        "a Q: line before each A: line")
+
+    def _asked_line(self) -> int:
+        return self.asked.line if self.asked is not None else self.span.line
+
+    def _misspelt(self, wanted: tuple[str, ...], what: str) -> bool:
+        """Report the first context line since the last marker that looks like one of the
+        `wanted` markers misspelt; False when there is none."""
+        for text, span in self.texts:
+            meant = misspelt_marker(text)
+            if meant is not None and meant[0] in wanted:
+                self._error(f"this line is read as context, so {what}: did you mean `{meant[0]}`?", span, meant[1])
+                return True
+        return False
+
+    def _error(self, message: str, span: nodes.Span, expected: str) -> None:
+        self.errors.append(DecompSyntaxError(message, span, expected=expected, line_text=self._text(span.line)))
+
+    def _text(self, line: int) -> str:
+        index = line - self.span.line
+        return self.lines[index] if 0 <= index < len(self.lines) else ""

@@ -1,12 +1,13 @@
 """The type checker: follows answer types through a program's `#n` references, operators,
-conditions and program calls, before any handler runs (`decomp.dsl.answer_types`).
+conditions and program calls, before any handler runs (`decomp.dsl.answer_types`); a fan-out
+over a named input (`#items`) takes its items' type from the parameter's.
 
 Given each handler's answer type (declared, else inferred: `Handler.answer_type`) and each
-program's parameter types, it reports, each at its position with both types named:
-a fan-out over an answer that is not a list; a `(filter)` whose handler does not answer yes/no;
-`len()` of a scalar; a comparison that can never hold (a list with a string, a number with a
-string, a `one_of` with a value not among its choices); an argument that does not fit the
-program it is passed to. `any` fits everything: an untyped program checks as before.
+program's parameter types, it reports, each at its position with both types named: a fan-out
+over an answer (or input) that is not a list; a `(filter)` whose handler does not answer
+yes/no; `len()` of a scalar; a comparison that can never hold (a list with a string, a number
+with a string, a `one_of` with a value not among its choices); an argument that does not fit
+the program it is passed to. `any` fits everything: an untyped program checks as before.
 """
 from __future__ import annotations
 
@@ -99,20 +100,21 @@ class _Flow:
         if not op.fans_out:
             self.argument(step, _sole_ref(step), step.query_span or step.span)
             return answer
-        refs = step.index_refs
+        refs = step.list_refs
         if len(refs) != 1:
             return ANY  # the checker's own error says so
         over = self.ref_type(refs[0])
         item = item_type(over)
+        kind = "answer" if refs[0].index is not None else "input"
         if item is None and op.base.startswith("project") and isinstance(over, (Str, Pattern)):
             self.warnings.append(CheckWarning(
                 f"({op.name}) iterates over {refs[0].text}, which is {over.text}: it runs once, on the whole "
-                "string", refs[0].span, expected=f"a list answer, such as list[str]; {refs[0].text} is {over.text}"))
+                "string", refs[0].span, expected=f"a list {kind}, such as list[str]; {refs[0].text} is {over.text}"))
             item = over
         elif item is None:
             self.errors.append(CheckError(
                 f"({op.name}) iterates over {refs[0].text}, which is {over.text}, not a list", refs[0].span,
-                expected=f"a list answer, such as list[...]; {refs[0].text} is {over.text}"))
+                expected=f"a list {kind}, such as list[...]; {refs[0].text} is {over.text}"))
             return ANY
         if step.query.strip() == refs[0].text:
             self.fits_callee(step, item, refs[0].span, f"each item of {refs[0].text}")

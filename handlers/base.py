@@ -37,6 +37,12 @@ class Options(BaseModel):
     #: None: the type its examples show, for the checker only, else `any`.
     returns: str | None = None
 
+    @classmethod
+    def written_options(cls) -> dict[str, Any]:
+        """Each option as a .decomp file writes it (a field's alias, such as regex's `json`,
+        else its name) -> its pydantic field: the names to list, complete and look up."""
+        return {field.alias or name: field for name, field in cls.model_fields.items()}
+
 
 class NoOptions(Options):
     pass

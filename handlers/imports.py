@@ -49,9 +49,13 @@ def import_function(name: str, folder: str | Path | None = None,
     approved = _approved_file(module, folder, local) if allowed == "local" else None
     try:
         mod = import_module(module, folder)
-        obj = getattr(mod, attr)
     except Exception as err:  # the module's own import error, whatever it is
-        return f"cannot load {name!r}: {type(err).__name__}: {err}"
+        return f"cannot load {name!r}: importing the module {module!r} failed: {type(err).__name__}: {err}"
+    try:
+        obj = getattr(mod, attr)
+    except Exception:  # no such attribute (or a module __getattr__ that raised)
+        return (f"cannot load {name!r}: the module {module!r} was imported, but it has no function {attr!r} "
+                f"({_own_functions(mod)})")
     if approved is not None and module_file(mod) != approved:  # imported another module than the one approved
         return untrusted(name, module)
     if not inspect.isfunction(obj):
@@ -60,6 +64,16 @@ def import_function(name: str, folder: str | Path | None = None,
         return (f"{name!r} is defined in the module {getattr(obj, '__module__', '?')!r}, not in {module!r}: "
                 "name the module that defines it (it must be allowed itself)")
     return obj
+
+
+def _own_functions(mod: ModuleType, most: int = 8) -> str:
+    """The public functions `mod` defines, as a message names them."""
+    names = sorted(n for n, v in vars(mod).items() if not n.startswith("_") and inspect.isfunction(v)
+                   and getattr(v, "__module__", None) == mod.__name__)
+    if not names:
+        return "it defines no public function"
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return "its functions: " + ", ".join(names[:most]) + more
 
 
 def _approved_file(module: str, folder, local) -> Path | None:

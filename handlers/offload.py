@@ -29,6 +29,9 @@ The limit of a call is the handler's `timeout=` option when written, else the ru
 `DEFAULT_TIMEOUT`. User Python functions run in worker processes instead, where a deadline stops
 them for real (`decomp.handlers.workers`); their memory limit is the run's `memory_scope` (the
 session's `handler_memory_mb`, the CLI's `--handler-memory`), else `DEFAULT_MEMORY_MB`.
+
+The wait for a worker thread is the call's queue time (`decomp.dsl.waits.waiting`), not its
+service time.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ from contextlib import contextmanager
 from typing import Any, Awaitable, Callable, Iterator
 
 from decomp.dsl.errors import HandlerError
+from decomp.dsl.waits import waiting
 
 #: Seconds one handler call's synchronous work may take when nothing else says.
 DEFAULT_TIMEOUT = 10.0
@@ -143,7 +147,8 @@ async def bounded(fn: Callable[..., Any], *args: Any, limit: float, owner: Any, 
     are not `Exception`s), or `TimeLimitError` (a `HandlerError`) on an overrun or a refusal."""
     loop = asyncio.get_running_loop()
     gate = _gate(loop)
-    await gate.acquire(owner, what)  # a worker slot and one of the owner's, held until the thread returns
+    with waiting():
+        await gate.acquire(owner, what)  # a worker slot and one of the owner's, held until the thread returns
     future = loop.create_future()
     job = _Job(fn, args, future, loop, gate, owner, limit + grace, contextvars.copy_context())
     try:

@@ -93,6 +93,7 @@ from multiprocessing.connection import wait as wait_ready
 from typing import Any, Callable, Iterator
 
 from decomp.dsl.errors import HandlerError
+from decomp.dsl.waits import waiting
 from decomp.handlers.offload import TimeLimitError, overrun_message
 
 #: Worker processes per parent process.
@@ -376,7 +377,8 @@ class WorkerPool:
                     fresh: bool) -> Any:
         """The call in one worker (`fresh`: one that ran no call yet)."""
         limit, memory_mb, option, memory_option, max_bytes = limits
-        worker = await self._acquire(what, memory, fresh)
+        with waiting():  # queue time: the wait for a worker, and a fresh one's start
+            worker = await self._acquire(what, memory, fresh)
         worker.hold(memory)
         serving = False
         try:

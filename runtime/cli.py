@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 import warnings
 from typing import Any
@@ -21,6 +22,7 @@ from decomp.runtime.engine.loader import PluginNotTrusted, load_plugin
 from decomp.runtime.runs import evaluation
 from decomp.runtime.runs.api import (
     PROGRAMS_DIR,
+    RunInterrupted,
     RunOptions,
     find_program,
     run_dataset,
@@ -29,7 +31,13 @@ from decomp.runtime.runs.api import (
     with_fields,
 )
 from decomp.runtime.runs import dryrun, otel
-from decomp.runtime.runs.command_options import folder_trust_option, metric_options, session_options, trust_options
+from decomp.runtime.runs.command_options import (
+    folder_trust_option,
+    given_again,
+    metric_options,
+    session_options,
+    trust_options,
+)
 from decomp.runtime.runs.metric_calls import MetricLimits
 from decomp.runtime.runs.datasets import Row, read_rows, window
 from decomp.runtime.runs.resumed import recorded_run
@@ -43,8 +51,12 @@ from decomp.runtime.views.describe import describe
 #: Exit statuses: 0 done (every row answered; a failed *outcome* is an answer), 1 the command
 #: could not do its work (a program that does not load, a file that cannot be read, a -q
 #: question that ended in an error or a failed outcome), 2 a usage error (click's), 3 a dataset
-#: run (or dry run) that finished with one or more rows ending in an error.
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ROWS_FAILED = 0, 1, 2, 3
+#: run (or dry run) that finished with one or more rows ending in an error, 130 a dataset run
+#: interrupted (Ctrl-C: 128 + SIGINT, the shells' convention).
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ROWS_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: The `decomp run` options a resume is given again: run.json does not record them (it records
+#: the model, the session's options, the fields, the row window, --main and the trust).
+RESUME_GIVES_AGAIN = ("shard", "output", "ray_address", "ray_workers", "otlp", "plugins", "verbose", "metric")
 
 
 
@@ -211,6 +223,8 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
       3  --input: the run finished, and one or more rows ended in an error (each in
          results.jsonl, counted in the summary's "failed"; -v prints them); with
          --dry-run: one or more rows would
+      130 --input: interrupted (Ctrl-C); the last line on stderr says the rows kept and
+         left, and the command that resumes the run
     """
     _check_run_usage(question, data, show_trace, trace_out,
                      {"--run-dir": run_dir, "--resume": resume, "--force": force, "--output": output,
@@ -293,6 +307,11 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
                            offset=rows[0], limit=rows[1], cluster=cluster, otlp=otlp,
                            on_note=_note)
         failed = [record for record in done.records() if record.get("error")] if verbose else []
+    except RunInterrupted as stop:
+        _interrupted(stop)
+    except KeyboardInterrupt:
+        click.echo("interrupted: before the run directory was made; nothing was kept", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except (DecompError, OSError, ValueError) as err:
         fail(err)
     for record in failed:
@@ -309,6 +328,20 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
         sys.exit(EXIT_ROWS_FAILED)
 
 
+def _interrupted(stop: RunInterrupted) -> None:
+    """An interrupted dataset run ends with one line on stderr, the rows kept and left and the
+    command that finishes the run, and exit status 130."""
+    ctx = click.get_current_context()
+    again, hidden = given_again(ctx, RESUME_GIVES_AGAIN)
+    hidden += given_again(ctx, ("base_url",))[1]  # run.json records it, but with its credentials hidden
+    command = ["decomp", "run", ctx.params["file"], "--input", str(ctx.params["data"]), "--run-dir",
+               str(stop.run_dir), "--resume", *again]
+    secret = f" (give {' and '.join(hidden)} again: credentials are not printed)" if hidden else ""
+    click.echo(f"interrupted: {stop.kept} of {stop.rows} rows kept in {stop.run_dir}, {stop.left} left; resume "
+               f"with: {shlex.join(command)}{secret}", err=True)
+    sys.exit(EXIT_INTERRUPTED)
+
+
 def _note(text: str) -> None:
     """A note of the run (what it found and repaired, what it found out) as one line on stderr."""
     click.echo(f"note: {text}", err=True)
@@ -316,13 +349,7 @@ def _note(text: str) -> None:
 
 def _run_one(session, loaded, question, fields, show_trace, trace_out=None, otlp=None, program=None) -> None:
     row = {"question": question, **fields}
-    export = None
-    if otel.wanted(otlp):
-        try:
-            export = otel.TraceExport.start(otlp or None, mask=session.secrets.mask,
-                                            resource={"decomp.program": str(program)})
-        except DecompError as err:
-            fail(err)
+    export = _question_export(session, otlp, program) if otel.wanted(otlp) else None
     result = session.run(loaded, row)
     if export is not None:
         export.row(result.trace, otel.row_attributes({"id": "question", "index": 0}))
@@ -348,6 +375,21 @@ def _run_one(session, loaded, question, fields, show_trace, trace_out=None, otlp
         if result.reason:
             click.echo(f"reason: {printable(result.reason)}", err=True)
         sys.exit(EXIT_ERROR)
+
+
+def _question_export(session, otlp: str | None, program) -> "otel.TraceExport | None":
+    """A --question run's OTLP export; None (and one warning) when the receiver refuses the
+    connection or cannot be reached, found before the run: no seconds of the exporter's retries."""
+    try:
+        otel.check(otlp or None)
+        problem = otel.receiver_problem(otlp or None)
+        if problem is None:
+            return otel.TraceExport.start(otlp or None, mask=session.secrets.mask,
+                                          resource={"decomp.program": str(program)})
+    except DecompError as err:
+        fail(err)
+    click.echo(f"warning: {otel.not_sent(otlp or None, problem)}", err=True)
+    return None
 
 
 def _print_errors(trace, error: str, also_failed=()) -> None:
@@ -422,8 +464,9 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--pred", type=click.Path(exists=True, path_type=Path),
               help=_PRED_HELP + " Required without a subcommand.")
 @click.option("--metric", metavar="NAME|MODULE:FUNCTION",
-              help="em: DROP exact match; set_em: order-free lists; f1: DROP token F1; a plugin's metric; or "
-                   "MODULE:FUNCTION, function(prediction, gold) -> float (a module of the working folder, or "
+              help="em: DROP exact match; exact: the very text, no normalisation; set_em: order-free lists; f1: "
+                   "DROP token F1; a plugin's metric; or MODULE:FUNCTION, function(row, answer, trace) -> float, or "
+                   "function(prediction, gold) -> float per gold alternative (a module of the working folder, or "
                    "trusted with --trust). Default: the run's "
                    "metric when --pred is a run (its program's `metric` statement, recorded in run.json), else em.")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
@@ -436,11 +479,14 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
     """Score predictions against gold answers, normalised like the DROP evaluator.
 
     \b
-    Answers:     decomp eval --gold GOLD --pred PRED [--metric em|set_em|f1]   (default: the run's metric)
+    Answers:     decomp eval --gold GOLD --pred PRED [--metric em|exact|set_em|f1|MODULE:FUNCTION]
     Success:     decomp eval --pred RUN_DIR   (rows whose outcome is ok, by group)
 
     Plugins add subcommands (TaskLAMA's `steps` and `graph`: see their --help).
 
+    A metric function is called function(row, answer, trace): the gold file's row (its fields,
+    id, answer), the prediction, the row's trace (from a run directory; else None); or
+    function(prediction, gold), once per gold alternative (docs/runs.md, "The metric function").
     A metric of a plugin's or a module:function runs in a worker process, each row under
     --metric-timeout and --metric-memory: a row it fails on (it raised, even SystemExit, ran
     past its limit, returned no finite number) scores 0, is named in a warning and counted in
@@ -671,6 +717,8 @@ def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: 
     for error in result.get("metric_errors", ()):
         click.echo(f"warning: {error['run']} row {error['row']}: {error['error']} (scored 0)", err=True)
     click.echo(storable_json(result) if as_json else view.format_table(result))
+    if html_page is not None:  # on stderr: stdout stays the table, or the one JSON object
+        click.echo(f"wrote {html_page}", err=True)
 
 
 @main.command("plugins")

@@ -27,7 +27,6 @@ from typing import Callable, Iterable, Sequence
 
 import networkx as nx
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from decomp.taskgraph.similarity import Similarity, clean_matrix
 
@@ -80,15 +79,23 @@ def hungarian(sim) -> Scores:
     sim = _matrix(sim)
     if (empty := _empty_case(sim)) is not None:
         return empty
-    rows, cols = linear_sum_assignment(sim, maximize=True)
+    rows, cols = _assignment(sim, maximize=True)
     total = sim[rows, cols].sum()
     return scores(total / sim.shape[0], total / sim.shape[1])
+
+
+def _assignment(sim: np.ndarray, maximize: bool = True):
+    """scipy's ``linear_sum_assignment`` (scipy imported on first use: loading a program imports
+    this module through the plugin table, and scipy.optimize costs a fifth of a second)."""
+    from scipy.optimize import linear_sum_assignment
+
+    return linear_sum_assignment(sim, maximize=maximize)
 
 
 def _capacity_total(sim: np.ndarray, k: int) -> float:
     """Best total when each row takes one column and each column serves up to ``k`` rows."""
     tiled = np.tile(sim, (1, k))
-    rows, cols = linear_sum_assignment(tiled, maximize=True)
+    rows, cols = _assignment(tiled, maximize=True)
     return float(tiled[rows, cols].sum())
 
 
@@ -166,7 +173,7 @@ def match_nodes(sim) -> list[tuple[int, int]]:
     sim = _matrix(sim)
     if 0 in sim.shape:
         return []
-    rows, cols = linear_sum_assignment(sim, maximize=True)
+    rows, cols = _assignment(sim, maximize=True)
     return sorted((int(g), int(p)) for p, g in zip(rows, cols))
 
 

@@ -132,7 +132,8 @@ main down
 '''
 
 
-_TIMED = ("seconds", "started", "mean_ms", "wall_s", "mean_s", "p50_s", "p95_s")
+_TIMED = ("seconds", "started", "mean_ms", "wall_s", "mean_s", "p50_s", "p95_s", "queued", "queue_seconds",
+          "service_mean_ms", "queue_mean_ms", "service_mean_s", "queue_mean_s")
 
 
 def untimed(value):

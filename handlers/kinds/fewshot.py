@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from decomp.dsl import nodes
-from decomp.dsl.errors import CheckError, DecompError
+from decomp.dsl.errors import CheckError, DecompError, Diagnostics
 from decomp.dsl.parser import not_read, parse_fewshot, read_fewshot
 from decomp.handlers.base import Handler
 from decomp.handlers.trust import PathRefused
@@ -47,6 +47,8 @@ def check_file(handler: Handler, option: str = "file") -> list[CheckError]:
 
 
 def fewshot_error(handler: Handler, err: Exception) -> list[CheckError]:
+    if isinstance(err, Diagnostics):  # each problem of the file at its own line
+        return [e for part in err.errors for e in fewshot_error(handler, part)]
     if isinstance(err, DecompError):
         return [CheckError(f"in the examples of [{handler.name}]: {err.message}", err.span,
                            expected=err.expected, line_text=err.line_text)]

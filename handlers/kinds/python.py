@@ -167,6 +167,9 @@ class PythonHandler(Handler):
         problem = registry.function_problem(self.options.function, self._folder, self._local)
         if (problem or "").startswith("python function "):  # not allowed: the message says how to allow it
             return f"python handler '{self.name}': {problem}"
+        module, _, attr = self.options.function.partition(":")
+        if module and attr:  # a path was given: what went wrong with it says it all
+            return f"unknown python function {self.options.function!r}: {problem}"
         return (f"unknown python function {self.options.function!r}: {problem} "
                 f"(registered: {names}; or give a 'module:function' path)")
 

@@ -10,6 +10,13 @@ model request is also counted under its model (`ModelUsage`: requests, tokens, l
 when the model has a price), and a money budget (`Budget.run_cost`) stops model calls once the
 run's cost reaches it. A `Usage` may have a `listener` (the progress bar), told of every change.
 
+Time is kept whole and in two parts, for handler calls and model requests alike: `seconds` (a
+call's time from its start to its end), and of it the time `queued` (waiting for a slot: a
+worker thread or process, the scheduler's concurrency limit, a rate limit, a model that serves
+one request at a time); the rest is its service time. A handler call's service time includes
+the handlers it called (they have their own figures); its queue time, its own waits and those
+of the model and service requests it made.
+
 Of the prompt tokens, `cached_tokens` are those the provider served from its prompt cache (billed
 at `Price.price_cached`), and of the completion tokens, `reasoning_tokens` those a reasoning
 model spent thinking: parts of the two counts, not more tokens (the token budgets count prompt
@@ -38,15 +45,18 @@ from decomp.runtime.models.prices import Price
 
 @dataclass
 class ModelUsage:
-    """The requests made of one model: how many, their tokens, each one's seconds (its reply's
-    latency: cache hits are not requests) and, when the model has a price, their cost
-    (`priced`: the requests a price was known for; cost is a figure only when all were), and of
-    their tokens, those served from the provider's prompt cache and those spent reasoning."""
+    """The requests made of one model: how many, their tokens, each one's seconds (from the
+    request to its reply: cache hits are not requests) and of them the seconds it waited for a
+    slot or the model (`queued`, one per timed request), and, when the model has a price, their
+    cost (`priced`: the requests a price was known for; cost is a figure only when all were),
+    and of their tokens, those served from the provider's prompt cache and those spent
+    reasoning."""
 
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: list[float] = field(default_factory=list)
+    queued: list[float] = field(default_factory=list)
     priced: int = 0
     spent: float = 0.0
     cached_tokens: int = 0
@@ -63,45 +73,59 @@ class ModelUsage:
         self.completion_tokens += other.completion_tokens
         self.cached_tokens += other.cached_tokens
         self.reasoning_tokens += other.reasoning_tokens
+        self.queued.extend([0.0] * (len(self.seconds) - len(self.queued)))  # in step with `seconds`
+        self.queued.extend(other.waits())
         self.seconds.extend(other.seconds)
         self.priced += other.priced
         self.spent += other.spent
 
     def to_dict(self) -> dict:
-        """What a results line keeps: the counts and every request's seconds (so that totals
-        over rows, sessions and shards have exact percentiles)."""
+        """What a results line keeps: the counts and every request's seconds and queued seconds
+        (so that totals over rows, sessions and shards have exact percentiles)."""
         out = {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
                "completion_tokens": self.completion_tokens, **_details(self),
-               "seconds": [round(s, 6) for s in self.seconds]}
+               "seconds": [round(s, 6) for s in self.seconds], "queued": [round(q, 6) for q in self.waits()]}
         if self.cost is not None:
             out["cost"] = self.cost
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "ModelUsage":
-        """The usage `to_dict` gave; raises TypeError or ValueError for anything else."""
-        seconds = data.get("seconds", [])
+        """The usage `to_dict` gave; raises TypeError or ValueError for anything else. A record
+        written before queue times were kept has no `queued`: each of its requests waited 0 s."""
+        seconds, queued = data.get("seconds", []), data.get("queued")
         if not isinstance(seconds, list):
             raise TypeError("'seconds' is not a list")
+        if queued is not None and (not isinstance(queued, list) or len(queued) != len(seconds)):
+            raise ValueError("'queued' is not a list of one figure per request's seconds")
+        times = [_number(s) for s in seconds]
         usage = cls(_count(data.get("requests", 0)), _count(data.get("prompt_tokens", 0)),
-                    _count(data.get("completion_tokens", 0)), [_number(s) for s in seconds],
+                    _count(data.get("completion_tokens", 0)), times,
+                    [min(_number(q), t) for q, t in zip(queued, times)] if queued is not None else [0.0] * len(times),
                     cached_tokens=_count(data.get("cached_tokens", 0)),
                     reasoning_tokens=_count(data.get("reasoning_tokens", 0)))
         if "cost" in data:
             usage.priced, usage.spent = usage.requests, _number(data["cost"])
         return usage
 
+    def waits(self) -> list[float]:
+        """Each timed request's queued seconds, in the order of `seconds` (0 for a request
+        counted without one)."""
+        return self.queued + [0.0] * (len(self.seconds) - len(self.queued))
+
     def latency(self) -> dict:
-        """Count, mean, p50 and p95 of the requests' seconds (numpy's linear percentiles), with
-        the tokens, and the cost when known: what a summary shows per model."""
+        """Count, mean, p50 and p95 of the requests' seconds (numpy's linear percentiles), the
+        mean of their service time and of their queue time (`service_mean_s` + `queue_mean_s` =
+        `mean_s`), with the tokens, and the cost when known: what a summary shows per model."""
         out: dict[str, Any] = {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
                                "completion_tokens": self.completion_tokens, **_details(self)}
         if self.seconds:
             import numpy  # here, not at import: most runs never summarize
 
             p50, p95 = numpy.percentile(self.seconds, [50, 95])
-            out.update(mean_s=round(float(numpy.mean(self.seconds)), 6), p50_s=round(float(p50), 6),
-                       p95_s=round(float(p95), 6))
+            mean, queued = float(numpy.mean(self.seconds)), float(numpy.mean(self.waits()))
+            out.update(mean_s=round(mean, 6), p50_s=round(float(p50), 6), p95_s=round(float(p95), 6),
+                       service_mean_s=round(mean - queued, 6), queue_mean_s=round(queued, 6))
         if self.cost is not None:
             out["cost"] = round(self.cost, 6)
         return out
@@ -133,7 +157,8 @@ def _number(value: Any) -> float:
 @dataclass
 class Usage:
     """Model calls (requests made, not cache hits), calls of other services by kind, cache hits,
-    tokens, time spent per handler, and each model's requests (`models`)."""
+    tokens, time spent per handler (and of it, time queued), and each model's requests
+    (`models`)."""
 
     calls: int = 0
     cache_hits: int = 0
@@ -145,6 +170,8 @@ class Usage:
     reasoning_tokens: int = 0
     handler_calls: dict[str, int] = field(default_factory=dict)
     handler_seconds: dict[str, float] = field(default_factory=dict)
+    #: Of `handler_seconds`, the seconds each handler's calls waited for a slot (their queue time).
+    handler_queued: dict[str, float] = field(default_factory=dict)
     #: Calls of outbound services other than models, by kind ("search", ...).
     service_calls: dict[str, int] = field(default_factory=dict)
     #: Handler calls started, of every kind (symbolic ones too): what the handler-call budgets
@@ -189,17 +216,17 @@ class Usage:
         self.cached_tokens += other.cached_tokens
         self.reasoning_tokens += other.reasoning_tokens
         for name, count in other.handler_calls.items():
-            self.count(name, count, other.handler_seconds[name])
+            self.count(name, count, other.handler_seconds[name], other.handler_queued.get(name, 0.0))
         for kind, count in other.service_calls.items():
             self.service_calls[kind] = self.service_calls.get(kind, 0) + count
         for name, model in other.models.items():
             self.models.setdefault(name, ModelUsage()).add(model)
 
     def request(self, model: str, seconds: float | None, prompt_tokens: int, completion_tokens: int,
-                price: Price | None, cached_tokens: int = 0, reasoning_tokens: int = 0) -> None:
-        """Count one request of `model` that took `seconds` (None: not timed) and used these tokens
-        (`cached_tokens` of the prompt's from the provider's cache, `reasoning_tokens` of the
-        completion's spent reasoning)."""
+                price: Price | None, cached_tokens: int = 0, reasoning_tokens: int = 0, queued: float = 0.0) -> None:
+        """Count one request of `model` that took `seconds` (None: not timed), `queued` of them
+        waiting for a slot, and used these tokens (`cached_tokens` of the prompt's from the
+        provider's cache, `reasoning_tokens` of the completion's spent reasoning)."""
         entry = self.models.setdefault(model, ModelUsage())
         entry.requests += 1
         entry.prompt_tokens += prompt_tokens
@@ -208,19 +235,32 @@ class Usage:
         entry.reasoning_tokens += reasoning_tokens
         if seconds is not None:
             entry.seconds.append(seconds)
+            entry.queued.append(min(queued, seconds))
         if price is not None:
             entry.priced += 1
             entry.spent += price.cost(prompt_tokens, completion_tokens, cached_tokens)
 
-    def count(self, handler: str, calls: int, seconds: float) -> None:
-        """Add `calls` calls of `handler` that took `seconds` in all."""
+    def count(self, handler: str, calls: int, seconds: float, queued: float = 0.0) -> None:
+        """Add `calls` calls of `handler` that took `seconds` in all, `queued` of them waiting."""
         self.handler_calls[handler] = self.handler_calls.get(handler, 0) + calls
         self.handler_seconds[handler] = self.handler_seconds.get(handler, 0.0) + seconds
+        self.handler_queued[handler] = self.handler_queued.get(handler, 0.0) + queued
+
+    def handler_latency(self, handler: str) -> dict:
+        """What a record and a summary keep of `handler`'s calls: their count, `seconds` in all
+        and `queue_seconds` of them, and the mean milliseconds of a call, whole (`mean_ms`) and
+        in its two parts (`service_mean_ms` + `queue_mean_ms`)."""
+        count, seconds = self.handler_calls[handler], self.handler_seconds[handler]
+        queued = min(self.handler_queued.get(handler, 0.0), seconds)
+
+        def mean(total: float) -> float:
+            return round(1000 * total / count, 3) if count else 0.0
+
+        return {"calls": count, "seconds": round(seconds, 6), "queue_seconds": round(queued, 6),
+                "mean_ms": mean(seconds), "service_mean_ms": mean(seconds - queued), "queue_mean_ms": mean(queued)}
 
     def to_dict(self) -> dict:
-        latency = {name: {"calls": count, "seconds": round(self.handler_seconds[name], 6),
-                          "mean_ms": round(1000 * self.handler_seconds[name] / count, 3) if count else 0.0}
-                   for name, count in sorted(self.handler_calls.items())}
+        latency = {name: self.handler_latency(name) for name in sorted(self.handler_calls)}
         out = {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
                "completion_tokens": self.completion_tokens, **_details(self), "handlers": latency}
         if self.service_calls:
@@ -233,11 +273,12 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Usage":
-        """The usage `to_dict` gave (missing counts are 0; per-handler means are recomputed)."""
+        """The usage `to_dict` gave (missing counts are 0, a handler's `queue_seconds` too, as in
+        records written before queue times were kept; per-handler means are recomputed)."""
         usage = cls(**{key: data.get(key, 0) for key in ("calls", "cache_hits", "prompt_tokens", "completion_tokens",
                                                          *DETAILS)})
         for name, handler in (data.get("handlers") or {}).items():
-            usage.count(name, handler.get("calls", 0), handler.get("seconds", 0.0))
+            usage.count(name, handler.get("calls", 0), handler.get("seconds", 0.0), handler.get("queue_seconds", 0.0))
         usage.service_calls.update(data.get("service_calls") or {})
         models = data.get("models") or {}
         if not isinstance(models, dict):
@@ -430,15 +471,17 @@ class RowContext:
 
     def charge(self, prompt_tokens: int | None, completion_tokens: int | None, hits: int, *,
                model: str | None = None, seconds: float | None = None, price: Price | None = None,
-               held: float = 0.0, cached_tokens: int | None = None, reasoning_tokens: int | None = None) -> None:
+               held: float = 0.0, cached_tokens: int | None = None, reasoning_tokens: int | None = None,
+               queued: float = 0.0) -> None:
         """Add the tokens of a call made (counted by `before_call`) and cache hits. A count that
         is unknown (None) or cannot be one (negative, not an integer) adds nothing: what a server
         reports never takes tokens back from a budget. `cached_tokens` (of the prompt tokens,
         those the provider served from its prompt cache) and `reasoning_tokens` (of the
         completion tokens) count as at most the tokens they are part of. With `model`: the call
-        was a request of that model, which took `seconds` and costs its tokens at `price` (None:
-        unknown). `held`: the money `before_call` held for it, given back in the same step as its
-        cost is added (so that no other call is admitted in between seeing neither)."""
+        was a request of that model, which took `seconds` (`queued` of them waiting for a slot)
+        and costs its tokens at `price` (None: unknown). `held`: the money `before_call` held for
+        it, given back in the same step as its cost is added (so that no other call is admitted
+        in between seeing neither)."""
         prompt_tokens, completion_tokens = _chargeable(prompt_tokens), _chargeable(completion_tokens)
         cached = min(_chargeable(cached_tokens), prompt_tokens) if cached_tokens else 0
         reasoning = min(_chargeable(reasoning_tokens), completion_tokens) if reasoning_tokens else 0
@@ -450,16 +493,17 @@ class RowContext:
             usage.reasoning_tokens += reasoning
             usage.cache_hits += hits
             if model is not None:
-                usage.request(model, seconds, prompt_tokens, completion_tokens, price, cached, reasoning)
+                usage.request(model, seconds, prompt_tokens, completion_tokens, price, cached, reasoning, queued)
         if self.shared is not None and (prompt_tokens or completion_tokens or held):
             spent = price.cost(prompt_tokens, completion_tokens, cached) if price is not None and model is not None \
                 else 0.0
             self.shared.charge(prompt_tokens + completion_tokens, spent, held)
         self.run.changed()
 
-    def timed(self, handler: str, seconds: float) -> None:
-        self.usage.count(handler, 1, seconds)
-        self.run.count(handler, 1, seconds)
+    def timed(self, handler: str, seconds: float, queued: float = 0.0) -> None:
+        """Count a call of `handler` that took `seconds`, `queued` of them waiting for a slot."""
+        self.usage.count(handler, 1, seconds, queued)
+        self.run.count(handler, 1, seconds, queued)
 
 
 def admit_call(budget: Budget, run: Usage, hold: float = 0.0) -> None:

@@ -2,7 +2,9 @@
 
 Every outbound call a handler makes (a completion, a score, a search, an HTTP tool) goes
 through the session (step cache, budgets, scheduler) and gets one trace node, with the
-service's secrets taken out of any error it records.
+service's secrets taken out of any error it records, and its time: `seconds` in all and, of
+them, the time `queued` for a slot (`decomp.dsl.waits.Waits`), which counts for the
+handler call's queue time too.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from decomp.dsl.errors import DecompError, HandlerError, InternalError, RunError
 from decomp.dsl.walks import number_steps
 from decomp.handlers.call import Call
 from decomp.handlers.environment import Environment
+from decomp.dsl.waits import Waits, counting_waits
 from decomp.handlers.kinds.environment import EnvironmentHandler
 from decomp.handlers.registry import Registry
 from decomp.handlers.service import Service
@@ -88,6 +91,7 @@ class EngineCall(Call):
     async def _ask(self, request: Request, model: str | None) -> tuple[list[str], tuple]:
         """One request of the handler's model, traced: its texts, cut at the stop sequences, and
         the tool calls of each (empty when none asked for any)."""
+        request = self.session.sampling(request, self.handler.options)  # the run's defaults where the handler sets none
         chosen = self.session.resolve_model(model, self.handler.ctx.default_model)
         node = self.trace.child("model", handler=self.handler.name, prompt=request.prompt, started=time.time())
         effective = self.session.temperature if self.session.temperature is not None else request.temperature
@@ -102,15 +106,16 @@ class EngineCall(Call):
             node.facts["tools"] = [tool.name for tool in request.tools]
         started = time.perf_counter()
         try:
-            completion = await self.session.complete(chosen, request, self.handler.name)
+            with counting_waits(for_caller=True) as waits:
+                completion = await self.session.complete(chosen, request, self.handler.name)
         except RunError as err:
-            _failed(node, started, err, chosen)
+            _failed(node, started, err, chosen, waits)
             raise
         except Exception as err:
-            raise _internal(node, started, err, chosen) from err
+            raise _internal(node, started, err, chosen, waits) from err
         texts = [cut(t, request.stop) for t in completion.texts]
         node.raw_output = texts[0] if len(texts) == 1 else "\n---\n".join(texts)
-        node.seconds = time.perf_counter() - started
+        _timed(node, started, waits)
         node.prompt_tokens, node.completion_tokens = completion.prompt_tokens, completion.completion_tokens
         node.cache_hit = completion.cache_hits == len(texts)
         node.facts["finish_reasons"] = list(completion.finish_reasons) or None
@@ -129,14 +134,16 @@ class EngineCall(Call):
                                 facts={"operation": "score", **_model_facts(chosen)})
         started = time.perf_counter()
         try:
-            result = await self.session.score(chosen, prefix, text, self.handler.name, soft_prompt=soft_prompt)
+            with counting_waits(for_caller=True) as waits:
+                result = await self.session.score(chosen, prefix, text, self.handler.name, soft_prompt=soft_prompt)
         except RunError as err:
-            _failed(node, started, err, chosen)
+            _failed(node, started, err, chosen, waits)
             raise
         except Exception as err:
-            raise _internal(node, started, err, chosen) from err
+            raise _internal(node, started, err, chosen, waits) from err
         node.raw_output = f"logprob {result.logprob:.4f} over {result.tokens} tokens"
-        node.seconds, node.prompt_tokens = time.perf_counter() - started, result.tokens
+        _timed(node, started, waits)
+        node.prompt_tokens = result.tokens
         return result.logprob, result.tokens
 
     # ---- any other outbound service
@@ -146,13 +153,15 @@ class EngineCall(Call):
                                 started=time.time())
         started = time.perf_counter()
         try:
-            answer, hit = await self.session.request(service, method, args, cache=cache, tokens=tokens, what=what)
+            with counting_waits(for_caller=True) as waits:
+                answer, hit = await self.session.request(service, method, args, cache=cache, tokens=tokens, what=what)
         except RunError as err:
-            _failed(node, started, err, service)
+            _failed(node, started, err, service, waits)
             raise
         except Exception as err:
-            raise _internal(node, started, err, service) from err
-        node.answer, node.cache_hit, node.seconds = answer, hit, time.perf_counter() - started
+            raise _internal(node, started, err, service, waits) from err
+        node.answer, node.cache_hit = answer, hit
+        _timed(node, started, waits)
         return answer
 
     # ---- nested work
@@ -205,18 +214,25 @@ def _model_facts(model: Service) -> dict:
     return {"model": rest, "provider": provider} if rest else {"model": name or None, "provider": None}
 
 
-def _failed(node: TraceNode, started: float, err: RunError, service: Service) -> None:
+def _timed(node: TraceNode, started: float, waits: Waits) -> None:
+    """An outbound call's time on its node: its seconds since `started`, and of them those its
+    `waits` cover (its queue time)."""
+    node.seconds, node.queued = time.perf_counter() - started, waits.seconds
+
+
+def _failed(node: TraceNode, started: float, err: RunError, service: Service, waits: Waits) -> None:
     """Record a failed outbound call on its node, with the service's secrets taken out."""
     redact(err, service.secrets())
-    node.error, node.seconds = str(err), time.perf_counter() - started
+    node.error = str(err)
+    _timed(node, started, waits)
 
 
-def _internal(node: TraceNode, started: float, err: Exception, service: Service) -> InternalError:
+def _internal(node: TraceNode, started: float, err: Exception, service: Service, waits: Waits) -> InternalError:
     """A service's own exception (not a `RunError`: a bug in its backend) as the `InternalError`
     the interpreter would make of it, recorded on the node with the service's secrets taken out
     (the interpreter, which words it otherwise, does not know the service)."""
     internal = InternalError.of(err)
-    _failed(node, started, internal, service)
+    _failed(node, started, internal, service, waits)
     return internal
 
 

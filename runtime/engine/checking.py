@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from decomp.dsl import nodes
-from decomp.dsl.checker import check_fewshot, module_warnings
+from decomp.dsl.checker import check_fewshot, fewshot_warnings, module_warnings
 from decomp.dsl.errors import CheckError, CheckWarning, DecompError, Diagnostics
 from decomp.dsl.limits import MAX_SOURCE_CHARS, normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
@@ -166,7 +166,7 @@ def _fewshot_or_module(path: Path, text: str | None = None) -> tuple[nodes.FewSh
     text = read_text(path) if text is None else text
     fewshot = parse_fewshot(text, str(path))
     if any(e.question is not None or e.steps or e.answer is not None for e in fewshot.examples):
-        return _checked_fewshot(path, fewshot), []
+        return _checked_fewshot(path, fewshot), fewshot_warnings(fewshot)
     try:
         if _declares(parse_module(text, str(path))):
             return None, []

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from decomp.dsl import nodes
+from decomp.dsl.checker import FAN_OUT_HINT, fan_out_problem
 from decomp.dsl.errors import DecompError, DepthExceeded, Failure, RunError
 from decomp.dsl.operators import OperatorError, combine, item_for_query, items_of, parse_operator
 from decomp.dsl.values import Failed, item_text, json_text, named_text, outcome, substitute
 from decomp.dsl.repair import fit
 from decomp.dsl.walks import ends_program, iter_steps
+from decomp.dsl.waits import WAITS, Waits
 from decomp.runtime.engine.budgets import current_row
 from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.cache import cache_key, decode_answer, encode_answer
@@ -36,7 +38,8 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
     if handler is None:
         raise Failure(f"unknown handler [{name}]", span, expected="one of: " + ", ".join(sorted(scope.module.handlers)))
     node = None
-    started = time.perf_counter()
+    started, waits = time.perf_counter(), Waits()  # the call's own waits: its queue time
+    token = WAITS.set(waits)
     try:
         current_row().before_handler_call()  # every call counts, symbolic ones too
         stack = _enter(handler, scope, span)
@@ -56,9 +59,10 @@ async def call_handler(name: str, query: str, values: tuple, scope: Scope, span:
         with_others(failure, also_failed(err))
         raise failure from err
     finally:
+        WAITS.reset(token)
         if node is not None:
-            node.seconds = time.perf_counter() - started
-            current_row().timed(name, node.seconds)
+            node.seconds, node.queued = time.perf_counter() - started, waits.seconds
+            current_row().timed(name, node.seconds, node.queued)
     node.answer, ok = outcome(answer)
     node.failed = not ok
     return answer
@@ -116,10 +120,11 @@ def _where(span: nodes.Span | None) -> str | None:
 
 # ------------------------------------------------------------------ one step
 async def run_step(step: nodes.Step, answers: Mapping[int, Any], scope: Scope, trace: TraceNode,
-                   node: TraceNode | None = None) -> Any:
+                   node: TraceNode | None = None, state: ProgramState | None = None) -> Any:
     """Execute one `QS: (op) [handler] query` line given the answers so far (by number).
 
-    Its trace node is `node` when given (already placed), else a new child of `trace`."""
+    Its trace node is `node` when given (already placed), else a new child of `trace`. `state`:
+    the running program's, whose outcomes tell a fan-out that its list is a failed answer."""
     if step.handler is None:
         raise Failure("this step names no handler (write it as QS: [handler] ...)", step.span)
     try:
@@ -132,7 +137,7 @@ async def run_step(step: nodes.Step, answers: Mapping[int, Any], scope: Scope, t
         if op.is_plan:
             answer = await _plan(step, answers, scope, node)
         elif op.fans_out:
-            answer = await _fan_out(op, step, answers, scope, node)
+            answer = await _fan_out(op, step, answers, scope, node, state)
         else:
             answer = await _select(op, step, answers, scope, node)
     except DecompError as err:
@@ -189,13 +194,12 @@ async def _select(op, step, answers, scope, node) -> Any:
 
 
 def _list_ref(op, step) -> nodes.Ref:
-    """The one `#n` a fan-out or plan step iterates over."""
-    numbered = step.index_refs
-    if len(numbered) != 1:
-        what = "a plan" if op.is_plan else "a list"
-        raise Failure(f"({op.name}) needs exactly one #n reference to {what}, found {len(numbered)}",
-                      step.query_span or step.span)
-    return numbered[0]
+    """The one reference a fan-out or plan step iterates over: its `#n`, or, with none, its
+    named input (`nodes.Step.list_refs`)."""
+    problem = fan_out_problem(op, step, " to a plan" if op.is_plan else " to a list")
+    if problem is not None:
+        raise Failure(problem, step.query_span or step.span, expected=FAN_OUT_HINT)
+    return step.list_refs[0]
 
 
 def _other_texts(step, scope) -> dict[str, str]:
@@ -203,10 +207,13 @@ def _other_texts(step, scope) -> dict[str, str]:
     return {r.text: named_text(scope.inputs[r.name]) for r in step.refs if r.name in scope.inputs}
 
 
-async def _fan_out(op, step, answers, scope, node) -> Any:
+async def _fan_out(op, step, answers, scope, node, state=None) -> Any:
     ref = _list_ref(op, step)
+    value = _ref_value(ref, answers, scope)
+    if not isinstance(value, list) and state is not None and not state.outcomes.get(ref.index, True):
+        return _not_iterated(op, ref, value, state.reasons.get(ref.index), node)
     try:
-        items = items_of(op, _value(ref, answers, scope))
+        items = items_of(op, value)
         shown = [item_for_query(op, item) for item in items]
     except OperatorError as err:
         raise Failure(f"{ref.text}: {err}", ref.span) from None
@@ -226,9 +233,18 @@ async def _fan_out(op, step, answers, scope, node) -> Any:
     return Failed(combined, first.reason and f"item {results.index(first) + 1}: {first.reason}")
 
 
+def _not_iterated(op, ref: nodes.Ref, value: Any, reason: str | None, node: TraceNode) -> Failed:
+    """A fan-out over a failed answer that is no list (a typed step whose text did not fit
+    `list[...]`): it does not run on the text as one item; it fails, saying why."""
+    why = f"{ref.text} is a failed answer, not a list" + (f" ({reason})" if reason else "")
+    reason = f"({op.name}) did not run: {why}"
+    node.facts = {**(node.facts or {}), "reason": reason}
+    return Failed(value, reason)
+
+
 async def _plan(step, answers, scope, node) -> Any:
     ref = _list_ref(parse_operator(step.operator), step)
-    value = _value(ref, answers, scope)
+    value = _ref_value(ref, answers, scope)
     others = _other_texts(step, scope)
 
     async def run_one(text: str, item_node: TraceNode) -> Any:
@@ -407,7 +423,7 @@ async def _step_task(step: nodes.Step, number: int, state: ProgramState, scope: 
     await state.ready(step.refs)
     if after is not None:
         await asyncio.gather(after)  # the environment's previous step (its failure is raised by settle)
-    answer = await run_step(step, state.answers, scope, trace, node)
+    answer = await run_step(step, state.answers, scope, trace, node, state)
     state.answers[number], state.outcomes[number] = outcome(answer)
     if isinstance(answer, Failed) and answer.reason:
         state.reasons[number] = answer.reason

@@ -276,6 +276,17 @@ class _Loader:
             return f"fake:{path}"
         return decl.spec
 
+    def _metric_function(self, name: str, folder: Path, module: nodes.Module) -> Any:
+        """The function a `metric module:function` statement names, imported as python handlers'
+        are (`check_metric` checks its form); why not, as text; None when a check does not
+        import it (an untrusted folder: a notice at the statement)."""
+        local = tuple((self.roots or ())[:1])
+        untrusted = untrusted_folder(name, folder, local, self.trusted_folders)
+        if untrusted is not None:
+            self.notices.append(CheckWarning(f"metric {not_imported(name, untrusted)}", module.metric.span))
+            return None
+        return import_function(name, folder, local)
+
     def _declare(self, loaded: LoadedModule, module: nodes.Module, ctx: LoadContext) -> None:
         for decl in module.handlers:
             self.declared.add(decl.name)
@@ -353,8 +364,9 @@ class _Loader:
         self.errors += [e for e in found if not isinstance(e, CheckWarning)]
         self.notices += [w for w in found if isinstance(w, CheckWarning)]
         self.errors += _environment_problems(loaded.handlers, names)
-        for module, _ in modules:  # only the root's metric is used; an imported one is still checked
-            self.errors += check_metric(module, (*METRIC_NAMES, *sorted(self.registry.metrics)))
+        for module, file in modules:  # only the root's metric is used; an imported one is still checked
+            self.errors += check_metric(module, (*METRIC_NAMES, *sorted(self.registry.metrics)),
+                                        lambda name, at=file.parent, of=module: self._metric_function(name, at, of))
         _mark_effects(loaded.handlers)
         root = loaded.module
         if root.main is not None and root.main.target not in names:
@@ -537,11 +549,12 @@ def _option_error(error: dict, cls, options, what: str, span) -> CheckError:
     opt = next((o for o in options if o.name == name), None)
     where = opt.span if opt is not None else span
     if error["type"] == "extra_forbidden":
-        known = ", ".join(cls.Options.model_fields)
+        known = ", ".join(cls.Options.written_options())
         return CheckError(f"unknown option '{name}' for {what}", where, expected=f"one of: {known}")
     if error["type"] == "missing":
         return CheckError(f"{what} needs the option '{name}'", where)
-    field_type = cls.Options.model_fields[name].annotation if name in cls.Options.model_fields else None
+    written = cls.Options.written_options()
+    field_type = written[name].annotation if name in written else None
     shown = getattr(field_type, "__name__", None) or str(field_type).replace("typing.", "")
     return CheckError(f"option '{name}' of {what}: {error['msg'].lower()}", opt.value.span if opt else where,
                       expected=f"a value of type {shown}")

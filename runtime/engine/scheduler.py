@@ -15,6 +15,10 @@ later rows start their first calls before earlier rows make their last ones, so 
 not end on a few long chains of dependent calls with most slots idle. A row never waits for
 another row's steps, only for a free slot. A slot is held only while a request is in flight,
 not while backing off.
+
+A call's time is kept in two parts (`timing`): its queue time, the waits for a slot and the
+rate limits (and whatever the service itself waits for before serving it: the local model's one
+worker thread), and its service time, the rest (the attempts, and the backoff between them).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterator, TypeVar
 
 from decomp.dsl.errors import TransientServiceError
+from decomp.dsl.waits import counting_waits, waiting
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
 from decomp.runtime.models.base import Completion, Model, Request, Score
 
@@ -60,15 +65,26 @@ def past_deadline(service: Service, attempts: int, clock: "CallClock") -> str:
             f"{service.deadline_hint('call')})" + (f"; last error: {said}" if said else ""))
 
 
-#: Where `Scheduler.call` puts the seconds of the attempt that answered (see `timing`); None: nowhere.
-LATENCY: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("decomp_latency", default=None)
+class Timed:
+    """The time of one scheduled call that answered: `seconds` in all, from the call to its
+    answer (None: no call answered), of which `queued` waiting for a slot (see the module)."""
+
+    __slots__ = ("seconds", "queued")
+
+    def __init__(self) -> None:
+        self.seconds: float | None = None
+        self.queued = 0.0
+
+
+#: Where `Scheduler.call` puts the time of the call that answered (see `timing`); None: nowhere.
+LATENCY: contextvars.ContextVar[Timed | None] = contextvars.ContextVar("decomp_latency", default=None)
 
 
 @contextlib.contextmanager
-def timing() -> Iterator[list[float]]:
-    """Yields a list that gets the latency of each scheduled call awaited meanwhile, in this
+def timing() -> Iterator[Timed]:
+    """Yields a `Timed` that gets the time of the scheduled call awaited meanwhile, in this
     context (the session's request), as `Scheduler.call` measures it."""
-    found: list[float] = []
+    found = Timed()
     token = LATENCY.set(found)
     try:
         yield found
@@ -79,20 +95,17 @@ def timing() -> Iterator[list[float]]:
 class CallClock:
     """The call deadline of one scheduled call (`Service.call_deadline`): it starts when the
     first attempt's slot is taken (a call waiting its turn is not late) and moves the running
-    attempt's timeout scope to its end. `last` is the last attempt's transient error; `sent`
-    the loop time the latest attempt took its slot (its request left)."""
+    attempt's timeout scope to its end. `last` is the last attempt's transient error."""
 
-    __slots__ = ("seconds", "ends", "scope", "last", "sent")
+    __slots__ = ("seconds", "ends", "scope", "last")
 
     def __init__(self, seconds: float | None):
         self.seconds = seconds
         self.ends: float | None = None
         self.scope: asyncio.Timeout | None = None
         self.last: Exception | None = None
-        self.sent: float | None = None
 
     def start(self) -> None:
-        self.sent = asyncio.get_running_loop().time()
         if self.seconds is None or self.ends is not None:
             return
         self.ends = asyncio.get_running_loop().time() + self.seconds
@@ -218,22 +231,29 @@ class Scheduler:
         The common case (a free slot, no rate limit, a service that does not defer its slot)
         takes and gives back the slot without awaiting anything but the call itself.
 
-        The list in `LATENCY`, when set, gets the seconds of the attempt that answered, from
-        when its slot was taken (its request left) to its reply: the queue and earlier attempts
-        aside."""
-        clock = CallClock(service.call_deadline)
+        The `Timed` in `LATENCY`, when set, gets the call's seconds, from here to its answer,
+        and of them its queue time (`waiting`: for slots, rate limits, a busy model), which
+        counts for the enclosing call's too (`counting_waits`)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with counting_waits(for_caller=True) as waits:
+            answer = await self._attempts(service, method, args, priority, tokens)
         latency = LATENCY.get()
+        if latency is not None:
+            latency.seconds, latency.queued = loop.time() - started, waits.seconds
+        return answer
+
+    async def _attempts(self, service: Service, method: Callable[..., Awaitable[T]], args: tuple, priority: int,
+                        tokens: float) -> T:
+        """`call`'s attempts, retried, within the call deadline."""
+        clock = CallClock(service.call_deadline)
         for attempt in range(self.retries + 1):
             try:
                 if clock.seconds is None:
-                    answer = await self._attempt(service, method, args, priority, tokens, clock)
-                else:
-                    async with asyncio.timeout_at(clock.ends) as scope:
-                        clock.scope = scope
-                        answer = await self._attempt(service, method, args, priority, tokens, clock)
-                if latency is not None and clock.sent is not None:
-                    latency.append(asyncio.get_running_loop().time() - clock.sent)
-                return answer
+                    return await self._attempt(service, method, args, priority, tokens, clock)
+                async with asyncio.timeout_at(clock.ends) as scope:
+                    clock.scope = scope
+                    return await self._attempt(service, method, args, priority, tokens, clock)
             except TimeoutError:
                 if clock.scope is None or not clock.scope.expired():
                     raise
@@ -256,7 +276,8 @@ class Scheduler:
         if service.defers_slot:
             return await self._deferred(endpoint, method, args, priority, tokens, clock)
         if not self._take_now(endpoint):
-            await self._take(endpoint, priority, tokens)
+            with waiting():
+                await self._take(endpoint, priority, tokens)
         clock.start()
         try:
             return await method(*args)
@@ -267,7 +288,8 @@ class Scheduler:
                         clock: "CallClock"):
         """One attempt of a service that takes its slot itself, through `CURRENT_SLOT`."""
         async def take() -> None:
-            await self._take(endpoint, priority, tokens)
+            with waiting():
+                await self._take(endpoint, priority, tokens)
             clock.start()
 
         slot = Slot(take, lambda: self._give_back(endpoint))

@@ -105,6 +105,11 @@ class Session:
             that found the endpoint answers on the other API)
     apis:   the API each `api="auto"` model answers on, by `NAME@ENDPOINT`, as found before (a
             resumed run's run.json): such a model is built on it, with no request to find out
+    default_temperature, max_output_tokens: the temperature and the most tokens one model call
+            may generate, for the calls of handlers whose declaration writes no `temperature=`
+            / `max_tokens=` of their own (`--temperature`, `--max-output-tokens`; see
+            `sampling`); None: the kind's own default. `temperature`, when given (every
+            request's, over the handlers' own: `decomp optimize`'s retry rounds), wins over both
     """
 
     def __init__(self, *, registry: Registry | None = None, model: Model | str | None = None,
@@ -114,11 +119,16 @@ class Session:
                  handler_timeout: float | None = None, handler_memory_mb: float | None = None,
                  python_workers: bool = True, prices: Mapping[str, Price] | None = None,
                  temperature: float | None = None, rollout: int = 0,
-                 on_note: Callable[[str], None] | None = None, apis: Mapping[str, str] | None = None):
+                 on_note: Callable[[str], None] | None = None, apis: Mapping[str, str] | None = None,
+                 default_temperature: float | None = None, max_output_tokens: int | None = None):
         if handler_timeout is not None and not handler_timeout > 0:
             raise ValueError(f"handler_timeout must be > 0 seconds, got {handler_timeout}")
         if temperature is not None and not temperature >= 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if default_temperature is not None and not default_temperature >= 0:
+            raise ValueError(f"default_temperature must be >= 0, got {default_temperature}")
+        if max_output_tokens is not None and not max_output_tokens >= 1:
+            raise ValueError(f"max_output_tokens must be >= 1, got {max_output_tokens}")
         if rollout < 0:
             raise ValueError(f"rollout must be >= 0, got {rollout}")
         if handler_memory_mb is not None and not handler_memory_mb > 0:
@@ -142,6 +152,10 @@ class Session:
         self.python_workers = python_workers
         #: The temperature of every model request, over the handlers' own (None: theirs).
         self.temperature = temperature
+        #: The temperature, and the most tokens one call may generate, of model calls whose
+        #: handler writes none (None: the kind's own default; see `sampling`).
+        self.default_temperature = default_temperature
+        self.max_output_tokens = max_output_tokens
         #: Which rollout this session's samples are: at temperature > 0, samples of rollout k > 0
         #: have keys of their own, so a retry of a whole run draws new samples, not the cache's.
         self.rollout = rollout
@@ -243,6 +257,18 @@ class Session:
         return factory(rest, settings)
 
     # ---- model calls: cache, budget, scheduler, usage
+    def sampling(self, request: Request, options: Any) -> Request:
+        """`request` as the run sends it for a handler with `options`: `default_temperature` and
+        `max_output_tokens` in place of the kind's defaults, where the kind has the option
+        (`temperature`, `max_tokens`) and the handler's declaration does not write it. A
+        handler's own option wins; a kind with no such option keeps what it asked for."""
+        written = getattr(options, "model_fields_set", set())
+        known = getattr(type(options), "model_fields", {})
+        given = {"temperature": self.default_temperature, "max_tokens": self.max_output_tokens}
+        changes = {name: value for name, value in given.items()
+                   if value is not None and name in known and name not in written}
+        return dataclasses.replace(request, **changes) if changes else request
+
     def price(self, model: Model) -> Price | None:
         """What `model`'s tokens cost: its declaration's price_in/price_out, else `prices` under
         its name; None when neither says."""
@@ -268,7 +294,7 @@ class Session:
             row.release(hold)
             raise
         row.charge(done.prompt_tokens, done.completion_tokens, 0, model=model.name,
-                   seconds=latency[-1] if latency else None, price=price, held=hold,
+                   seconds=latency.seconds, queued=latency.queued, price=price, held=hold,
                    cached_tokens=done.cached_tokens, reasoning_tokens=done.reasoning_tokens)
         return done
 
@@ -329,7 +355,7 @@ class Session:
         with timing() as latency:
             score = await self.scheduler.score(model, prompt, continuation, self._turn(row), soft_prompt)
         self._store(key, {"logprob": score.logprob, "tokens": score.tokens})
-        row.charge(score.tokens, 0, 0, model=model.name, seconds=latency[-1] if latency else None, price=price)
+        row.charge(score.tokens, 0, 0, model=model.name, seconds=latency.seconds, queued=latency.queued, price=price)
         return score
 
     async def request(self, service: Service, method, args: tuple, *, cache: Mapping[str, Any] | None = None,

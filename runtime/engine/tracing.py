@@ -35,7 +35,8 @@ class TraceNode:
     cache_hit: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    seconds: float | None = None   # wall time of the call (model node: of the request)
+    seconds: float | None = None   # wall time of the call (model node: of the request), queue included
+    queued: float | None = None    # of `seconds`, the time it waited for a slot (see `service`)
     started: float | None = None   # when it started, in seconds since the epoch (wall clock)
     #: What else is known, as flat JSON: a call's handler kind ("kind"); a model request's
     #: "model", "provider", "operation", "temperature", "max_tokens", "finish_reasons".
@@ -55,6 +56,16 @@ class TraceNode:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def service(self) -> float | None:
+        """The seconds the call ran: `seconds` less the time it `queued` for a slot (a worker,
+        the scheduler's concurrency limit, a rate limit, a busy model). A handler call's queue
+        time is its own waits and those of its model and service requests; the handlers it
+        called are part of its service time (their nodes have their own figures)."""
+        if self.seconds is None:
+            return None
+        return max(0.0, self.seconds - (self.queued or 0.0))
 
     def to_dict(self) -> dict:
         """Plain JSON: every field, with `ok` added; children as dicts (nested as the tree is)."""
@@ -180,7 +191,7 @@ def _type_problem(name: str, value: Any) -> str | None:
         return None if isinstance(value, bool) else f"is {json_kind(value)}, not a boolean"
     if name in _COUNTS:
         return None if isinstance(value, int) and not isinstance(value, bool) else f"is {json_kind(value)}, not a count"
-    if name in ("seconds", "started"):
+    if name in ("seconds", "started", "queued"):
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         return None if value is None or number else f"is {json_kind(value)}, not a number"
     if name == "facts":

@@ -130,7 +130,7 @@ def _options(kind: str, written: set[str]) -> list[Item]:
     if cls is None:
         return []
     return [Item(name, "option", type_name(f.annotation) + _default(f), f"{name}=")
-            for name, f in cls.Options.model_fields.items() if name not in written]
+            for name, f in cls.Options.written_options().items() if name not in written]
 
 
 # ------------------------------------------------------------------ references

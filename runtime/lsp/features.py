@@ -103,7 +103,7 @@ def kind_markdown(kind: str) -> str:
         known = ", ".join(sorted(kinds_table().kinds))
         return f"unknown handler kind `{kind}` (known: {known})"
     lines = [f"handler kind `{kind}`", "", escape(_kind_doc(kind)), ""]
-    lines += [f"- `{name}`: `{type_name(f.annotation)}{_default(f)}`" for name, f in cls.Options.model_fields.items()]
+    lines += [f"- `{name}`: `{type_name(f.annotation)}{_default(f)}`" for name, f in cls.Options.written_options().items()]
     return "\n".join(lines).rstrip()
 
 
@@ -147,9 +147,9 @@ def _plain(value: Any) -> str:
 def _option_markdown(index: Index, name: str, line: int) -> str | None:
     decl = index.handler_decl_at(line)
     cls = kinds_table().kind(decl.kind) if decl is not None else None
-    if cls is None or name not in cls.Options.model_fields:
+    if cls is None or name not in cls.Options.written_options():
         return None
-    field = cls.Options.model_fields[name]
+    field = cls.Options.written_options()[name]
     return f"option `{name}` of kind `{decl.kind}`: `{type_name(field.annotation)}{_default(field)}`"
 
 

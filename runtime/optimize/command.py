@@ -2,6 +2,8 @@
 plugin table's `register_commands`)."""
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import click
@@ -10,9 +12,11 @@ from decomp.dsl.errors import DecompError
 from decomp.dsl.values import storable_json
 from decomp.handlers.plugins import fail, hookimpl
 from decomp.runtime.engine.loader import load_plugin
-from decomp.runtime.runs.command_options import session_options, trust_options
+from decomp.runtime.runs.command_options import given_again, session_options, trust_options
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+#: The exit status of an interrupted optimisation (128 + SIGINT), as `decomp run`'s.
+EXIT_INTERRUPTED = 130
 
 
 @hookimpl
@@ -66,8 +70,11 @@ def optimize_command(program: str, train: Path, dev: Path, out: Path, teacher: s
     an ordinary program folder (the .decomp files changed only in file= options) with
     report.json. The projected model calls are printed first, and --max-calls bounds them all.
     Run the same command again to resume. Prints one summary line.
+
+    Interrupted (Ctrl-C), it ends with one line on stderr, the rows kept and left of the runs
+    under way and the command that resumes it, and exit status 130.
     """
-    from decomp.runtime.optimize.search import OptimizeSettings, optimize
+    from decomp.runtime.optimize.search import OptimizeInterrupted, OptimizeSettings, optimize
     from decomp.runtime.runs.api import RunOptions, find_program
 
     note = (lambda text: None) if quiet else (lambda text: click.echo(text, err=True))
@@ -81,6 +88,17 @@ def optimize_command(program: str, train: Path, dev: Path, out: Path, teacher: s
             load_plugin(plugin, path.parent)
         done = optimize(path, train, dev, out=out, teacher=teacher, options=RunOptions(**opts), settings=settings,
                         main=main_name, force=force, progress=None if not quiet else False, on_note=note)
+    except OptimizeInterrupted as stop:
+        _interrupted(stop)
     except (DecompError, OSError, ValueError) as err:
         fail(err)
     click.echo(storable_json(done.to_dict()))
+
+
+def _interrupted(stop) -> None:
+    """An interrupted optimisation ends with one line on stderr, what it kept and the command
+    that resumes it (the same one, without --force), and exit status 130 (128 + SIGINT)."""
+    again, hidden = given_again(click.get_current_context(), drop=("force",))
+    secret = f" (give {' and '.join(hidden)} again: credentials are not printed)" if hidden else ""
+    click.echo(f"interrupted: {stop}; resume with: {shlex.join(['decomp', 'optimize', *again])}{secret}", err=True)
+    sys.exit(EXIT_INTERRUPTED)

@@ -15,7 +15,8 @@ candidate that scores best on development rows, as `decomp optimize` does.
    Zero-shot runs first, then the others race over the rows in quarters, all at once in one
    scheduler (at most `concurrency` calls in flight in all): after each quarter, a candidate
    that can no longer reach the score another is sure of stops (`prune`; exact: the candidate
-   chosen is the one scoring every candidate in full would choose).
+   chosen is the one scoring every candidate in full would choose). When zero-shot already has
+   the best score the metric can give, no other candidate runs (`stopped_early` says so).
 5. The best (highest score; then fewest demonstrations; then the earliest) is copied to `out`,
    with `report.json` beside it.
 
@@ -47,12 +48,12 @@ from decomp.runtime.runs import dryrun
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.runs.api import RunOptions, arun_dataset, find_program, use_main
-from decomp.runtime.runs.datasets import Row, read_rows
+from decomp.runtime.runs.datasets import Row, read_rows, window
 from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.runs.rundir import RunDir, sha256_file
 from decomp.runtime.testing.fake import ReplayModel
 
-__all__ = ["OptimizeError", "OptimizeResult", "OptimizeSettings", "optimize"]
+__all__ = ["OptimizeError", "OptimizeInterrupted", "OptimizeResult", "OptimizeSettings", "optimize"]
 
 #: The work folder inside the output folder, and the file in it recording the inputs and settings.
 WORK, STATE = ".optimize", "state.json"
@@ -60,11 +61,30 @@ WORK, STATE = ".optimize", "state.json"
 #: fewest rows in one.
 ROUNDS, BATCH = 4, 4
 #: The metrics whose scores are at most 1 (so a candidate's best possible score is known).
-_AT_MOST_ONE = frozenset({"em", "f1", "set_em", "outcome"})
+_AT_MOST_ONE = frozenset({"em", "f1", "set_em", "exact", "outcome"})
 
 
 class OptimizeError(DecompError):
     """An optimisation that cannot start or go on as asked (the message says what to do)."""
+
+
+class OptimizeInterrupted(KeyboardInterrupt):
+    """An optimisation stopped by an interrupt (Ctrl-C): of the runs under way (`what`: the
+    teacher's, or the candidates' racing), `kept` of their `rows` are in `where`, `left` are
+    not; every run before them is kept whole. The same optimisation again resumes it."""
+
+    def __init__(self, out: Path, what: str | None, where: Path | None, kept: int = 0, rows: int = 0):
+        super().__init__(out, what, where, kept, rows)
+        self.out, self.what, self.where, self.kept, self.rows = out, what, where, kept, rows
+
+    @property
+    def left(self) -> int:
+        return max(self.rows - self.kept, 0)
+
+    def __str__(self) -> str:
+        if self.what is None:
+            return f"no run was under way; the work done so far is kept in {self.out / WORK}"
+        return f"{self.kept} of {self.rows} rows of {self.what} kept in {self.where}, {self.left} left"
 
 
 @dataclass(frozen=True)
@@ -84,7 +104,8 @@ class OptimizeSettings:
     max_calls:     the most model requests the whole optimisation may make
     prune:         stop scoring a candidate once it can no longer beat the best one scored in
                    full (with em, f1, set_em or outcome, whose scores are at most 1): the
-                   development rows run in quarters, and the choice is the same as without
+                   development rows run in quarters, and the choice is the same as without;
+                   when zero-shot scores 1, no other candidate is scored
     """
 
     metric: str | None = None
@@ -123,6 +144,7 @@ class OptimizeResult:
         return {"program": str(self.program), "chosen": chosen["name"], "dev_score": chosen["dev_score"],
                 "zero_shot_dev_score": zero["dev_score"], "demos": chosen["demos"], "calls": self.report["calls"],
                 "tokens": self.report["tokens"], "wall_s": self.report["wall_s"],
+                **({"stopped_early": self.report["stopped_early"]} if "stopped_early" in self.report else {}),
                 "report": str(self.folder / "report.json")}
 
 
@@ -147,8 +169,14 @@ def optimize(program: str | Path, train: str | Path, dev: str | Path, *, out: st
     options = options or RunOptions()
     if model is not None:
         options = dataclasses.replace(options, model=model)
-    return _Optimizer(find_program(program), Path(train), Path(dev), Path(out), teacher, options, settings, main,
-                      progress, on_note or (lambda note: None)).run(force)
+    optimizer = _Optimizer(find_program(program), Path(train), Path(dev), Path(out), teacher, options, settings,
+                           main, progress, on_note or (lambda note: None))
+    try:
+        return optimizer.run(force)
+    except KeyboardInterrupt as err:
+        if isinstance(err, OptimizeInterrupted):
+            raise
+        raise optimizer.interrupted() from err
 
 
 class _Optimizer:
@@ -160,10 +188,13 @@ class _Optimizer:
         self.work = out / WORK
         self.calls = self.tokens = 0
         self.stopped: str | None = None
+        self.stopped_early: str | None = None  # zero-shot scored the best possible: no other candidate runs
         self.started = time.perf_counter()
         self.scheduler = Scheduler(options.concurrency, rpm=options.rpm, tpm=options.tpm)
         #: The API each `api="auto"` model was found to answer on (see `RunOptions.apis`).
         self.found_apis: dict[str, str] = {}
+        #: The runs under way: their run directory, and the data and rows they run.
+        self.under_way: dict[Path, tuple[Path, int, int | None]] = {}
 
     # ---- the steps
     def run(self, force: bool) -> OptimizeResult:
@@ -172,7 +203,8 @@ class _Optimizer:
         self.metric_max = 1.0 if self.metric_name in _AT_MOST_ONE else None
         self.best = float("-inf")
         try:
-            self.metric = row_metric(self.metric_name, Path.cwd(), self.options.metric_limits())
+            folder = Path.cwd() if self.settings.metric else self.path.parent  # the program's own: its folder
+            self.metric = row_metric(self.metric_name, folder, self.options.metric_limits())
         except ValueError as err:
             raise OptimizeError(str(err)) from None
         self.targets, self.skipped = find_targets(loaded, self.path.parent)
@@ -362,7 +394,15 @@ class _Optimizer:
         self._race(entries[:1], [(0, None)])
         if entries[0]["complete"]:
             self.note(f"zero-shot: dev score {entries[0]['dev_score']:.4f} ({entries[0]['calls']:,} calls)")
-        self._race(entries[1:], self._batches())
+        if self._unbeatable(entries[0]) and len(entries) > 1:
+            self.stopped_early = (f"zero-shot scored {entries[0]['dev_score']:g} on the development rows, the best "
+                                  f"{self.metric_name} can give: the other {len(entries) - 1} candidate(s) were not "
+                                  "scored (--no-prune scores them)")
+            self.note(f"stopped early: {self.stopped_early}")
+            for entry in entries[1:]:
+                entry["not_scored"] = "zero-shot already scored the best possible"
+        else:
+            self._race(entries[1:], self._batches())
         for candidate, entry in zip(found[1:], entries[1:]):
             if entry["complete"]:
                 self.note(f"{candidate.name}: dev score {entry['dev_score']:.4f} ({_counted(candidate)}; "
@@ -408,6 +448,13 @@ class _Optimizer:
             entry.update(dev_score=round(sum(scores) / len(scores), 6) if scores else 0.0, scored_rows=len(scores),
                          complete=True)
             self.best = max(self.best, entry["dev_score"])
+
+    def _unbeatable(self, entry: dict[str, Any]) -> bool:
+        """Whether `entry`, scored in full, has the best score the metric can give (`prune` on):
+        no other candidate can then be chosen, as a tie goes to the fewest demonstrations and
+        zero-shot has none."""
+        return (self.settings.prune and self.metric_max is not None and entry["complete"]
+                and entry["dev_score"] >= self.metric_max)
 
     def _add_scores(self, entry: dict[str, Any], pairs) -> None:
         by_id = {row.id: row for row in self.dev_rows}
@@ -479,9 +526,11 @@ class _Optimizer:
         session = dataclasses.replace(options, model=model or options.model, apis=found).session(on_note=self.note)
         session.scheduler = self.scheduler  # one bound on the calls in flight, for all the runs at once
         run_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.under_way[run_dir] = (data, offset, limit)  # until it ends: what an interrupt stopped
         done = await arun_dataset(program, data, session=session, run_dir=run_dir,
                                   resume=(run_dir / "run.json").is_file(), progress=progress, offset=offset,
                                   limit=limit)
+        del self.under_way[run_dir]
         self.found_apis.update(session.apis)
         calls, tokens = _usage(done.summary)
         self.calls += calls
@@ -495,6 +544,22 @@ class _Optimizer:
             shutil.rmtree(run_dir)  # its rows ended at the budget, not by the program: a resume runs them again
             return None, calls, tokens
         return pairs, calls, tokens
+
+    def interrupted(self) -> OptimizeInterrupted:
+        """What an interrupt stopped: the rows the runs under way kept and had to run."""
+        if not self.under_way:
+            return OptimizeInterrupted(self.out, None, None)
+        kept = rows = 0
+        for run_dir, (data, offset, limit) in self.under_way.items():
+            rows += sum(1 for _ in window(read_rows(data), offset, limit))
+            try:
+                kept += len(RunDir.open(run_dir, keep=False).indices)
+            except (DecompError, OSError):  # stopped before its run.json was written: nothing kept
+                pass
+        dirs = list(self.under_way)
+        if len(dirs) == 1 and dirs[0].parent == self.work:
+            return OptimizeInterrupted(self.out, "the teacher on --train", dirs[0], kept, rows)
+        return OptimizeInterrupted(self.out, f"{len(dirs)} candidate(s) on --dev", self.work / "evals", kept, rows)
 
     # ---- the end
     def _finish(self, scored: list[dict[str, Any]]) -> OptimizeResult:
@@ -518,6 +583,7 @@ class _Optimizer:
             "candidates": scored, "calls": self.calls, "tokens": self.tokens,
             "wall_s": round(time.perf_counter() - self.started, 3),
             **({"stopped": self.stopped} if self.stopped else {}),
+            **({"stopped_early": self.stopped_early} if self.stopped_early else {}),
         }
         files = {path.relative_to(source).as_posix(): path.read_bytes() for path in sorted(source.rglob("*"))
                  if path.is_file()}

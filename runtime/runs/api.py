@@ -21,6 +21,7 @@ What shapes the run (model, endpoint limits, step cache, budgets) is a `RunOptio
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE, Model, ModelSettings
 from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs import otel
-from decomp.runtime.runs.batch import run_rows
+from decomp.runtime.runs.batch import program_scorer, run_rows
 from decomp.runtime.runs.otel import RunExport
 from decomp.runtime.runs.programs import PROGRAMS_DIR, find_program, load_program, use_main
 from decomp.runtime.runs.ray_rows import Cluster, WorkerSpec, connect, run_rows_on_ray
@@ -59,8 +60,8 @@ from decomp.runtime.runs.rundir import (
     runs_root,
 )
 
-__all__ = ["PROGRAMS_DIR", "RunOptions", "RunSummary", "arun_dataset", "find_program", "run_dataset", "use_main",
-           "user_folders", "with_fields"]
+__all__ = ["PROGRAMS_DIR", "RunInterrupted", "RunOptions", "RunSummary", "arun_dataset", "find_program", "run_dataset",
+           "use_main", "user_folders", "with_fields"]
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -99,13 +100,23 @@ class RunOptions:
     max_cost:      money the run may spend on model requests (needs every model's price)
     prices:        a prices file (JSON or TOML: model name -> price_in, price_out per million
                    tokens; see `decomp.runtime.models.prices`)
-    temperature:   every model request's temperature, over the handlers' own (None: theirs)
+    default_temperature: the temperature of model calls whose handler writes no `temperature=`
+                   (`--temperature`; None: the kind's default, 0); a handler's own option wins
+    max_output_tokens: the most tokens one model call may generate, for handlers that write no
+                   `max_tokens=` (`--max-output-tokens`; None: the kind's default). Not the run's
+                   token budget, which is `max_tokens`. Both recorded in run.json only when set
+    temperature:   every model request's temperature, over the handlers' own and
+                   `default_temperature` (None: theirs; `decomp optimize`'s teacher rounds)
     rollout:       which rollout the run's samples are: at temperature > 0, rollout k > 0 draws
                    samples of its own instead of the cache's (`decomp optimize`'s retry rounds).
                    Both are recorded in run.json only when set.
     metric_timeout, metric_memory_mb: the seconds (10) and MiB (1,024) one row's scoring may take
                    with a metric that is not decomp's own (a plugin's: it runs contained, in a
                    worker process; see `decomp.runtime.runs.metric_calls`); recorded only when set.
+    metric:        what rows with gold are scored with, over the program's `metric` statement: a
+                   name (`em`, `exact`, a plugin's, `module:function` of the working folder) or a
+                   function, called as docs/runs.md "The metric function" says (None: the
+                   program's). run.json records it as its `metric`, not among the options
     """
 
     model: str | None = None
@@ -134,10 +145,13 @@ class RunOptions:
     max_answer_mb: float | None = DEFAULT_ANSWER_MB
     max_cost: float | None = None
     prices: Path | None = None
+    default_temperature: float | None = None
+    max_output_tokens: int | None = None
     temperature: float | None = None
     rollout: int = 0
     metric_timeout: float = DEFAULT_METRIC_TIMEOUT
     metric_memory_mb: float = DEFAULT_METRIC_MEMORY_MB
+    metric: str | Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         for name in ("cache_dir", "prices"):
@@ -146,6 +160,8 @@ class RunOptions:
                 object.__setattr__(self, name, Path(value))
         object.__setattr__(self, "apis", dict(self.apis))  # the caller's mapping stays the caller's
         self.metric_limits()  # a limit that is no number > 0: a ValueError now
+        if not (self.metric is None or callable(self.metric) or (isinstance(self.metric, str) and self.metric)):
+            raise TypeError(f"metric is a metric's name or a function, not {self.metric!r}")
 
     def session(self, model: Model | None = None, on_note: Callable[[str], None] | None = None) -> Session:
         """A `Session` with these options. A `Model` instance given here replaces `model` and
@@ -162,7 +178,8 @@ class RunOptions:
                        budget=self.budget(), max_depth=self.max_depth, max_steps=self.max_steps,
                        handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb,
                        prices=load_prices(self.prices) if self.prices is not None else None,
-                       temperature=self.temperature, rollout=self.rollout, on_note=on_note, apis=self.apis)
+                       temperature=self.temperature, rollout=self.rollout, on_note=on_note, apis=self.apis,
+                       default_temperature=self.default_temperature, max_output_tokens=self.max_output_tokens)
 
     def metric_limits(self) -> MetricLimits:
         """The time and memory one row's contained metric call may take."""
@@ -191,7 +208,8 @@ class RunOptions:
                    max_row_handler_calls=budget.row_handler_calls,
                    max_handler_calls=budget.run_handler_calls, max_memory_mb=budget.memory_mb,
                    max_answer_mb=budget.answer_mb, max_cost=budget.run_cost, temperature=session.temperature,
-                   rollout=session.rollout)
+                   rollout=session.rollout, default_temperature=session.default_temperature,
+                   max_output_tokens=session.max_output_tokens)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as run.json records them: paths as text, and `base_url` without the
@@ -200,6 +218,7 @@ class RunOptions:
         recorded = {f.name: (str(value) if isinstance(value, Path) else dict(value) if f.name == "apis" else value)
                     for f in dataclasses.fields(self) for value in [getattr(self, f.name)]}
         recorded["base_url"] = redact_url(self.base_url)
+        del recorded["metric"]  # run.json's own `metric`, the name the rows were scored with
         for name, unset in _UNRECORDED.items():  # recorded only when set: older run.json files stay the same
             if recorded[name] == unset:
                 del recorded[name]
@@ -208,7 +227,8 @@ class RunOptions:
 
 #: Options run.json records only when they are not at these values.
 _UNRECORDED = {"temperature": None, "rollout": 0, "metric_timeout": DEFAULT_METRIC_TIMEOUT,
-               "metric_memory_mb": DEFAULT_METRIC_MEMORY_MB, "api": "auto", "apis": {}}
+               "metric_memory_mb": DEFAULT_METRIC_MEMORY_MB, "api": "auto", "apis": {},
+               "default_temperature": None, "max_output_tokens": None}
 
 
 @dataclass(frozen=True)
@@ -251,7 +271,8 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
                 output: str | Path | None = None, progress: bool | None = False,
                 on_note: Callable[[str], None] | None = None, fields: Mapping[str, Any] | None = None,
                 shard: Shard | str | None = None, offset: int = 0, limit: int | None = None,
-                cluster: Cluster | None = None, otlp: str | None = None) -> RunSummary:
+                cluster: Cluster | None = None, otlp: str | None = None,
+                metric: str | Callable[..., Any] | None = None) -> RunSummary:
     """Run `program` on every row of `data` into a run directory: `decomp run PROGRAM --input DATA`.
 
     program:  a .decomp file, the name of a bundled program (`decomp/letter_cat`), or a module
@@ -292,6 +313,13 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     otlp:     also send each row's tree as an OpenTelemetry trace to this OTLP endpoint ("": the
               one $OTEL_EXPORTER_OTLP_ENDPOINT names, as when it is set and `otlp` is None); see
               `decomp.runtime.runs.otel`. What could not be sent is warned once; the run goes on
+    metric:   what rows with gold are scored with, over `options.metric` and the program's
+              `metric` statement: a name (`exact`, `module:function` of the working folder) or
+              a function of one's own, called as every command calls a metric (docs/runs.md,
+              "The metric function": `function(row, answer, trace)`, or `function(prediction,
+              gold)` per gold alternative). run.json records its name (`module:function` for a
+              function given itself). A metric that cannot be used is a `ValueError` before
+              the run directory is made
 
     Returns the `RunSummary` (its `to_dict()` is the line `decomp run` prints). A row that fails
     is recorded in its line and the run goes on. Raises `DecompError` for a program that does
@@ -299,13 +327,56 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     that cannot be used as asked (it holds a run and neither `resume` nor `force` is given, it
     holds something else, or it differs from what `resume` would continue); `OSError` for a
     file that cannot be read or written; `ValueError` for a data file in neither format.
+    An interrupt (Ctrl-C, a notebook's stop button) once the run directory is open stops the
+    rows in flight and raises `RunInterrupted` (a `KeyboardInterrupt`): the rows kept, the rows
+    left, and the run directory, which `resume=True` finishes.
     Inside a running event loop (a Jupyter cell) it runs on a worker thread with a loop of its
     own (`decomp.runtime.engine.syncrun`); `await arun_dataset(...)` runs in that loop instead.
     """
-    return run_sync(lambda: arun_dataset(program, data, model=model, options=options, session=session, main=main,
-                                         run_dir=run_dir, resume=resume, force=force, output=output,
-                                         progress=progress, on_note=on_note, fields=fields, shard=shard,
-                                         offset=offset, limit=limit, cluster=cluster, otlp=otlp))
+    with interrupts_said():
+        return run_sync(lambda: arun_dataset(program, data, model=model, options=options, session=session,
+                                             main=main, run_dir=run_dir, resume=resume, force=force, output=output,
+                                             progress=progress, on_note=on_note, fields=fields, shard=shard,
+                                             offset=offset, limit=limit, cluster=cluster, otlp=otlp, metric=metric))
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A dataset run stopped by an interrupt: `kept` of its `rows` are in `run_dir` (each whole,
+    its results line and trace), `left` are not; a resume (`decomp run ... --run-dir RUN_DIR
+    --resume`, `run_dataset(..., run_dir=RUN_DIR, resume=True)`) runs only those."""
+
+    def __init__(self, run_dir: Path, kept: int, rows: int):
+        super().__init__(run_dir, kept, rows)
+        self.run_dir, self.kept, self.rows = Path(run_dir), kept, rows
+
+    @property
+    def left(self) -> int:
+        return max(self.rows - self.kept, 0)
+
+    def __str__(self) -> str:
+        return (f"{self.kept} of {self.rows} rows kept in {self.run_dir}, {self.left} left; "
+                f"run_dataset(..., run_dir={str(self.run_dir)!r}, resume=True) finishes them")
+
+
+#: The runs `_arun_dataset` opened, with their row counts, for the `interrupts_said` around it:
+#: a list the caller's context shares with the coroutine's copy of it (None: nobody asks).
+_OPENED: contextvars.ContextVar[list | None] = contextvars.ContextVar("decomp_runs_opened", default=None)
+
+
+@contextlib.contextmanager
+def interrupts_said() -> Iterator[None]:
+    """Within the block (`run_dataset`, `decomp.run` on a dataset), an interrupt of a run whose directory was opened is a `RunInterrupted`."""
+    opened: list[tuple[RunDir, int]] = []
+    token = _OPENED.set(opened)
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        if not opened or isinstance(err, RunInterrupted):
+            raise
+        run, rows = opened[-1]
+        raise RunInterrupted(run.path, len(run.indices), rows) from err
+    finally:
+        _OPENED.reset(token)
 
 
 async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: str | Model | None = None,
@@ -315,7 +386,7 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
                        on_note: Callable[[str], None] | None = None,
                        fields: Mapping[str, Any] | None = None, shard: Shard | str | None = None,
                        offset: int = 0, limit: int | None = None, cluster: Cluster | None = None,
-                       otlp: str | None = None) -> RunSummary:
+                       otlp: str | None = None, metric: str | Callable[..., Any] | None = None) -> RunSummary:
     """`run_dataset` in a running event loop."""
     data = Path(data)
     shard = Shard.parse(shard) if isinstance(shard, str) else shard
@@ -330,11 +401,12 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
         offset, limit = (known.offset, known.limit) if (offset, limit) == (0, None) else (offset, limit)
     with recorded_trust(known, on_note):
         return await _arun_dataset(program, data, model, options, session, main, run_dir, resume, force, output,
-                                   progress, on_note, fields, shard, offset, limit, cluster, otlp)
+                                   progress, on_note, fields, shard, offset, limit, cluster, otlp, metric)
 
 
 async def _arun_dataset(program, data: Path, model, options, session, main, run_dir, resume, force, output,
-                        progress, on_note, fields, shard, offset, limit, cluster=None, otlp=None) -> RunSummary:
+                        progress, on_note, fields, shard, offset, limit, cluster=None, otlp=None,
+                        metric=None) -> RunSummary:
     if cluster is not None and (session is not None or isinstance(program, LoadedModule) or isinstance(model, Model)):
         raise TypeError("a run on Ray loads the program in every worker: give the program as a path, and "
                         "model and options, not a session, a loaded module or a Model instance")
@@ -349,7 +421,10 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
     if offset < 0 or (limit is not None and limit < 1):
         raise ValueError(f"offset {offset}, limit {limit}: the offset counts rows from 0 and the limit is at least 1")
     recorded.update({"offset": offset} if offset else {}, **({"limit": limit} if limit is not None else {}))
-    manifest = make_manifest(path, loaded.main, loaded.files, data, recorded, metric=loaded.metric or "em")
+    if metric is not None:  # over `options.metric`, and the program's `metric` statement
+        options = dataclasses.replace(options, metric=metric)
+    scorer = program_scorer(loaded, options.metric_limits(), options.metric)  # refused before a run directory
+    manifest = make_manifest(path, loaded.main, loaded.files, data, recorded, metric=scorer.metric)
 
     def rows() -> Iterator[Row]:  # read as they run, not all held: memory does not grow with the input
         return (_with_field_values(row, fields) for row in window(read_rows(data), offset, limit)
@@ -357,15 +432,19 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
 
     if cluster is not None:
         connect(cluster)  # an address nobody answers at is said before a run directory is made
+    refused = None
     if otel.wanted(otlp):
         otel.check(otlp)  # a missing SDK or an unknown protocol is said before a run directory is made
+        refused = otel.receiver_problem(otlp)  # a receiver refusing: said once, nothing sent, no retries
     run = _open_run(path, data, manifest, loaded.files, run_dir, resume, force)
-    export = RunExport.start(otlp, run.path) if otel.wanted(otlp) else None
+    export = RunExport.open(otlp, run.path, refused) if otel.wanted(otlp) else None
     try:
         for note in run.notes:
             if on_note is not None:
                 on_note(note)
         todo = sum(row.index not in run.indices for row in rows())
+        if _OPENED.get() is not None:  # what an interrupt will say it kept
+            _OPENED.get().append((run, len(run.indices) + todo))
         with progress_bar(todo, session.usage, progress) as tick, allowing(roots=user_folders(fields)), \
                 _apis_recorded(session, run, on_note):
             def sink(record, trace):
@@ -374,7 +453,7 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
                     export.row(record)
                 tick(record)
             if cluster is None:
-                ran = await run_rows(session, loaded, rows(), sink, skip=run.indices, metric=options.metric_limits())
+                ran = await run_rows(session, loaded, rows(), sink, skip=run.indices, scorer=scorer)
             else:
                 modules, roots = allowed_now()
                 spec = WorkerSpec(str(path.resolve()), main, _absolute(options), modules,

@@ -4,9 +4,10 @@ A bad row (malformed JSON, missing question) or a failing program records its er
 row's record; the other rows go on. Each row's record and trace go to a sink when the row ends
 (a run directory appends them at once, in the order rows end); `InOrder` instead writes lines
 in input order, each as soon as it and every row before it have ended. Each record carries the
-row's `index`; with gold in the data, its `gold` and `score` too: the module's `metric` (em,
-set_em or f1; DROP exact match when it declares none; a plugin's metric runs contained, see
-`decomp.runtime.runs.scoring.Scorer`). A row the metric fails on (it raised, looped past its time
+row's `index`; with gold in the data, its `gold` and `score` too: the run's metric, else the
+module's `metric` (em, set_em, f1, exact, a plugin's or `module:function`; DROP exact match when
+it declares none), called as docs/runs.md "The metric function" says (a metric not decomp's own
+runs contained, see `decomp.runtime.runs.scoring.Scorer`). A row the metric fails on (it raised, looped past its time
 limit, exhausted its memory, returned no finite number) ends in that error: its answer is kept,
 its score is 0, and the other rows are scored.
 """
@@ -23,7 +24,7 @@ from typing import IO, Any, Callable, Container, Iterable
 from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
-from decomp.runtime.runs.scoring import Scorer, as_alternatives
+from decomp.runtime.runs.scoring import Metric, RowToScore, Scorer, metric_row
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.engine.session import Session
@@ -47,12 +48,14 @@ class BatchSummary:
 
 
 async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], sink: IO[str] | Sink,
-                   window: int = 256, skip: Container[int] = (), metric: MetricLimits | None = None) -> BatchSummary:
+                   window: int = 256, skip: Container[int] = (), metric: MetricLimits | None = None,
+                   scorer: Scorer | None = None) -> BatchSummary:
     """Run `rows` (but those whose index is in `skip`), at most `window` at once.
 
     `sink` gets each row's (record, trace) as the row ends; a text stream gets JSON lines in
     input order instead (`InOrder`). The window only bounds memory: the number of model calls
-    in flight is the scheduler's. `metric`: the limits of a contained metric's call per row."""
+    in flight is the scheduler's. `metric`: the limits of a contained metric's call per row;
+    `scorer`: what scores rows with gold (None: `program_scorer`)."""
     summary = BatchSummary()
     started = time.perf_counter()
     gate = asyncio.Semaphore(max(1, window))
@@ -62,7 +65,7 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     else:
         emit = lambda record, trace, position: sink(record, trace)  # noqa: E731
     todo = (row for row in rows if row.index not in skip)
-    scorer = program_scorer(module, metric)
+    scorer = scorer or program_scorer(module, metric)
 
     async def one(position: int, row: Row) -> None:
         try:
@@ -100,10 +103,14 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     return summary
 
 
-def program_scorer(module: LoadedModule, limits: MetricLimits | None = None) -> Scorer:
-    """What scores a row of `module`: its `metric` (else exact match), a contained one's calls
-    under `limits` (the run's `--metric-timeout` / `--metric-memory`)."""
-    return Scorer(module.metric or "em", limits=limits)
+def program_scorer(module: LoadedModule, limits: MetricLimits | None = None, metric: Metric | None = None) -> Scorer:
+    """What scores a row of `module`: `metric` (a name, its module looked for in the working
+    folder, or a function), else the module's `metric` statement (a `module:function` of the
+    program's folder), else exact match; a contained one's calls under `limits` (the run's
+    `--metric-timeout` / `--metric-memory`). `ValueError` for a metric that cannot be used."""
+    if metric is not None:
+        return Scorer(metric, limits=limits)
+    return Scorer(module.metric or "em", Path(module.path).parent, limits)
 
 
 async def _run_row(session: Session, module: LoadedModule, row: Row,
@@ -124,20 +131,22 @@ async def _run_row(session: Session, module: LoadedModule, row: Row,
         record["environment"] = result.environments
     if row.gold is not None:
         record["gold"] = row.gold
-        await _score(record, result.answer, row.gold, scorer or program_scorer(module))
+        await _score(record, row, result, scorer or program_scorer(module))
     record["usage"] = result.usage.to_dict()
     record["seconds"] = round(time.perf_counter() - started, 6)
     return record, result.trace
 
 
-async def _score(record: dict[str, Any], answer: Any, gold: Any, scorer: Scorer) -> None:
+async def _score(record: dict[str, Any], row: Row, result: Any, scorer: Scorer) -> None:
     """The row's `score` (0 when it ended in an error); a metric that fails on it ends the row in
     that error."""
     if "error" in record:
         record["score"] = 0.0
         return
+    trace = result.trace.to_dict() if scorer.wants_trace and result.trace is not None else None
+    item = RowToScore(result.answer, row.gold, metric_row(row.id, row.fields, row.gold), trace, f"row {row.id}")
     try:
-        record["score"] = await scorer.abest(answer, as_alternatives(gold))
+        record["score"] = await scorer.ascore(item)
     except MetricError as err:
         record.update(outcome="error", error=str(err), score=0.0)
 

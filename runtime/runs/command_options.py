@@ -7,8 +7,10 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
+from typing import Iterable
 
 import click
+from click.core import ParameterSource
 
 from decomp.handlers.trust import TRUSTED_FOLDERS_ENV, allowing, folder_trust
 from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS
@@ -17,7 +19,7 @@ from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DE
 from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
 
-__all__ = ["folder_trust_option", "metric_options", "session_options", "trust_options"]
+__all__ = ["folder_trust_option", "given_again", "metric_options", "session_options", "trust_options"]
 
 
 def trust_options(command):
@@ -106,8 +108,8 @@ def _prices(ctx, param, value: Path | None) -> Path | None:
 
 
 def session_options(command):
-    """The options that shape a run: model, endpoint limits, cache, budgets (the keyword
-    arguments of `RunOptions`, and `plugins`)."""
+    """The options that shape a run: model, sampling defaults, endpoint limits, cache, budgets
+    (the keyword arguments of `RunOptions`, and `plugins`)."""
     options = [
         click.option("--model", help="Model for handlers that name none: local:..., openai:NAME, fake:FILE.json."),
         click.option("--base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
@@ -127,6 +129,13 @@ def session_options(command):
                      show_default=True, metavar="SECONDS",
                      help="Seconds one openai: model call may take in all, its retries and backoff included. "
                           "A model declaration's call_deadline= wins."),
+        click.option("--temperature", "default_temperature", type=_FiniteRange(min=0), metavar="T",
+                     help="Temperature of the model calls of handlers that write no temperature= of their own "
+                          "[default: the kind's, 0]. A handler's temperature= wins."),
+        click.option("--max-output-tokens", type=click.IntRange(1), metavar="N",
+                     help="The most tokens one model call may generate, for handlers that write no max_tokens= "
+                          "of their own [default: the kind's: prompt 200, decomposer 200, executor 64]. A "
+                          "handler's max_tokens= wins. Not the run's token budget: that is --max-tokens."),
         click.option("--concurrency", default=8, show_default=True, help="Model calls in flight at once, per endpoint."),
         click.option("--rpm", type=float, help="At most this many requests per minute, per endpoint."),
         click.option("--tpm", type=float, help="At most this many tokens per minute, per endpoint."),
@@ -135,7 +144,8 @@ def session_options(command):
         click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
                      help="Where the step cache lives (default: $DECOMP_CACHE_DIR or ~/.cache/decomp)."),
         click.option("--max-calls", type=int, help="Budget: model calls for the whole run."),
-        click.option("--max-tokens", type=int, help="Budget: tokens for the whole run."),
+        click.option("--max-tokens", type=int, help="Budget: tokens for the whole run (prompts and replies of every "
+                                                    "call); one call's reply: --max-output-tokens."),
         click.option("--max-row-calls", type=int, help="Budget: model calls per row."),
         click.option("--max-row-tokens", type=int, help="Budget: tokens per row."),
         click.option("--max-cost", type=click.FloatRange(min=0), metavar="X",
@@ -169,3 +179,35 @@ def session_options(command):
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def given_again(ctx: click.Context, names: Iterable[str] | None = None,
+                drop: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+    """The parameters of `ctx`'s command that its command line gave (those in `names`, else all
+    but those in `drop`), as the words that give them again (an optional value given bare, such
+    as `--otlp`, last); and the options left out because their value is a URL holding
+    credentials, which are never printed (`redact_url`): the user gives those again."""
+    from decomp.dsl.redact import redact_url
+
+    wanted = set(names) if names is not None else None
+    words, bare, hidden = [], [], []
+    for param in ctx.command.params:
+        if (wanted is not None and param.name not in wanted) or param.name in drop or \
+                ctx.get_parameter_source(param.name) is not ParameterSource.COMMANDLINE:
+            continue
+        values = ctx.params.get(param.name)
+        values = list(values) if param.multiple or (isinstance(param, click.Argument) and param.nargs != 1) \
+            else [values]
+        flag = max(param.opts, key=len) if isinstance(param, click.Option) else None
+        for value in values:
+            if isinstance(value, str) and "://" in value and redact_url(value) != value:
+                hidden.append(flag or param.name)
+            elif flag is None:
+                words.append(str(value))
+            elif getattr(param, "is_flag", False):  # given: its own flag, or the --no- form it has
+                words += [flag] if value or not param.secondary_opts else param.secondary_opts[:1]
+            elif param.flag_value is not None and value == param.flag_value:  # an optional value, given bare
+                bare.append(flag)
+            else:
+                words += [flag, str(value)]
+    return words + bare, hidden

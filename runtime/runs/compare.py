@@ -16,11 +16,14 @@ Metrics, per row of a run directory's results.jsonl:
 * `env_success`: 1.0 when every environment that judged the row says it succeeded (TextCraft),
   else 0.0, on rows an environment judged;
 * `success`: 1.0 when the row answered with an ok outcome, else 0.0 (asked for by name);
-* any other metric (`metrics=[...]`, a name or `module:function`): the stored answer scored
-  against the stored gold, as `decomp run` scores rows (a row in error scores 0). A metric that
-  is not decomp's own runs contained (`decomp.runtime.runs.scoring.Scorer`, under `limits`): a
-  row it fails on (raising, looping past its time limit, exhausting its memory, returning no
-  finite number) scores 0 too, and the result's `metric_errors` names the run, the row and why.
+* any other metric (`metrics=[...]`, a name, `module:function` or a function): the stored answer
+  scored against the stored gold, as `decomp run` scores rows (a row in error scores 0), the
+  metric called as docs/runs.md "The metric function" says (`function(row, answer, trace)` gets
+  the input row when the run's data file is still there, else its id and gold, and the row's
+  stored trace). A metric that is not decomp's own runs contained
+  (`decomp.runtime.runs.scoring.Scorer`, under `limits`): a row it fails on (raising, looping
+  past its time limit, exhausting its memory, returning no finite number) scores 0 too, and the
+  result's `metric_errors` names the run, the row and why.
 
 A stored `score` that is not a finite number is a corrupt results line: reading the run is a
 `RunDirError` naming the file and the line (`decomp.runtime.runs.rundir`).
@@ -43,7 +46,7 @@ import numpy as np
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.rundir import SUMMARY, RunDir
 from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
-from decomp.runtime.runs.scoring import Scorer, as_alternatives, scalar_text
+from decomp.runtime.runs.scoring import Metric, RowToScore, Scorer, metric_name, metric_row, scalar_text
 
 ENV_SUCCESS, SUCCESS = "env_success", "success"
 METHODS = ("BCa", "percentile")
@@ -121,7 +124,7 @@ def row_scores(run: RunRows, metric: str, scorer: Scorer | None = None,
             scores[row_id] = value
     if again:
         scorer = scorer or Scorer(metric)
-        found = scorer.best_of_rows([(record.get("answer"), as_alternatives(record["gold"])) for _, record in again])
+        found = scorer.score_rows(_to_score(run, again, scorer.wants_trace))
         for (row_id, _), value in zip(again, found):
             if isinstance(value, MetricError):
                 if errors is not None:
@@ -133,6 +136,24 @@ def row_scores(run: RunRows, metric: str, scorer: Scorer | None = None,
 
 #: A row to score again with a metric that is not the run's own.
 _AGAIN = object()
+
+
+def _to_score(run: RunRows, again: list[tuple[str, dict]], traces: bool) -> list[RowToScore]:
+    """What the metric sees of each row scored again: its answer and gold, its input row (when
+    the run's data file is still there) and, for a metric that reads it, its stored trace."""
+    inputs = _input_fields(run)
+    found = []
+    stored = RunDir.open(run.path) if traces else None
+    try:
+        for row_id, record in again:
+            fields = {k: v for k, v in (inputs.get(record.get("index")) or {}).items() if k != "id"}
+            tree = stored.trace(record["index"]) if stored is not None else None
+            found.append(RowToScore(record.get("answer"), record["gold"], metric_row(row_id, fields, record["gold"]),
+                                    None if tree is None else tree.to_dict(), f"row {row_id}"))
+    finally:
+        if stored is not None:
+            stored.close()
+    return found
 
 
 def _row_score(run: RunRows, record: dict, metric: str) -> Any:
@@ -289,10 +310,11 @@ class Settings:
         return {"seed": self.seed, "method": self.method, "resamples": self.resamples, "confidence": self.confidence}
 
 
-def compare_runs(paths: list[str | Path], metrics: list[str] | None = None, group_by: str | None = None,
+def compare_runs(paths: list[str | Path], metrics: list[Metric] | None = None, group_by: str | None = None,
                  settings: Settings | None = None, limits: MetricLimits | None = None) -> dict:
     """Compare the run directories `paths` (the first is the baseline): see the module's text.
-    `metrics` None: those every run has; `limits`: a contained metric's time and memory per row.
+    `metrics` None: those every run has (else names, `module:function`s or functions, each
+    compared under its name, `metric_name`); `limits`: a contained metric's time and memory per row.
     The result is JSON-ready: `runs` (label, path, metric, rows, calls and cost when the summary
     has them), `baseline`, the statistics' settings and `comparisons`, one per metric and group:
     each run's `scores` and the `differences` from the baseline; and `metric_errors` (metric,
@@ -302,9 +324,10 @@ def compare_runs(paths: list[str | Path], metrics: list[str] | None = None, grou
     if len(paths) < 2:
         raise CompareError("compare needs at least two runs (the first is the baseline)")
     runs = [read_run(path, label) for path, label in zip(paths, run_labels(paths))]
-    chosen = list(metrics) if metrics else common_metrics(runs)
-    scorers = {metric: Scorer(metric, limits=limits) for metric in chosen  # an unknown one: the known ones, named
+    given = list(metrics) if metrics else common_metrics(runs)
+    scorers = {metric_name(metric): Scorer(metric, limits=limits) for metric in given  # an unknown one: named
                if metric not in (ENV_SUCCESS, SUCCESS)}
+    chosen = [metric_name(metric) for metric in given]
     groups = group_values(runs, group_by) if group_by else None
     comparisons: list[dict] = []
     errors: list[dict] = []

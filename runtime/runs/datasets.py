@@ -1,12 +1,19 @@
-"""Reading dataset rows from JSONL files or DROP-style JSON files.
+"""Reading dataset rows from JSONL, CSV or DROP-style JSON files, and writing rows held in
+memory (a list of dicts, a pandas DataFrame) as JSONL.
 
-Two formats are recognised (see :func:`read_rows`):
+Three formats are recognised (see :func:`read_rows`):
 
 * JSONL: one JSON object per line with ``"id"`` and the inputs (``"question"``, or whatever
   the program's parameters are named; a missing one is that row's error when it runs);
   the ``"answer"`` field, when present, is the row's gold.
+* CSV (a file named ``*.csv``): a header line naming the fields, then one row per record, its
+  cells text; an empty cell is a missing field; ``id`` and ``answer`` as in JSONL.
 * DROP-style JSON (the DecomP datasets): one object
   ``{pid: {"passage": str, "qa_pairs": [{"question", "answer", "query_id", ...}]}}``.
+
+Rows in memory (`decomp.run(program, dataset=...)`) are written as JSONL by :func:`jsonl_text`:
+an iterable of dicts (a list, a generator) or a pandas DataFrame, whose missing cells (NaN,
+None, NaT, NA) are left out of their row, as a CSV file's empty cells are.
 
 A bad row never stops the reading: it comes back as a :class:`Row` whose ``error`` says what
 is wrong, at its place (``data.jsonl:3: not valid JSON (...)``), and the rows after it still
@@ -19,8 +26,12 @@ a program as the value it is; a null one is the row's error when it runs.
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
-from collections.abc import Iterable, Iterator
+import math
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +47,9 @@ MAX_DEPTH = 100
 _TOO_DEEP = f"the row nests deeper than {MAX_DEPTH} levels (lists or objects inside each other)"
 _DROP_SKIPPED = frozenset({"answer", "query_id", "validated_answers", "question"})
 _JSONL_SKIPPED = frozenset({"id", "answer"})
+#: What a dataset given in Python may be (`decomp.run(program, dataset=...)`), for messages.
+ACCEPTED = ("a JSONL, CSV or DROP-style JSON file's path, a list (or any iterable) of row dicts, "
+            "or a pandas DataFrame")
 
 
 @dataclass(frozen=True)
@@ -57,15 +71,18 @@ class Row:
 
 
 def read_rows(path: str | Path) -> Iterator[Row]:
-    """Read the rows of a JSONL or DROP-style JSON dataset file.
+    """Read the rows of a JSONL, CSV or DROP-style JSON dataset file.
 
-    The file is read and its format detected at once: it is DROP-style when its first
-    non-space character is ``{`` and the whole file is one JSON object whose values are all
-    objects with a ``"qa_pairs"`` key; otherwise it is JSONL. Row problems become rows with
-    ``error`` set. Whole-file problems raise: ``OSError`` when the file cannot be read,
-    ``ValueError`` when it is one multi-line JSON value that is not DROP-style.
+    The file is read and its format detected at once: it is CSV when its name ends in ``.csv``
+    (any case); DROP-style when its first non-space character is ``{`` and the whole file is
+    one JSON object whose values are all objects with a ``"qa_pairs"`` key; otherwise it is
+    JSONL. Row problems become rows with ``error`` set. Whole-file problems raise: ``OSError``
+    when the file cannot be read, ``ValueError`` when it is one multi-line JSON value that is
+    not DROP-style, or a CSV file that is not UTF-8 or whose header is unusable.
     """
     data = Path(path).read_bytes()
+    if Path(path).suffix.lower() == ".csv":
+        return _csv_rows(data, str(path))
     drop = _parse_drop(data)
     if drop is not None:
         return _drop_rows(drop, str(path))
@@ -169,7 +186,7 @@ def _jsonl_row(index: int, line: Line, seen: dict[str, int], file: str) -> Row:
     if error is None and depth(record, MAX_DEPTH) > MAX_DEPTH:
         error = _TOO_DEEP
     if error is None:
-        row_id, error = _jsonl_id(record, fallback_id, seen)
+        row_id, error = _row_id(record, fallback_id, seen)
     if error is not None:
         return Row(index, fallback_id, None, f"{file}:{line.number}: {error}")
     seen[row_id] = line.number
@@ -177,7 +194,7 @@ def _jsonl_row(index: int, line: Line, seen: dict[str, int], file: str) -> Row:
     return Row(index, row_id, fields, None, record.get("answer"))
 
 
-def _jsonl_id(record: dict, fallback_id: str, seen: dict[str, int]) -> tuple[str | None, str | None]:
+def _row_id(record: dict, fallback_id: str, seen: dict[str, int]) -> tuple[str | None, str | None]:
     value = record.get("id")
     if value is None or value == "":
         row_id = fallback_id
@@ -188,3 +205,147 @@ def _jsonl_id(record: dict, fallback_id: str, seen: dict[str, int]) -> tuple[str
     if row_id in seen:
         return None, f"repeated id {row_id!r} (first on line {seen[row_id]})"
     return row_id, None
+
+
+# --- CSV -------------------------------------------------------------------------------------
+
+def _csv_rows(data: bytes, file: str) -> Iterator[Row]:
+    """The rows of a CSV file: each record a row, its line the one it starts on."""
+    reader = csv.reader(io.StringIO(_csv_text(data, file), newline=""))
+    header: list[str] | None = None
+    seen: dict[str, int] = {}
+    index = 0
+    while True:
+        start = reader.line_num + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            cells = err
+        if cells == []:
+            continue  # a blank line
+        if header is None:
+            header = _csv_header(cells, f"{file}:{start}")
+            continue
+        yield _csv_row(index, start, cells, header, seen, file)
+        index += 1
+
+
+def _csv_text(data: bytes, file: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise ValueError(f"{file}:{line}: the file is not UTF-8 text (byte {err.start}); save the CSV as "
+                         "UTF-8") from None
+
+
+def _csv_header(cells: list[str] | csv.Error, where: str) -> list[str]:
+    if isinstance(cells, csv.Error):
+        raise ValueError(f"{where}: the header line is not readable as CSV ({cells})")
+    names = [name.strip() for name in cells]
+    for column, name in enumerate(names, start=1):
+        if not name:
+            raise ValueError(f"{where}: column {column} of the header line has no name; the first line of a "
+                             "CSV dataset names the fields")
+        if names.index(name) + 1 != column:
+            raise ValueError(f"{where}: the header line names {name!r} twice (columns {names.index(name) + 1} "
+                             f"and {column})")
+    return names
+
+
+def _csv_row(index: int, line: int, cells: list[str] | csv.Error, header: list[str], seen: dict[str, int],
+             file: str) -> Row:
+    """The row of one record; an empty cell is a field the row lacks."""
+    fallback_id = f"line-{line}"
+    if isinstance(cells, csv.Error):
+        return Row(index, fallback_id, None, f"{file}:{line}: not readable as CSV ({cells})")
+    if len(cells) != len(header):
+        return Row(index, fallback_id, None, f"{file}:{line}: {len(cells)} cells, but the header line names "
+                                             f"{len(header)} fields")
+    record = {name: cell for name, cell in zip(header, cells) if cell != ""}
+    row_id, error = _row_id(record, fallback_id, seen)
+    if error is not None:
+        return Row(index, fallback_id, None, f"{file}:{line}: {error}")
+    seen[row_id] = line
+    fields = {key: value for key, value in record.items() if key not in _JSONL_SKIPPED}
+    return Row(index, row_id, fields, None, record.get("answer"))
+
+
+# --- rows in memory --------------------------------------------------------------------------
+
+def jsonl_text(dataset: Any, what: str = "dataset") -> str:
+    """The rows of `dataset` as JSONL text, one row a line: a pandas DataFrame (its columns the
+    fields, a missing cell left out of its row, its index not a field), or any iterable of
+    dicts (a list, a generator). Numpy numbers are written as numbers, dates and times as ISO
+    text. A `TypeError` names what is wrong and where: `dataset` of another kind, a row that is
+    not a dict, a value JSON cannot hold (NaN in a dict: leave the field out); `what` the
+    rows are in its messages ("dataset", "gold")."""
+    return "".join(_json_row(number, row, what) for number, row in enumerate(_records(dataset, what)))
+
+
+def _records(dataset: Any, what: str) -> Iterable[Mapping[str, Any]]:
+    frame = _data_frame(dataset)
+    if frame is not None:
+        return _frame_records(frame)
+    if isinstance(dataset, (str, bytes, Mapping)) or not isinstance(dataset, Iterable):
+        kind = "one dict (a single row?)" if isinstance(dataset, Mapping) else type(dataset).__name__
+        raise TypeError(f"{what} is {kind}; give {ACCEPTED}")
+    return _dict_records(dataset, what)
+
+
+def _dict_records(rows: Iterable[Any], what: str) -> Iterator[Mapping[str, Any]]:
+    for number, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise TypeError(f"{what} row {number} is {type(row).__name__}, not a dict of the row's fields "
+                            "({'id': ..., 'question': ..., 'answer': ...})")
+        yield row
+
+
+def _data_frame(value: Any) -> Any:
+    """`value` when it is a pandas DataFrame (pandas not imported: it cannot be one), else None."""
+    pandas = sys.modules.get("pandas")
+    return value if pandas is not None and isinstance(value, pandas.DataFrame) else None
+
+
+def _frame_records(frame: Any) -> Iterator[dict[str, Any]]:
+    names = list(frame.columns)
+    for column, name in enumerate(names):
+        if not isinstance(name, str):
+            raise TypeError(f"the DataFrame's column {column} is named {name!r}, a {type(name).__name__}: a "
+                            "row's fields are named by strings (df.columns = df.columns.astype(str))")
+        if names.index(name) != column:
+            raise TypeError(f"the DataFrame has two columns named {name!r} (columns {names.index(name)} and "
+                            f"{column})")
+    for values in frame.itertuples(index=False, name=None):
+        yield {name: value for name, value in zip(names, values) if not _missing(value)}
+
+
+def _missing(value: Any) -> bool:
+    """A DataFrame's empty cell: None, NaN, pandas' NA and NaT."""
+    pandas = sys.modules["pandas"]
+    return pandas.api.types.is_scalar(value) and bool(pandas.isna(value))
+
+
+def _json_row(number: int, row: Mapping[str, Any], what: str) -> str:
+    try:
+        return json.dumps(dict(row), ensure_ascii=False, allow_nan=False, default=_plain) + "\n"
+    except (TypeError, ValueError) as err:
+        where = next((f", field {key!r}" for key, value in row.items() if _not_finite(value)), "")
+        said = "NaN and infinities are not values JSON can hold (leave the field out)" if where else str(err)
+        raise TypeError(f"{what} row {number}{where} cannot be written as JSON: {said}") from None
+
+
+def _not_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _plain(value: Any) -> Any:
+    """What `json` cannot write of a row's values: numpy numbers, dates and times."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(f"a row's value cannot be of type {type(value).__name__} (text, numbers, true/false, null, "
+                    "and lists and dicts of them)")

@@ -3,14 +3,16 @@ gold data file with the metrics of `decomp.runtime.runs.scoring`, and success ra
 (`decomp eval`)."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Any, Callable, ContextManager
 
 from decomp.runtime.engine import deepjson
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.jsonl import read_lines
 from decomp.runtime.runs.rundir import MANIFEST, RESULTS, RunDir, outcomes
 from decomp.runtime.runs.metric_calls import MetricLimits
-from decomp.runtime.runs.scoring import METRICS, gold_by_id, metric_function, scalar_text, score_predictions
+from decomp.runtime.runs.scoring import METRICS, Metric, Scorer, metric_row, scalar_text, score_predictions
 
 __all__ = ["METRICS", "Predictions", "evaluate_files", "read_predictions", "run_metric", "success_summary"]
 
@@ -93,34 +95,87 @@ def run_metric(pred_path: str | Path) -> str | None:
     """The metric recorded by the run whose predictions are at `pred_path` (a run directory, or
     the results.jsonl inside one): the program's `metric`, em for runs that recorded none.
     None for any other file (an `--output` JSONL, a predictions file of one's own)."""
+    folder = _run_folder(pred_path)
+    return None if folder is None else RunDir.open(folder).metric
+
+
+def _run_folder(pred_path: str | Path) -> Path | None:
+    """The run directory `pred_path` is (or holds the results.jsonl of); None for another file."""
     path = Path(pred_path)
     folder = path if path.is_dir() else path.parent if path.name == RESULTS else None
-    if folder is None or not (folder / MANIFEST).is_file():
-        return None
-    return RunDir.open(folder).metric
+    return folder if folder is not None and (folder / MANIFEST).is_file() else None
 
 
-def evaluate_files(gold_path: str | Path | None, pred_path: str | Path, metric: str | None = None,
-                   limits: MetricLimits | None = None) -> tuple[dict, list[str]]:
+def _program_folder(pred_path: str | Path) -> Path | None:
+    """The folder of the program the run at `pred_path` ran (where its `metric module:function`
+    is imported from); None when it is no run."""
+    folder = _run_folder(pred_path)
+    program = RunDir.open(folder).program_path if folder is not None else None
+    return Path(program).parent if program else None
+
+
+def evaluate_files(gold_path: str | Path | None, pred_path: str | Path, metric: Metric | None = None,
+                   limits: MetricLimits | None = None, progress: Callable[[int], ContextManager[Any]] | None = None
+                   ) -> tuple[dict, list[str]]:
     """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL or
     `decomp run` run directory; also the warnings about prediction lines that were skipped and
     about the rows the metric failed on (each scored 0, counted in the summary's `metric_errors`).
 
-    `metric` None: the run's own metric when `pred_path` is a run (its program's `metric`
-    statement, recorded in run.json; see `run_metric`), else em. A metric that is not decomp's
-    own runs contained, each row under `limits` (`decomp.runtime.runs.scoring.Scorer`).
+    `metric`: a name (em, exact, a plugin's, `module:function` of the working folder) or a
+    function, called as docs/runs.md "The metric function" says: `function(row, answer, trace)`
+    gets the gold file's row (its fields, `id`, `answer`), the prediction and the row's trace
+    (from the run directory; None for a predictions file), `function(prediction, gold)` each
+    gold alternative. None: the run's own metric when `pred_path` is a run (its program's
+    `metric` statement, recorded in run.json, a `module:function` imported from the program's
+    folder; see `run_metric`), else em. A metric that is not decomp's own runs contained, each
+    row under `limits` (`decomp.runtime.runs.scoring.Scorer`). `ValueError` for a metric that
+    cannot be used, before anything is read. `progress(total)`, when given, is a context
+    manager around the scoring of the `total` predicted gold rows, yielding what to call with
+    how many more are scored (`decomp.evaluate`'s bar, `decomp.runtime.runs.bars.counting`).
 
     When some prediction failed its outcome or was judged by an environment (runs of programs
     whose steps can fail, such as ADaPT's), the success rates are added (`success_summary`);
     without gold only those are given."""
+    folder = None
     if metric is None:
-        metric = run_metric(pred_path) or "em"
-    metric_function(metric)
+        metric, folder = run_metric(pred_path) or "em", _program_folder(pred_path)
+    scorer = Scorer(metric, folder, limits)
     predictions = read_predictions(pred_path)
     judged = any(r.get("outcome") == "failed" or r.get("environment") for r in predictions.records.values())
     summary = success_summary(predictions) if judged or gold_path is None else {}
     if gold_path is not None:
-        scored = score_predictions(gold_by_id(read_rows(gold_path)), predictions, metric, limits,
-                                   errors=predictions.warnings)
+        rows = [row for row in read_rows(gold_path) if row.error is None and row.gold is not None]
+        seen = {row.id: metric_row(row.id, row.fields, row.gold) for row in rows}
+        traces = _RunTraces(pred_path, predictions) if scorer.wants_trace else None
+        bar = progress(sum(row.id in predictions for row in rows)) if progress else contextlib.nullcontext()
+        try:
+            with bar as on_scored:
+                scored = score_predictions({row.id: row.gold for row in rows}, predictions, scorer,
+                                           errors=predictions.warnings, rows=seen, traces=traces,
+                                           on_scored=on_scored)
+        finally:
+            if traces is not None:
+                traces.close()
         summary = {**scored, **summary}
     return summary, predictions.warnings
+
+
+class _RunTraces:
+    """Row id -> the row's trace as `TraceNode.to_dict()` gives it, read from the run directory
+    of `pred_path` (None for a predictions file, or a row with no trace kept)."""
+
+    def __init__(self, pred_path: str | Path, predictions: Predictions):
+        folder = _run_folder(pred_path)
+        self.run = RunDir.open(folder) if folder is not None else None
+        self.predictions = predictions
+
+    def __call__(self, row_id: str) -> dict[str, Any] | None:
+        index = self.predictions.records.get(row_id, {}).get("index")
+        if self.run is None or not isinstance(index, int):
+            return None
+        tree = self.run.trace(index)
+        return None if tree is None else tree.to_dict()
+
+    def close(self) -> None:
+        if self.run is not None:
+            self.run.close()

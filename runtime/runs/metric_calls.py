@@ -4,9 +4,11 @@ under a deadline and a memory cap, as python handlers' functions are.
     metric = ContainedMetric("mine:score", function, MetricLimits(timeout=10.0))
     scores = await metric.scores([[prediction, gold] for gold in alternatives], "the prediction ...")
 
-Which metrics: every metric that is not decomp's own (`em`, `set_em`, `f1`, `outcome`), that is
-a plugin's registered function or a `module:function` path, imported under the rules of python
-handlers (its module in the working folder, or trusted). Decomp's own run in the caller's
+Which metrics: every metric that is not decomp's own (`em`, `set_em`, `f1`, `exact`, `outcome`),
+that is a plugin's registered function, a `module:function` path, imported under the rules of
+python handlers (its module in the working folder, or trusted), or a function given itself to
+the Python API. The caller decides the calls by the function's form
+(`decomp.dsl.checker.metric_form`): the worker calls `function(*args)` for each. Decomp's own run in the caller's
 process: their code is decomp's, and their time is bounded by the size of their inputs (em and
 set_em are linear in the answer's tokens, f1 aligns spans in polynomial time), which answers
 themselves are bounded by (`--max-answer-size`).

@@ -12,14 +12,16 @@
 the work then runs on a worker thread with a loop of its own (`decomp.runtime.engine.syncrun`);
 `await decomp.arun(...)` runs it in the caller's loop. Everything here delegates: a question
 runs through `Session.arun`, a dataset through `arun_dataset`, a run directory is read with
-`RunDir`; trust (`--trust`) and allowed folders (`--allow-root`) are `allowing(...)`.
+`RunDir`; trust (`--trust`) and allowed folders (`--allow-root`) are `allowing(...)`. A dataset
+given in memory is written as JSONL by `datasets.jsonl_text`; the progress bar is
+`decomp.runtime.runs.bars`'. `decomp.evaluate` and `decomp.compare` read runs back as figures
+(`notebook_evaluate`, `decomp.runtime.views.notebook_compare`).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +33,17 @@ from decomp.runtime.engine.session import RunResult, Session
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Model
-from decomp.runtime.runs.api import RunOptions, RunSummary, arun_dataset, find_program, use_main, user_folders
-from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.runs.api import (
+    RunOptions,
+    RunSummary,
+    arun_dataset,
+    find_program,
+    interrupts_said,
+    use_main,
+    user_folders,
+)
+from decomp.runtime.runs.bars import run_bar
+from decomp.runtime.runs.datasets import ACCEPTED, jsonl_text, read_rows
 from decomp.runtime.runs.rundir import RunDir, RunDirError, read_manifest, runs_root, sha256_file
 
 __all__ = ["Program", "Run", "arun", "load", "open_run", "run"]
@@ -117,19 +128,25 @@ def load(program: str | Path, *, model: str | Model | None = None, main: str | N
 
 
 def run(program: Program | str | Path, question: str | None = None, *, fields: Mapping[str, Any] | None = None,
-        dataset: str | Path | Iterable[Mapping[str, Any]] | None = None, run_dir: str | Path | None = None,
-        resume: bool = False, force: bool = False, output: str | Path | None = None, progress: bool | None = False,
+        dataset: str | Path | Iterable[Mapping[str, Any]] | Any = None, run_dir: str | Path | None = None,
+        resume: bool = False, force: bool = False, output: str | Path | None = None, progress: bool | None = None,
         shard: str | None = None, offset: int = 0, limit: int | None = None, **settings: Any) -> RunResult | Run:
     """Run `program` on one question (a `RunResult`) or on every row of `dataset` (a `Run`).
 
     program:  a `Program` from `load`, or what `load` takes (loaded here with `settings`)
     question: the question of one row; `fields` are that row's other inputs (or every row's,
               with `dataset`: `decomp run --field NAME=VALUE`)
-    dataset:  a JSONL or DROP-style JSON file, or a list of row dicts ({id, question, ...,
-              answer?}), written once to `inputs/rows-HASH.jsonl` beside the run directory
-              so that the run records its input file like any other (and can be resumed)
-    run_dir, resume, force, output, shard, offset, limit, progress: as `run_dataset` takes them
-              (a dataset only)
+    dataset:  a JSONL, CSV or DROP-style JSON file; or rows in memory: a list (or any iterable,
+              a generator) of row dicts ({id, question, ..., answer?}) or a pandas DataFrame
+              (its columns the fields; a missing cell, NaN, None, NaT or NA, is a field the
+              row lacks; its index is not a field), written once to `inputs/rows-HASH.jsonl`
+              beside the run directory so that the run records its input file like any other
+              (and can be resumed)
+    progress: a progress bar on stderr (a dataset only): None, when in a Jupyter kernel or
+              stderr is a terminal; True always; False never. tqdm's when tqdm is installed
+              (`decomp.runtime.runs.bars`)
+    run_dir, resume, force, output, shard, offset, limit: as `run_dataset` takes them (a
+              dataset only)
     settings: what `load` takes (model, main, trust, allow_roots, `RunOptions` fields); given
               with a `Program`, it is loaded again with them changed
 
@@ -137,34 +154,36 @@ def run(program: Program | str | Path, question: str | None = None, *, fields: M
     raised. Inside a running event loop (Jupyter) this runs on a worker thread; `await arun(...)`
     runs in the caller's loop.
     """
-    return run_sync(lambda: arun(program, question, fields=fields, dataset=dataset, run_dir=run_dir, resume=resume,
-                                 force=force, output=output, progress=progress, shard=shard, offset=offset,
-                                 limit=limit, **settings))
+    with interrupts_said():  # a dataset run stopped: `RunInterrupted`, its rows kept and left
+        return run_sync(lambda: arun(program, question, fields=fields, dataset=dataset, run_dir=run_dir,
+                                     resume=resume, force=force, output=output, progress=progress, shard=shard,
+                                     offset=offset, limit=limit, **settings))
 
 
 async def arun(program: Program | str | Path, question: str | None = None, *,
                fields: Mapping[str, Any] | None = None,
-               dataset: str | Path | Iterable[Mapping[str, Any]] | None = None, run_dir: str | Path | None = None,
+               dataset: str | Path | Iterable[Mapping[str, Any]] | Any = None, run_dir: str | Path | None = None,
                resume: bool = False, force: bool = False, output: str | Path | None = None,
-               progress: bool | None = False, shard: str | None = None, offset: int = 0, limit: int | None = None,
+               progress: bool | None = None, shard: str | None = None, offset: int = 0, limit: int | None = None,
                **settings: Any) -> RunResult | Run:
     """`run` in the caller's event loop: `await decomp.arun(program, question=...)`."""
+    metric = settings.pop("metric", None)  # a dataset run's (`run_dataset`): no reason to load the program again
     program = _program(program, settings)
     fields = dict(fields or {})
     if dataset is None:
-        given = [name for name, value in zip(_DATASET_ONLY, (run_dir, resume, force, output, shard, offset, limit))
-                 if value]
+        given = [name for name, value in zip((*_DATASET_ONLY, "metric"),
+                                             (run_dir, resume, force, output, shard, offset, limit, metric)) if value]
         if given:
             raise TypeError(f"{', '.join(given)} go with dataset=..., not with one question")
         return await _one(program, question, fields)
     if question is not None:
         raise TypeError("give question=... (one row) or dataset=... (every row has its own question), not both")
-    data = dataset if isinstance(dataset, (str, Path)) else _rows_file(dataset, run_dir)
+    data = _dataset_file(dataset, run_dir)
     with allowing(program.trust, program.allow_roots):
         done = await arun_dataset(program.path, data, model=program.model, options=program.options,
                                   main=program.main, run_dir=run_dir, resume=resume, force=force, output=output,
-                                  progress=progress, fields=fields, shard=shard,
-                                  offset=offset, limit=limit)
+                                  progress=run_bar(progress), fields=fields, shard=shard,
+                                  offset=offset, limit=limit, metric=metric)
     return Run(done.run_dir, done)
 
 
@@ -261,21 +280,23 @@ async def _one(program: Program, question: str | None, fields: dict[str, Any]) -
             await program.session.aclose()
 
 
-def _rows_file(rows: Iterable[Mapping[str, Any]], run_dir: str | Path | None) -> Path:
-    """`rows` written as JSONL to inputs/rows-HASH.jsonl beside the run directory (the same
-    rows: the same file, so that a run over them can be resumed)."""
-    if isinstance(rows, (bytes, Mapping)) or not isinstance(rows, Iterable):
-        raise TypeError(f"dataset is a file or a list of row dicts, not {type(rows).__name__} "
-                        "(for a DataFrame: df.to_dict('records'))")
-    lines = []
-    for i, row in enumerate(rows):
-        if not isinstance(row, Mapping):
-            raise TypeError(f"dataset row {i} is {type(row).__name__}, not a dict")
-        try:
-            lines.append(json.dumps(dict(row), ensure_ascii=False, allow_nan=False) + "\n")
-        except (TypeError, ValueError) as err:
-            raise TypeError(f"dataset row {i} cannot be written as JSON: {err}") from None
-    text = "".join(lines)
+def _dataset_file(dataset: Any, run_dir: str | Path | None) -> Path:
+    """The file of `dataset`: its own (a path), else its rows written by `_rows_file`."""
+    if not isinstance(dataset, (str, Path)):
+        return _rows_file(dataset, run_dir)
+    path = Path(dataset)
+    if path.is_dir():
+        raise IsADirectoryError(f"dataset {str(path)!r} is a folder; give {ACCEPTED}")
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset {str(path)!r} does not exist; give {ACCEPTED}")
+    return path
+
+
+def _rows_file(rows: Any, run_dir: str | Path | None) -> Path:
+    """`rows` (`datasets.jsonl_text` takes them) written as JSONL to inputs/rows-HASH.jsonl
+    beside the run directory (the same rows: the same file, so that a run over them can be
+    resumed)."""
+    text = jsonl_text(rows)
     folder = (Path(run_dir).parent if run_dir is not None else runs_root()) / "inputs"
     path = folder / f"rows-{hashlib.sha256(text.encode()).hexdigest()[:16]}.jsonl"
     if not path.is_file() or path.read_text(encoding="utf-8") != text:

@@ -9,7 +9,10 @@ The endpoint is `--otlp URL` (`/v1/traces` joined to its path unless there) or t
 variables (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`, their `_HEADERS`
 and `_PROTOCOL`). Spans go through the SDK's batch processor, on its own thread: a collector that
 is down, slow or refusing never slows the run; at the end the flush waits `FLUSH_S` at most, and
-the failures are said once, the endpoint shown without its credentials (`redact_url`).
+the failures are said once, in decomp's words, the endpoint shown without its credentials
+(`redact_url`). A receiver that refuses the connection is found before the run with one TCP
+connection (`receiver_problem`, `PROBE_S` at most): said once, with the `decomp trace export`
+command that sends the run later, and nothing is exported (no seconds of the SDK's retries).
 
 What a span says is either program structure (kinds, handler names, operators, file:line,
 positions, model names, outcomes, token counts) or content (anything a row, a model, a plan or a
@@ -29,6 +32,8 @@ import json
 import logging
 import os
 import re
+import shlex
+import socket
 import threading
 import warnings
 from typing import Any, Callable, Sequence
@@ -55,6 +60,10 @@ PROTOCOL_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTO
 FLUSH_S = 10.0
 #: One export request may take this long, the exporter's own retries included (the SDK's default).
 EXPORT_TIMEOUT_S = 10.0
+#: The longest `receiver_problem` waits for the receiver to take a TCP connection.
+PROBE_S = 0.5
+#: The SDK's endpoints when none is given, by protocol.
+DEFAULT_ENDPOINTS = {"http/protobuf": "http://localhost:4318/v1/traces", "grpc": "http://localhost:4317"}
 _INSTALL = "pip install 'decomp-lang[otel]'"
 
 
@@ -148,6 +157,8 @@ class TraceExport:
         _put(out, "decomp.handler.kind", facts.get("kind") if node.kind == "call" else None)
         if node.cache_hit:
             out["decomp.cache_hit"] = True
+        if node.queued:  # of the span's time, the part it waited for a slot
+            out["decomp.queue_seconds"] = round(node.queued, 6)
         if node.kind == "model":
             out.update(_genai(node, facts, self.content))
         if self.content:
@@ -203,11 +214,21 @@ class RunExport:
     receiver that is down or slow costs it nothing until the end, where `close` waits for the
     sender's flush `FLUSH_S` at most and warns what failed, once."""
 
-    def __init__(self, process, queue):
-        self.process, self.queue = process, queue
+    def __init__(self, process, queue, again: str = "decomp trace export RUN --otlp"):
+        self.process, self.queue, self.again = process, queue, again
         self.thread = threading.Thread(target=self._feed, name="decomp-otlp-feed", daemon=True)
         self.thread.start()
         self.broken: str | None = None
+
+    @classmethod
+    def open(cls, url: str | None, run_dir, problem: str | None = None) -> "RunExport | None":
+        """The export of the run in `run_dir` (`start`), or, when the receiver was found unusable
+        before the run (`problem`, from `receiver_problem`), None and one warning that says so and
+        how to send the run later: its traces are kept in `run_dir` as always."""
+        if problem is None:
+            return cls.start(url, run_dir)
+        warnings.warn(not_sent(url, problem, run_dir), stacklevel=2)
+        return None
 
     @classmethod
     def start(cls, url: str | None, run_dir) -> "RunExport":
@@ -222,7 +243,8 @@ class RunExport:
         command = [sys.executable, "-m", "decomp.runtime.runs.otel_sender", str(run_dir)]
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                    text=True, encoding="utf-8", env=env)
-        return cls(process, queue.SimpleQueue())
+        again = shlex.join(["decomp", "trace", "export", str(run_dir), "--otlp", *([redact_url(url)] if url else [])])
+        return cls(process, queue.SimpleQueue(), again)
 
     def row(self, record: dict) -> None:
         """Row `record` ended (its tree is stored): queued for the sender."""
@@ -258,8 +280,8 @@ class RunExport:
         except ValueError:
             problem = "the OTLP sender said something unreadable"
         if problem:
-            warnings.warn(problem if problem.startswith("OTLP") else f"OTLP export: {problem}; the run itself is "
-                          "complete (`decomp trace export RUN --otlp` sends it again)", stacklevel=2)
+            said = problem if problem.startswith("OTLP") else f"OTLP export: {problem}; the run itself is complete"
+            warnings.warn(f"{said} (send its traces again with: {self.again})", stacklevel=2)
         return problem
 
 
@@ -268,6 +290,52 @@ def check(url: str | None) -> None:
     missing, an unknown protocol, a URL that cannot be parsed): the checks the sender would make,
     said before a run begins."""
     _exporter(traces_endpoint(url))
+
+
+def receiver_problem(url: str | None, timeout: float = PROBE_S) -> str | None:
+    """Why nothing could be sent to the receiver of `url` ("" or None: the environment's), found
+    with one TCP connection to its host and port, `timeout` seconds at most: it refused the
+    connection, its host has no address, its network cannot be reached. None when it took the
+    connection, or did not answer in time (a slow network: the export goes on, and what it
+    could not send is said at the end). The SDK's exporter would instead retry for seconds."""
+    return _unreachable(traces_endpoint(url), timeout)
+
+
+def _unreachable(endpoint: str | None, timeout: float = PROBE_S) -> str | None:
+    host, port = _address(endpoint)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except ConnectionRefusedError:
+        return "the receiver refused the connection"
+    except socket.gaierror:
+        return f"its host {host} has no address"
+    except TimeoutError:
+        return None
+    except OSError as err:
+        return f"it cannot be reached ({err.strerror or type(err).__name__})"
+
+
+def _address(endpoint: str | None) -> tuple[str, int]:
+    """The host and port an export to `endpoint` connects to (a gRPC endpoint may lack the scheme)."""
+    url = endpoint or DEFAULT_ENDPOINTS.get(_protocol(), DEFAULT_ENDPOINTS["http/protobuf"])
+    parts = urlsplit(url if "//" in url else "//" + url)
+    default = 443 if parts.scheme == "https" else 4317 if _protocol() == "grpc" else 80
+    return parts.hostname or "localhost", parts.port or default
+
+
+def not_sent(url: str | None, problem: str, run_dir=None) -> str:
+    """The one line that says a run's traces are not sent, because of `problem` (from
+    `receiver_problem`), and how to send them later: `decomp trace export RUN --otlp URL` for a
+    dataset run (`run_dir`), whose traces stay in its run directory as always."""
+    endpoint = traces_endpoint(url)
+    to = f" to {redact_url(endpoint)}" if endpoint else ""
+    if run_dir is None:
+        return (f"OTLP export{to}: {problem}, so the question's trace is not sent (--trace-out FILE keeps "
+                "its tree)")
+    command = ["decomp", "trace", "export", str(run_dir), "--otlp", *([redact_url(url)] if url else [])]
+    return (f"OTLP export{to}: {problem}, so this run sends no traces; they are kept in {run_dir}: send them "
+            f"when a receiver listens with: {shlex.join(command)}")
 
 
 def row_attributes(record: dict, run_name: str = "") -> dict[str, Any]:
@@ -285,7 +353,14 @@ def row_attributes(record: dict, run_name: str = "") -> dict[str, Any]:
 def export_run(run, url: str | None) -> tuple[int, str | None]:
     """Send a finished run's stored trees (`decomp trace export RUN --otlp`), each row one trace;
     texts are masked for the secrets the environment holds (`environment_mask`). Returns how
-    many rows were sent and what failed (or None)."""
+    many rows were sent and what failed (or None). A receiver that refuses the connection (or
+    cannot be reached, `receiver_problem`) is a `DecompError` at once: nothing is sent."""
+    check(url)
+    problem = receiver_problem(url)
+    if problem is not None:
+        endpoint = traces_endpoint(url)
+        raise DecompError(f"OTLP export{f' to {redact_url(endpoint)}' if endpoint else ''}: {problem}; nothing "
+                          "was sent")
     started = _session_start(run.manifest)
     export = TraceExport.start(url, mask=environment_mask(), resource={"decomp.program": run.program_path or ""})
     count = 0
@@ -490,13 +565,41 @@ def scrub_url(text: str, url: str | None) -> str:
     return text
 
 
+#: How the SDK's log lines say why a batch was not sent, and what decomp says instead.
+_SDK_WORDS = [
+    (re.compile(r"code: (\d{3}), reason: (.*)", re.I), lambda m: f"the receiver answered HTTP {m[1]}: {m[2]}"),
+    (re.compile(r"connection refused|ConnectionRefusedError|Failed to establish a new connection", re.I),
+     lambda m: "the receiver refused the connection"),
+    (re.compile(r"timed? ?out|Timeout", re.I), lambda m: "the receiver did not answer in time"),
+    (re.compile(r"Transient error (.*) encountered while exporting", re.I), lambda m: m[1]),
+]
+#: The most characters of the SDK's own words a warning quotes.
+_SDK_CHARS = 200
+
+
+def sdk_problem(said: str) -> str:
+    """Why the SDK could not send a batch, from its log line or error (`said`, already masked):
+    in decomp's words when known, else its own, shortened at a word (never cut mid-word)."""
+    for pattern, words in _SDK_WORDS:
+        found = pattern.search(said)
+        if found:
+            said = words(found)
+            break
+    said = said.strip().rstrip(".")
+    if len(said) <= _SDK_CHARS:
+        return said
+    return said[:_SDK_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+
+
 def _sdk_loggers() -> list[logging.Logger]:
     return [logging.getLogger(name) for name in ("opentelemetry.exporter", "opentelemetry.sdk")]
 
 
 class _Reporting(logging.Handler):
     """The exporter, counting what it could not send (said once, at the end, never raised); also
-    the handler of the SDK's log, whose first error says why."""
+    the handler of the SDK's log, whose first error says why (in decomp's words, `sdk_problem`).
+    Before each batch one TCP connection checks the receiver: one that has gone away (refused)
+    fails the batch at once instead of the SDK's retries for seconds."""
 
     def __init__(self, inner, endpoint: str | None = None):
         super().__init__(logging.WARNING)
@@ -519,16 +622,22 @@ class _Reporting(logging.Handler):
                 logger.propagate = True
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.logged is None:  # masked before it is cut short: never half a credential
-            self.logged = scrub_url(" ".join(record.getMessage().split()), self.endpoint)[:300]
+        if self.logged is None:  # in decomp's words, masked before it is shortened: never half a credential
+            self.logged = sdk_problem(scrub_url(" ".join(record.getMessage().split()), self.endpoint))
 
     def export(self, spans: Sequence) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
+        gone = _unreachable(self.endpoint)  # one connection: a receiver that died costs no seconds of retries
+        if gone is not None:
+            self.failed_spans += len(spans)
+            self.first_problem = self.first_problem or gone
+            return SpanExportResult.FAILURE
         try:
             result = self.inner.export(spans)
         except Exception as err:  # the exporter's own bug or a refused connection: counted, never raised
             result = SpanExportResult.FAILURE
-            self.first_problem = self.first_problem or scrub_url(f"{type(err).__name__}: {err}", self.endpoint)
+            self.first_problem = self.first_problem or sdk_problem(scrub_url(f"{type(err).__name__}: {err}",
+                                                                             self.endpoint))
         if result is not SpanExportResult.SUCCESS:
             self.failed_spans += len(spans)
             self.first_problem = self.first_problem or "the receiver refused or did not answer"

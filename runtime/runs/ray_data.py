@@ -70,7 +70,7 @@ class Predictor:
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="decomp-predictor", daemon=True).start()
         self.session, self.module, self._trust = worker_session(spec, limits, f"predictor-{uuid.uuid4().hex[:12]}")
-        self._scorer = program_scorer(self.module, spec.options.metric_limits())
+        self._scorer = program_scorer(self.module, spec.options.metric_limits(), spec.options.metric)
         self._seen = 0
 
     def __call__(self, batch: Any) -> dict[str, list]:

@@ -111,7 +111,7 @@ class RowWorker:
 
     def __init__(self, spec: WorkerSpec, limiter: Any, name: str, ledger: Any = None):
         self.session, self.module, self._trust = worker_session(spec, limiter, name, ledger)
-        self.scorer = program_scorer(self.module, spec.options.metric_limits())
+        self.scorer = program_scorer(self.module, spec.options.metric_limits(), spec.options.metric)
 
     async def run(self, row: Row) -> tuple[dict, dict]:
         """The row's record and trace; an `ActorLost` instead once this worker has lost the

@@ -347,6 +347,11 @@ class RunDir:
         if mine["input"]["sha256"] != theirs["input"]["sha256"]:
             raise RunDirError(f"{self.path} holds a run over {mine['input']['path']} as it was then; the input "
                               f"{theirs['input']['path']} differs: use another --run-dir, or --force to start over")
+        old_metric, new_metric = mine.get("metric") or "em", theirs.get("metric") or "em"
+        if old_metric != new_metric:
+            raise RunDirError(f"{self.path} scored its rows with the metric {old_metric}; resuming with {new_metric} "
+                              f"would mix two metrics' scores: resume with metric {old_metric}, or --force to "
+                              "start over")
         for name in BINDING_OPTIONS:
             old, new = mine["options"].get(name), theirs["options"].get(name)
             if old != new:

@@ -7,21 +7,25 @@ Metrics:
   alignment of predicted and gold spans, rounded to two decimals.
 * ``set_em`` -- order-free list answers: the prediction and the gold answer are both read
   as sets of normalised items (see :func:`split_items` for the splitting rule).
+* ``exact``  -- strict exact match, no normalisation: the answer's text is the gold's.
 
 A gold answer is a string or a list/tuple of strings (one answer made of several spans).
 A row's gold is a list of *alternatives*, each such an answer; its score is the best over
 the alternatives (see :func:`as_alternatives` and :func:`best_score`).
 
 A program chooses the metric its dataset runs score rows with (`metric set_em` in the .decomp
-file; the names are `decomp.dsl.checker.METRIC_NAMES` and the metrics plugins registered,
-checked when the module loads); run.json
-records it and `decomp eval --pred RUN` uses it unless `--metric` is given (`run_metric` in
+file, or `metric my_metrics:close`; the names are `decomp.dsl.checker.METRIC_NAMES` and the
+metrics plugins registered, checked when the module loads); run.json records it as written and
+`decomp eval --pred RUN` uses it unless `--metric` is given (`run_metric` in
 `decomp.runtime.runs.evaluation`, which scores files: this module is pure metrics).
 
 More metrics come from plugins (the `register_metrics` hook of `decomp.handlers.plugins`: this
-module registers the three above through it) or from a `module:function` path naming
-`function(prediction, gold) -> float` (`decomp eval --metric mine:score`), imported under the
-trust rules of Python handlers (:func:`metric_function`). Such a metric is the user's code: a
+module registers the four above through it), from a `module:function` path (`decomp eval
+--metric mine:score`), imported under the trust rules of Python handlers
+(:func:`metric_function`), or from a function given itself (the Python API). Every metric is
+called by one rule, its form (`decomp.dsl.checker.metric_form`, docs/runs.md "The metric
+function"): `function(row, answer, trace) -> float`, or `function(prediction, gold) -> float`
+once per gold alternative (:class:`Scorer`). Such a metric is the user's code: a
 :class:`Scorer` calls it contained, in a worker process under a deadline and a memory cap
 (`decomp.runtime.runs.metric_calls`), and anything it does wrong on a row (raising, `SystemExit`
 too, looping, exhausting memory, returning no finite number) is that row's `MetricError`.
@@ -37,17 +41,19 @@ import numbers
 import re
 import string
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from decomp.dsl.checker import PAIR_FORM, ROW_FORM, metric_form
 from decomp.handlers.imports import DENIED_MODULES, find_module_file, import_function, module_allowance
 from decomp.handlers.plugins import hookimpl
 from decomp.handlers.trust import TRUST_ENV, trusted_modules
 from decomp.runtime.engine.syncrun import run_sync
-from decomp.runtime.runs.metric_calls import ContainedMetric, MetricError, MetricLimits, shown
+from decomp.runtime.runs.metric_calls import BATCH_ROWS, IN_FLIGHT, ContainedMetric, MetricError, MetricLimits, shown
 
 
 _PUNCTUATION = frozenset(string.punctuation)
@@ -266,21 +272,41 @@ def set_em(pred: Any, gold: Any) -> float:
     return 1.0 if split_items(pred) == _gold_items(gold) else 0.0
 
 
+# --- exact -----------------------------------------------------------------------------------
+
+def exact(pred: Any, gold: Any) -> float:
+    """Strict exact match, with no normalisation at all: 1.0 when the answer's text is the gold's,
+    character for character (case, spaces and punctuation count), else 0.0.
+
+    A list answer matches a gold of several spans item by item, in order; any answer also
+    matches a one-span gold equal to its text as :func:`scalar_text` renders it (a list as its
+    JSON text, a number as ``str()``). ``'["PARIS", "TOKYO", "LIMA"]'`` against the gold
+    ``"PARIS | TOKYO | LIMA"`` scores 0.0 here, and 1.0 with :func:`em`.
+    """
+    pred_spans, gold_spans = _spans(pred), _spans(gold)
+    if pred_spans == gold_spans:
+        return 1.0
+    return 1.0 if len(gold_spans) == 1 and scalar_text(pred) == gold_spans[0] else 0.0
+
+
 # --- scoring rows ----------------------------------------------------------------------------
 
 #: The built-in metrics, registered through the plugin table like any other (`register_metrics`
 #: below; `decomp.handlers.plugins.BUILTIN_PLUGINS` names this module).
-METRICS: dict[str, Callable[[Any, Any], float]] = {"em": em, "set_em": set_em, "f1": f1}
+METRICS: dict[str, Callable[[Any, Any], float]] = {"em": em, "set_em": set_em, "f1": f1, "exact": exact}
+
+#: A metric: its name (built-in, a plugin's, `module:function`) or a function of one's own.
+Metric = str | Callable[..., Any]
 
 
 @hookimpl
 def register_metrics(register: Callable[..., Any]) -> None:
-    """The built-in metrics em, set_em and f1."""
+    """The built-in metrics em, set_em, f1 and exact."""
     for name, function in METRICS.items():
         register(name, function)
 
 
-_imported: dict[tuple, Callable[[Any, Any], float]] = {}
+_imported: dict[tuple, Callable[..., Any]] = {}
 
 
 def known_metrics() -> list[str]:
@@ -288,27 +314,44 @@ def known_metrics() -> list[str]:
     return sorted({*METRICS, *_registered()})
 
 
-def _registered() -> dict[str, Callable[[Any, Any], float]]:
+def _registered() -> dict[str, Callable[..., Any]]:
     from decomp.handlers.plugins import load
 
     return load().metrics
 
 
-def metric_function(name: str, folder: str | Path | None = None) -> Callable[[Any, Any], float]:
+def metric_name(metric: Metric) -> str:
+    """What a metric is called (in summaries, run.json, messages): its name as written; for a
+    function given itself, `module:function` (`__main__:close` for one of a notebook)."""
+    if isinstance(metric, str):
+        return metric
+    module = getattr(metric, "__module__", None) or "?"
+    return f"{module}:{getattr(metric, '__qualname__', None) or type(metric).__name__}"
+
+
+def unknown_metric(name: str, also: tuple[str, ...] = ()) -> str:
+    """The message for a metric name that is none of the known ones (`also`: others the caller
+    knows, such as optimize's `outcome`)."""
+    return (f"unknown metric {name!r}; known metrics are: {', '.join([*known_metrics(), *also])} (or name a "
+            f"function of your own as 'module:function': {ROW_FORM} or {PAIR_FORM}, returning a float)")
+
+
+def metric_function(name: Metric, folder: str | Path | None = None) -> Callable[..., Any]:
     """The metric `name`: a registered one (built-in or a plugin's `register_metrics`), or a
-    `module:function` path, `function(prediction, gold) -> float`, imported under the rules of
-    Python handlers (`decomp.handlers.imports`): its module's file in `folder` (default: the
-    working folder) or a trusted module (`--trust MODULE`, `DECOMP_TRUST`). A `ValueError`
-    listing the known metrics otherwise."""
+    `module:function` path, imported under the rules of Python handlers
+    (`decomp.handlers.imports`): its module's file in `folder` (default: the working folder) or
+    a trusted module (`--trust MODULE`, `DECOMP_TRUST`); a function given itself is that
+    function. A `ValueError` listing the known metrics otherwise. Either form of
+    :func:`~decomp.dsl.checker.metric_form` is returned; :class:`Scorer` calls it by its form."""
+    if callable(name):
+        return name
     if not isinstance(name, str) or not name:
-        raise ValueError(f"a metric is named by a non-empty string, not {name!r}")
+        raise ValueError(f"a metric is named by a non-empty string, or is a function, not {name!r}")
     registered = _registered()
     if name in registered or name in METRICS:
         return registered.get(name) or METRICS[name]
     if ":" not in name:
-        raise ValueError(f"unknown metric {name!r}; known metrics are: {', '.join(known_metrics())} "
-                         "(or name a function of your own as 'module:function', called as "
-                         "function(prediction, gold) -> float)")
+        raise ValueError(unknown_metric(name))
     folder = Path.cwd() if folder is None else Path(folder)
     key = (name, str(folder), trusted_modules())
     if key not in _imported:
@@ -316,13 +359,13 @@ def metric_function(name: str, folder: str | Path | None = None) -> Callable[[An
     return _imported[key]
 
 
-def _import_metric(name: str, folder: Path) -> Callable[[Any, Any], float]:
+def _import_metric(name: str, folder: Path) -> Callable[..., Any]:
     module = name.partition(":")[0]
     if module and module.split(".")[0] not in DENIED_MODULES and module_allowance(module, folder) is None \
             and find_module_file(module) is not None:
         top = module.partition(".")[0]
-        raise ValueError(f"metric {name!r} is not allowed: the module {module!r} is not in the working folder "
-                         f"({folder}), not registered and not trusted; trust it on purpose with --trust {top} "
+        raise ValueError(f"metric {name!r} is not allowed: the module {module!r} is not in the folder "
+                         f"{folder}, not registered and not trusted; trust it on purpose with --trust {top} "
                          f"or {TRUST_ENV}={top}, or register the metric in a plugin (register_metrics)")
     found = import_function(name, folder)
     if isinstance(found, str):
@@ -330,8 +373,9 @@ def _import_metric(name: str, folder: Path) -> Callable[[Any, Any], float]:
     return found
 
 
-def best_score(pred: Any, alternatives: Alternatives, metric: str, limits: MetricLimits | None = None) -> float:
-    """The best ``metric`` score of ``pred`` over the gold ``alternatives``.
+def best_score(pred: Any, alternatives: Alternatives, metric: Metric, limits: MetricLimits | None = None) -> float:
+    """The best ``metric`` score of ``pred`` over the gold ``alternatives`` (a metric of the
+    two-argument form: :func:`~decomp.dsl.checker.metric_form`).
 
     As in the official DROP evaluator, alternatives whose first string is empty are ignored,
     and a row with no alternative left (an empty gold answer) scores 0.0 whatever the
@@ -346,62 +390,127 @@ def kept_alternatives(alternatives: Alternatives) -> list[list[str]]:
     return [list(alt) for alt in alternatives if alt and alt[0].strip()]
 
 
-class Scorer:
-    """Scores answers against gold alternatives with one metric: decomp's own (em, set_em, f1)
-    in this process (decomp's code, its time bounded by the answers' size); any other (a
-    plugin's, `module:function`) contained in worker processes, each row under `limits`
-    (`decomp.runtime.runs.metric_calls`). `ValueError` for an unknown or refused metric
-    (`metric_function`, its module looked for in `folder`, default the working folder);
-    scoring a row raises `MetricError` for what the metric did wrong on it."""
+@dataclass(frozen=True)
+class RowToScore:
+    """What a metric scores one row by (docs/runs.md, "The metric function"): the program's
+    `answer` (the typed value the results line holds), the row's `gold` as the row gives it
+    (None: it has none), the dataset `row` as the metric sees it (`metric_row`), the row's
+    `trace` (`TraceNode.to_dict()`; None where none is kept) and how messages name the row."""
 
-    def __init__(self, metric: str, folder: str | Path | None = None, limits: MetricLimits | None = None):
-        self.metric = metric
+    answer: Any
+    gold: Any = None
+    row: dict | None = None
+    trace: dict | None = None
+    label: str = "the row"
+
+
+def metric_row(row_id: Any, fields: Mapping[str, Any] | None, gold: Any) -> dict[str, Any]:
+    """The dataset row as a metric function sees it: its fields, `id`, and `answer` (the gold)."""
+    return {"id": row_id, **(fields or {}), "answer": gold}
+
+
+class Scorer:
+    """Scores rows with one metric, called as its form says (`decomp.dsl.checker.metric_form`):
+    `function(row, answer, trace)` once per row, or `function(prediction, gold)` once per gold
+    alternative, the row scoring the best (a row with no gold: a `MetricError`). Decomp's own
+    (em, set_em, f1, exact) run in this process (decomp's code, its time bounded by the answers'
+    size); any other (a plugin's, `module:function`, a function given itself) contained, each
+    row under `limits` (`decomp.runtime.runs.metric_calls`; a function no worker can import runs
+    in a thread under the deadline). `ValueError` for an unknown or refused metric, or a
+    function of neither form (`metric_function`, its module looked for in `folder`, default the
+    working folder); scoring a row raises `MetricError` for what the metric did wrong on it."""
+
+    def __init__(self, metric: Metric, folder: str | Path | None = None, limits: MetricLimits | None = None):
+        self.metric = metric_name(metric)
         function = metric_function(metric, folder)
-        own = METRICS.get(metric) is function
+        self.form = metric_form(function, self.metric)
         where = Path.cwd() if folder is None else Path(folder)
         self._own = function
-        self._contained = None if own else ContainedMetric(metric, function, limits, where)
+        own = any(function is builtin for builtin in METRICS.values())
+        self._contained = None if own else ContainedMetric(self.metric, function, limits, where)
 
-    async def abest(self, pred: Any, alternatives: Alternatives) -> float:
-        """`best_score` of one row, awaited (a contained metric's call does not block the loop)."""
-        kept = kept_alternatives(alternatives)
+    @property
+    def wants_trace(self) -> bool:
+        """Whether the metric sees the row's trace (a `function(row, answer, trace)`)."""
+        return self.form == ROW_FORM
+
+    def _calls(self, item: RowToScore) -> tuple[list[list[Any]], str] | float:
+        """The row's calls of the function and what the row is, for messages; or its score when
+        no call is needed (a pair metric on a gold with no alternative left: 0.0)."""
+        if self.form == ROW_FORM:
+            return [[item.row if item.row is not None else metric_row(None, None, item.gold), item.answer,
+                     item.trace]], item.label
+        if item.gold is None:
+            raise MetricError(f"{item.label} has no gold answer, and metric {self.metric!r} compares the answer "
+                              f"with the gold ({PAIR_FORM}); a {ROW_FORM} may score it")
+        kept = kept_alternatives(as_alternatives(item.gold))
         if not kept:
             return 0.0
+        gold = shown(kept[0] if len(kept) == 1 else kept)
+        return [[item.answer, alt] for alt in kept], f"the prediction {shown(item.answer)} (gold {gold})"
+
+    async def ascore(self, item: RowToScore) -> float:
+        """One row's score, awaited (a contained metric's call does not block the loop)."""
         if self._contained is None:
-            return max(_number(self.metric, self._own(pred, alt)) for alt in kept)
-        return max(await self._contained.scores(*_calls(pred, kept)))
+            return self.score(item)
+        calls = self._calls(item)
+        return calls if isinstance(calls, float) else max(await self._contained.scores(*calls))
+
+    def score(self, item: RowToScore) -> float:
+        """One row's score."""
+        if self._contained is not None:
+            return run_sync(lambda: self.ascore(item))
+        calls = self._calls(item)
+        return calls if isinstance(calls, float) else max(_number(self.metric, self._own(*args)) for args in calls[0])
+
+    def score_rows(self, items: list[RowToScore],
+                   on_scored: Callable[[int], None] | None = None) -> list[float | MetricError]:
+        """Each row's score, or the `MetricError` of that row; `on_scored(n)`, when given, is
+        called as each `n` more rows are scored (a progress bar: `decomp.evaluate`)."""
+        if self._contained is None:
+            return [self._outcome(item, on_scored) for item in items]
+        return run_sync(lambda: self.ascore_rows(items, on_scored))
+
+    async def ascore_rows(self, items: list[RowToScore],
+                          on_scored: Callable[[int], None] | None = None) -> list[float | MetricError]:
+        """`score_rows`, awaited: a contained metric scores many rows to a request
+        (`ContainedMetric.many`; with `on_scored`, as many rows at a time as are in flight)."""
+        if self._contained is None:
+            return [self._outcome(item, on_scored) for item in items]
+        found: list[Any] = []
+        for item in items:
+            try:
+                found.append(self._calls(item))
+            except MetricError as err:
+                found.append(err)
+        todo = [i for i, calls in enumerate(found) if isinstance(calls, tuple)]
+        step = BATCH_ROWS * IN_FLIGHT if on_scored is not None else max(len(todo), 1)
+        if on_scored is not None and len(items) > len(todo):
+            on_scored(len(items) - len(todo))  # scored without a call
+        for start in range(0, len(todo), step):
+            part = todo[start:start + step]
+            for i, value in zip(part, await self._contained.many([found[i] for i in part])):
+                found[i] = value if isinstance(value, MetricError) else max(value)
+            if on_scored is not None:
+                on_scored(len(part))
+        return found
+
+    def _outcome(self, item: RowToScore, on_scored: Callable[[int], None] | None = None) -> float | MetricError:
+        try:
+            return self.score(item)
+        except MetricError as err:
+            return err
+        finally:
+            if on_scored is not None:
+                on_scored(1)
 
     def best(self, pred: Any, alternatives: Alternatives) -> float:
-        """`best_score` of one row."""
-        if self._contained is None:
-            kept = kept_alternatives(alternatives)
-            return max((_number(self.metric, self._own(pred, alt)) for alt in kept), default=0.0)
-        return run_sync(lambda: self.abest(pred, alternatives))
+        """`best_score` of one row: `pred` against the gold `alternatives`."""
+        return self.score(RowToScore(pred, alternatives))
 
     def best_of_rows(self, rows: list[tuple[Any, Alternatives]]) -> list[float | MetricError]:
-        """`best_score` of each (prediction, alternatives), or the `MetricError` of that row; a
-        contained metric scores many rows to a request (`ContainedMetric.many`)."""
-        if self._contained is None:
-            return [self.best(pred, alternatives) for pred, alternatives in rows]
-        return run_sync(lambda: self.abest_of_rows(rows))
-
-    async def abest_of_rows(self, rows: list[tuple[Any, Alternatives]]) -> list[float | MetricError]:
-        """`best_of_rows`, awaited."""
-        if self._contained is None:
-            return [self.best(pred, alternatives) for pred, alternatives in rows]
-        kept = [kept_alternatives(alternatives) for _, alternatives in rows]
-        todo = [i for i, alts in enumerate(kept) if alts]
-        found = await self._contained.many([_calls(rows[i][0], kept[i]) for i in todo])
-        scores: list[float | MetricError] = [0.0] * len(rows)
-        for i, value in zip(todo, found):
-            scores[i] = value if isinstance(value, MetricError) else max(value)
-        return scores
-
-
-def _calls(pred: Any, kept: list[list[str]]) -> tuple[list[list[Any]], str]:
-    """A row's calls of a metric (one per alternative), and what the row is, for messages."""
-    gold = shown(kept[0] if len(kept) == 1 else kept)
-    return [[pred, alt] for alt in kept], f"the prediction {shown(pred)} (gold {gold})"
+        """`best_score` of each (prediction, alternatives), or the `MetricError` of that row."""
+        return self.score_rows([RowToScore(pred, alternatives) for pred, alternatives in rows])
 
 
 def _number(metric: str, value: Any) -> float:
@@ -412,22 +521,30 @@ def _number(metric: str, value: Any) -> float:
     return float(value)
 
 
-def score_predictions(gold_rows: Mapping[Any, Any], predictions: Mapping[Any, Any], metric: str,
-                      limits: MetricLimits | None = None, errors: list[str] | None = None) -> dict:
-    """Score ``predictions`` against ``gold_rows`` with ``metric`` (em, set_em, f1, a plugin's or
-    ``module:function``; the latter two contained under ``limits``, see :class:`Scorer`).
+def score_predictions(gold_rows: Mapping[Any, Any], predictions: Mapping[Any, Any], metric: Metric | Scorer,
+                      limits: MetricLimits | None = None, errors: list[str] | None = None, *,
+                      rows: Mapping[str, dict] | None = None,
+                      traces: Callable[[str], dict | None] | None = None,
+                      on_scored: Callable[[int], None] | None = None) -> dict:
+    """Score ``predictions`` against ``gold_rows`` with ``metric`` (em, set_em, f1, exact, a
+    plugin's, ``module:function``, a function, or a :class:`Scorer`; any but decomp's own
+    contained under ``limits``).
 
     ``gold_rows`` maps an id to its gold (anything :func:`as_alternatives` reads, usually a
     list of alternatives); ``predictions`` maps an id to an answer. Ids are compared as
     strings. A gold id without a prediction scores 0; predictions for unknown ids are ignored.
-    A row the metric fails on scores 0 too, its message ("row ID: ...") added to ``errors``.
-    Returns ``{"metric", "score" (mean, a float, 0.0 when there are no rows), "n", "missing"}``,
-    and ``"metric_errors"`` (how many rows the metric failed on) when there were any.
+    A metric ``function(row, answer, trace)`` gets ``rows[id]`` (default: the id and gold) and
+    ``traces(id)`` (default: None); ``on_scored(n)`` is called as `n` more rows are scored
+    (:meth:`Scorer.score_rows`). A row the metric fails on scores 0 too, its message
+    ("row ID: ...") added to ``errors``. Returns ``{"metric", "score" (mean, a float, 0.0 when
+    there are no rows), "n", "missing"}``, and ``"metric_errors"`` (how many rows the metric
+    failed on) when there were any.
     """
-    scorer = Scorer(metric, limits=limits)
+    scorer = metric if isinstance(metric, Scorer) else Scorer(metric, limits=limits)
     preds = {str(key): value for key, value in predictions.items()}
     ids = [row_id for row_id in gold_rows if str(row_id) in preds]
-    scored = scorer.best_of_rows([(preds[str(row_id)], as_alternatives(gold_rows[row_id])) for row_id in ids])
+    scored = scorer.score_rows([_to_score(scorer, str(row_id), preds[str(row_id)], gold_rows[row_id], rows, traces)
+                                for row_id in ids], on_scored)
     total, failed = 0.0, 0
     for row_id, score in zip(ids, scored):
         if isinstance(score, MetricError):
@@ -437,8 +554,15 @@ def score_predictions(gold_rows: Mapping[Any, Any], predictions: Mapping[Any, An
         else:
             total += score
     n = len(gold_rows)
-    result = {"metric": metric, "score": float(total / n) if n else 0.0, "n": n, "missing": n - len(ids)}
+    result = {"metric": scorer.metric, "score": float(total / n) if n else 0.0, "n": n, "missing": n - len(ids)}
     return {**result, "metric_errors": failed} if failed else result
+
+
+def _to_score(scorer: Scorer, row_id: str, answer: Any, gold: Any, rows: Mapping[str, dict] | None,
+              traces: Callable[[str], dict | None] | None) -> RowToScore:
+    row = (rows or {}).get(row_id) or metric_row(row_id, None, gold)
+    trace = traces(row_id) if traces is not None and scorer.wants_trace else None
+    return RowToScore(answer, gold, row, trace, f"row {row_id}")
 
 
 def gold_by_id(rows: Any) -> dict[str, Any]:

@@ -22,7 +22,9 @@ pattern's steps starts with a space, as a model continues `QS:`. When nothing ma
 
 A Python responder answers everything: `fake:module:function` (`responder_model`) calls
 `function(request)` with the `Request` (`request.prompt` is the rendered prompt) and sends back
-the string it returns; an exception it raises is that call's `ModelError`. The module is
+the string it returns; an exception it raises is that call's `ModelError`. Its calls overlap as
+a real model's do, as many at once as the run's scheduler lets in (`--concurrency`): an `async
+def` responder is awaited, a plain one runs in a thread of its own for each call. The module is
 imported as a python handler's is (`decomp.handlers.imports`): one of the program's folder (the
 working folder for `--model`) or one the user trusts (`--trust MODULE`); others are refused.
 
@@ -43,10 +45,14 @@ its line and column; the text of a file that is not a fake model's is never echo
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
+import inspect
 import json
 import os
 import re
+import threading
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -258,9 +264,24 @@ def responder_model(spec: str, folder: str | Path | None = None, local: tuple[Pa
     fn = import_function(spec, folder, local)
     if isinstance(fn, str):
         raise ModelError(f"fake model {spec!r}: {fn}")
-    model = FakeModel(default=_Responder(spec, fn), name=f"fake:{spec}")
+    model = ResponderModel(_Responder(spec, fn), name=f"fake:{spec}")
     model._identity = f"{model.name}#code:{code_fingerprint(fn.__code__)}#module:{_source_sha256(fn)}"
     return model
+
+
+class ResponderModel(FakeModel):
+    """A fake model whose every reply is its responder's (`responder_model`), made off the event
+    loop or awaited, so that its calls overlap as far as the scheduler lets them."""
+
+    def __init__(self, responder: "_Responder", name: str):
+        super().__init__(default=responder, name=name)
+        self.responder = responder
+
+    async def complete(self, request: Request) -> Completion:
+        self.history.append(request)
+        texts = tuple([await self.responder.reply(request) for _ in range(max(1, request.n))])
+        self.replies.append(texts)
+        return Completion(texts, fake_tokens(request.prompt), sum(map(fake_tokens, texts)))
 
 
 class _Responder:
@@ -268,15 +289,62 @@ class _Responder:
 
     def __init__(self, spec: str, fn: Callable[[Request], Any]):
         self.spec, self.fn = spec, fn
+        self.awaited = inspect.iscoroutinefunction(fn)
 
     def __call__(self, request: Request) -> str:
         try:
             text = self.fn(request)
         except Exception as err:  # the responder's own bug: this call fails, the run goes on
-            raise ModelError(f"the fake model's responder {self.spec} raised {type(err).__name__}: {err}") from err
+            raise self._raised(err) from err
+        return self._checked(text)
+
+    async def reply(self, request: Request) -> str:
+        """The reply to `request`: an `async def` responder awaited, a plain one called in a
+        thread of its own (its calls overlap; the event loop goes on meanwhile)."""
+        if not self.awaited:
+            return await _in_thread(self, request)
+        try:
+            text = await self.fn(request)
+        except Exception as err:
+            raise self._raised(err) from err
+        return self._checked(text)
+
+    def _raised(self, err: BaseException) -> ModelError:
+        return ModelError(f"the fake model's responder {self.spec} raised {type(err).__name__}: {err}")
+
+    def _checked(self, text: Any) -> str:
         if not isinstance(text, str):
             raise ModelError(f"the fake model's responder {self.spec} returned {type(text).__name__}, not a string")
         return text
+
+
+async def _in_thread(responder: _Responder, request: Request) -> str:
+    """`responder(request)` in a daemon thread of its own, awaited. What is not an `Exception`
+    (`SystemExit` from the responder) is that call's `ModelError` too, never the run's end."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def work() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (responder(request), None)
+        except Exception as err:
+            outcome = (None, err)
+        except BaseException as err:
+            outcome = (None, responder._raised(err))
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle, future, *outcome)
+
+    threading.Thread(target=work, name="decomp-fake-responder", daemon=True).start()
+    return await future
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():  # the call was given up
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 def _source_sha256(fn: Callable) -> str:

@@ -17,7 +17,8 @@ short keys, present only when set:
     k kind, l label, h handler, o operator, at location, q query, p prompt, r raw_output,
     a answer (text: strings as they are, other values as JSON), e error, d details (a note or
     a traceback), f failed (1: a failed outcome), sk skipped (1: a plan step that never ran),
-    c cache_hit (1), pt prompt_tokens, ct completion_tokens, s seconds, ch children (nodes)
+    c cache_hit (1), pt prompt_tokens, ct completion_tokens, s seconds, qs queued (of s, the
+    seconds it waited for a slot: shown as "0.102 s + 1.061 s queued"), ch children (nodes)
 
 `</` is written `<\\/` (and `<!--` as `\\u003c!--`) inside the JSON, so no text can end the
 script element early. The script writes data with `textContent` only, never `innerHTML`.
@@ -26,13 +27,19 @@ What tests (and other tools) can rely on:
 
     #run-header                   the header; #program, #input, #model hold those values
     #summary [data-key=NAME] dd   one run total (rows, failed, score, calls, prompt_tokens, ...)
-    #handlers                     per-handler latency table (when any handler ran)
+    #handlers                     per-handler latency table (when any handler ran): calls, mean
+                                  ms (whole), service ms and queue ms (its two parts), seconds
+    #models                       per-model latency table (when any model was asked): requests,
+                                  mean s, service s, queue s, p95 s
     table#rows tr.row             one per row: data-index, data-id; class `failed` when the row
                                   has an error, else `failed-outcome` when it answered with a
                                   failed outcome (td.status "outcome failed", amber), `wrong` when
                                   scored below 1; `selected` when shown
-      td.index td.id td.answer td.gold td.score td.status td.calls td.tokens td.cache-hits
-                                  (td.score only when some row has a score)
+      td.index td.id td.question td.answer td.gold td.score td.status td.calls td.tokens
+                                  td.cache-hits (td.score only when some row has a score;
+                                  td.question only when the run's input file is there, as the
+                                  run read it: the row's `question`, else its first text input,
+                                  cut to QUESTION_WIDTH characters, whole in its title)
     #tree                         the selected row's tree (data-index = that row's index)
     #tree-title                   its heading; #expand-all, #collapse-all buttons
     .node                         a tree node: data-path ("0", "0.2", "0.2.1"), data-kind;
@@ -69,9 +76,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from decomp.dsl.text import shorten
 from decomp.handlers.files import write_whole
 from decomp.runtime.engine import deepjson
-from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.runs.rundir import RunDir, RunDirError, sha256_file
 
 #: Texts longer than this are cut into paragraphs (after each blank line) before being stored.
 _CUT_ABOVE = 80
@@ -80,6 +89,8 @@ _TOTALS = ("rows", "failed", "score", "scored_rows", "calls", "cache_hits", "pro
            "completion_tokens", "wall_s", "sessions")
 #: Totals shown only when the summary has them (runs whose rows have outcomes, environments).
 _OUTCOME_TOTALS = ("failed_outcome", "success_rate", "env_success_rate")
+#: The characters of a row's question its cell shows (the whole question is its title).
+QUESTION_WIDTH = 80
 
 
 def render_html(run: RunDir) -> str:
@@ -94,7 +105,7 @@ def render_html(run: RunDir) -> str:
         f"<title>{_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n",
         _header_html(run, summary),
         "<main id=\"panes\">\n<section id=\"rows-pane\">\n",
-        _rows_html(records),
+        _rows_html(records, row_questions(run)),
         "</section>\n<section id=\"tree-pane\">\n",
         "<div id=\"tree-bar\"><h2 id=\"tree-title\">Select a row to see its decomposition tree</h2>",
         "<button type=\"button\" id=\"expand-all\" disabled>Expand all</button>",
@@ -116,6 +127,33 @@ def write_page(run: RunDir, output: Path, *, force: bool = False) -> None:
     page = render_html(run)
     # `_esc` and the JSON leave no lone surrogate; backslashreplace keeps that a promise
     write_whole(output, page.encode("utf-8", "backslashreplace"))
+
+
+def row_questions(run: RunDir) -> dict[int, str]:
+    """Each row's question, by row index, read again from the run's input file: its `question`,
+    else its first text input. None at all when the file is gone, cannot be read, or is no
+    longer the one the run read (its sha256 is not run.json's)."""
+    section = run.manifest.get("input")
+    path, digest = (section.get("path"), section.get("sha256")) if isinstance(section, dict) else (None, None)
+    if not isinstance(path, str) or not isinstance(digest, str):
+        return {}
+    try:
+        if sha256_file(Path(path)) != digest:
+            return {}
+        return {row.index: question for row in read_rows(path)
+                if (question := _question(row.fields)) is not None}
+    except (OSError, ValueError):
+        return {}
+
+
+def _question(fields: dict | None) -> str | None:
+    """A row's question as the rows' table shows it: its `question` (not text: as JSON), else
+    its first text input."""
+    if not fields:
+        return None
+    if "question" in fields and fields["question"] is not None:
+        return show_value(fields["question"])
+    return next((value for value in fields.values() if isinstance(value, str)), None)
 
 
 def page_data(run: RunDir) -> dict:
@@ -219,6 +257,8 @@ def _encode_node(node: dict, strings: _Strings) -> dict:
             out[key] = node[name]
     if node.get("seconds") is not None:
         out["s"] = round(node["seconds"], 6)
+    if node.get("queued"):
+        out["qs"] = round(node["queued"], 6)
     return out
 
 
@@ -240,32 +280,56 @@ def _header_html(run: RunDir, summary: dict) -> str:
                      f"<dd>{_esc('' if value is None else value)}</dd></div>")
     parts.append("</dl>\n")
     parts.append(_handlers_html(summary.get("handlers") or {}))
+    parts.append(_models_html(summary.get("models") or {}))
     parts.append("</header>\n")
     return "".join(parts)
 
 
+#: The latency tables' columns: (heading, the summary's key), per handler and per model.
+_HANDLER_COLUMNS = (("calls", "calls"), ("mean ms", "mean_ms"), ("service ms", "service_mean_ms"),
+                    ("queue ms", "queue_mean_ms"), ("seconds", "seconds"))
+_MODEL_COLUMNS = (("requests", "requests"), ("mean s", "mean_s"), ("service s", "service_mean_s"),
+                  ("queue s", "queue_mean_s"), ("p95 s", "p95_s"))
+
+
 def _handlers_html(handlers: dict) -> str:
-    if not handlers:
+    return _latency_html("handlers", "Handlers", "handler", _HANDLER_COLUMNS, handlers)
+
+
+def _models_html(models: dict) -> str:
+    return _latency_html("models", "Models", "model", _MODEL_COLUMNS, models)
+
+
+def _latency_html(key: str, title: str, what: str, columns: tuple, entries: dict) -> str:
+    """A collapsed table of `entries` (a summary's handlers or models): a row each, the columns'
+    figures (a summary of another version may lack some: blank)."""
+    if not entries:
         return ""
-    rows = "".join(f"<tr><td>{_esc(name)}</td><td>{_esc(h.get('calls'))}</td><td>{_esc(h.get('mean_ms'))}</td>"
-                   f"<td>{_esc(h.get('seconds'))}</td></tr>" for name, h in handlers.items())
-    return ("<details id=\"handlers-box\"><summary>Handlers</summary><table id=\"handlers\"><thead><tr>"
-            "<th>handler</th><th>calls</th><th>mean ms</th><th>seconds</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></details>\n")
+    rows = "".join(f"<tr><td>{_esc(name)}</td>" + "".join(f"<td>{_esc(figures.get(field))}</td>"
+                                                            for _, field in columns) + "</tr>"
+                   for name, figures in entries.items() if isinstance(figures, dict))
+    heads = "".join(f"<th>{heading}</th>" for heading in (what, *(heading for heading, _ in columns)))
+    return (f"<details id=\"{key}-box\"><summary>{title}</summary><table id=\"{key}\"><thead><tr>{heads}</tr>"
+            f"</thead><tbody>{rows}</tbody></table></details>\n")
 
 
-def _rows_html(records: list[dict]) -> str:
+def _rows_html(records: list[dict], questions: dict[int, str] | None = None) -> str:
     scored = any("score" in r for r in records)
-    heads = ["#", "id", "answer", "gold", *(["score"] if scored else []), "status", "calls", "tokens", "cache hits"]
+    questions = questions or {}
+    asked = any(r.get("index") in questions for r in records)
+    heads = ["#", "id", *(["question"] if asked else []), "answer", "gold", *(["score"] if scored else []),
+             "status", "calls", "tokens", "cache hits"]
     parts = ["<table id=\"rows\"><thead><tr>", *(f"<th>{h}</th>" for h in heads), "</tr></thead><tbody>\n"]
-    parts += [_row_html(record, scored) for record in records]
+    parts += [_row_html(record, scored, questions.get(record.get("index"), "") if asked else None)
+              for record in records]
     if not records:
         parts.append(f"<tr class=\"empty\"><td colspan=\"{len(heads)}\">This run has no finished rows.</td></tr>")
     parts.append("</tbody></table>\n")
     return "".join(parts)
 
 
-def _row_html(record: dict, scored: bool) -> str:
+def _row_html(record: dict, scored: bool, question: str | None = None) -> str:
+    """A row's line of the table; `question`: its question cell's text (None: no such column)."""
     usage = record.get("usage") or {}
     failed = "error" in record
     failed_outcome = not failed and record.get("outcome") == "failed"
@@ -279,6 +343,7 @@ def _row_html(record: dict, scored: bool) -> str:
     cells = [
         f"<td class=\"index\">{_esc(record['index'])}</td>",
         f"<td class=\"id\">{_esc(record.get('id'))}</td>",
+        *([_question_cell(question)] if question is not None else []),
         f"<td class=\"answer\">{_esc(show_value(record.get('answer')))}</td>",
         f"<td class=\"gold\">{_esc(show_value(record.get('gold')))}</td>",
         *([f"<td class=\"score\">{_esc(score)}</td>"] if scored else []),
@@ -290,6 +355,11 @@ def _row_html(record: dict, scored: bool) -> str:
     ]
     return (f"<tr class=\"{' '.join(classes)}\" data-index=\"{_esc(record['index'])}\" "
             f"data-id=\"{_esc(record.get('id'))}\" tabindex=\"0\">{''.join(cells)}</tr>\n")
+
+
+def _question_cell(question: str) -> str:
+    """The question cut to `QUESTION_WIDTH` characters, whole in the cell's title."""
+    return f"<td class=\"question\" title=\"{_esc(question)}\">{_esc(shorten(question, QUESTION_WIDTH))}</td>"
 
 
 _CSS = """
@@ -320,6 +390,7 @@ th { position: sticky; top: 0; background: var(--soft); z-index: 1; }
 #tree-pane { padding: 8px 12px; }
 #rows { width: 100%; }
 #rows td.answer, #rows td.gold, #rows td.id { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: pre-wrap; word-break: break-word; }
+#rows td.question { word-break: break-word; }
 #rows td.index, #rows td.calls, #rows td.tokens, #rows td.cache-hits, #rows td.score { text-align: right; }
 tr.row { cursor: pointer; }
 tr.row:hover { background: var(--soft); }
@@ -463,7 +534,10 @@ _JS = r"""
     else if (n.f) { span(head, "ok outcome-failed", "failed", "answered, but its outcome failed (not an error)"); }
     else { span(head, "ok", "ok"); }
     if (n.pt || n.ct) { span(head, "tokens", (n.pt || 0) + "/" + (n.ct || 0) + " tok", "prompt / completion tokens"); }
-    if (n.s !== undefined) { span(head, "seconds", n.s.toFixed(3) + " s"); }
+    if (n.s !== undefined && n.qs >= 0.0005) {  // a wait the 3 decimals show
+      span(head, "seconds", (n.s - n.qs).toFixed(3) + " s + " + n.qs.toFixed(3) + " s queued",
+           "the time it ran (its service time) + the time it waited for a slot");
+    } else if (n.s !== undefined) { span(head, "seconds", n.s.toFixed(3) + " s"); }
     if (n.c) { span(head, "cache-hit", "cache hit"); }
     if (details !== null && kind === "plan") { span(head, "note", "note: " + details); }
     else if (details !== null) { head.appendChild(collapsed("details", /^Traceback/.test(details) ? "traceback" : "details", details)); }

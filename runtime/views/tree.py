@@ -7,7 +7,10 @@
     show_tree(record, tree, console)   one row's decomposition tree, one line per node
 
 A tree line reads `kind [handler] (operator) query → answer` followed by dim details: the
-program line (file:line), tokens in/out, latency, and "cached" when the step cache answered.
+program line (file:line), tokens in/out, latency, and "cached" when the step cache answered. A
+call or model request that waited for a slot (a worker, the concurrency limit, a busy model)
+shows its time in two parts, `102.0 ms + 1,061.0 ms queued`: the time it ran (its service time)
+and the time it waited. The run's header gives the same two means per model and per handler.
 The default operator `select` is not written. A step (or foreach item) whose only child is
 the handler call it made, with the same query and answer, is drawn as one line (the call's
 details on it), so a row reads as its program. Nodes that failed, and the path down to them,
@@ -79,6 +82,15 @@ def short_paths(text: str) -> str:
     return _PATH.sub(r"\1", text)
 
 
+def timing_text(seconds: float, queued: float | None = None) -> str:
+    """A time in milliseconds: `seconds` whole, or, when part of it was `queued` (waiting for a
+    slot), its two parts: `102.0 ms + 1,061.0 ms queued` (service time first)."""
+    waited = min(queued or 0.0, seconds)
+    if round(waited * 1000, 1) == 0:
+        return f"{seconds * 1000:,.1f} ms"
+    return f"{(seconds - waited) * 1000:,.1f} ms + {waited * 1000:,.1f} ms queued"
+
+
 def where(location: str | None) -> str:
     """A node's program line as `file:line` (no folders)."""
     if not location:
@@ -113,7 +125,7 @@ def _run_header(run: RunDir, summary: dict) -> Text:
     text = Text()
     for name, value in lines:
         text.append(f"{name:<8}", style="bold").append(value + "\n")
-    return text.append(_totals(summary))
+    return text.append(_totals(summary)).append(_latencies(summary))
 
 
 def _totals(summary: dict) -> Text:
@@ -128,6 +140,28 @@ def _totals(summary: dict) -> Text:
     text.append(f"  calls {summary['calls']}  tokens {summary['prompt_tokens']}/{summary['completion_tokens']}"
                 f"{cached}  cache hits {summary['cache_hits']}  wall {summary['wall_s']} s"
                 f"  sessions {summary['sessions']}")
+    return text
+
+
+#: The handlers the run's header names with their mean times: those of the most seconds.
+MAX_TIMED_HANDLERS = 8
+
+
+def _latencies(summary: dict) -> Text:
+    """Lines of mean times, each as `timing_text` gives it (service time + queue time): per model
+    request, and per call of the handlers that took the most time; nothing for a summary without
+    them (a run of another version)."""
+    text = Text()
+    for name, model in sorted((summary.get("models") or {}).items()):
+        if isinstance(model, dict) and isinstance(model.get("mean_s"), (int, float)):
+            mean = timing_text(model["mean_s"], model.get("queue_mean_s"))
+            text.append(f"\nmodel {name}: {model.get('requests', 0)} requests, mean {mean}", style="dim")
+    handlers = [(name, h) for name, h in (summary.get("handlers") or {}).items()
+                if isinstance(h, dict) and isinstance(h.get("mean_ms"), (int, float))]
+    handlers.sort(key=lambda item: -(item[1].get("seconds") or 0))
+    for name, h in handlers[:MAX_TIMED_HANDLERS]:
+        mean = timing_text(h["mean_ms"] / 1000, (h.get("queue_mean_ms") or 0) / 1000)
+        text.append(f"\nhandler [{name}]: {h.get('calls', 0)} calls, mean {mean}", style="dim")
     return text
 
 
@@ -438,7 +472,7 @@ def _details(node: TraceNode) -> Text:
         parts.append(f"{node.prompt_tokens}/{node.completion_tokens} tok"
                      + (f" ({cached} prompt-cached)" if cached else ""))
     if node.seconds is not None:
-        parts.append(f"{node.seconds * 1000:.1f} ms")
+        parts.append(timing_text(node.seconds, node.queued))
     if node.cache_hit:
         parts.append("cached")
     return Text("  " + " · ".join(parts), style="dim") if parts else Text("")

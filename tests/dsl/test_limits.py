@@ -187,9 +187,9 @@ def test_inline_examples_are_positioned_in_their_file():
     fewshot = parse_fewshot("QC: q\nQS: [h] #1\nA: 1\n", "m.decomp", line=40)
     assert fewshot.examples[0].span.line == 40 and fewshot.examples[0].steps[0].step.span.line == 41
     assert fewshot.examples[0].steps[0].step.refs[0].span.line == 41
-    err = error_of(parse_fewshot, "QC: q\n\nQS: [split what\n", "m.decomp", line=40)
+    err = error_of(parse_fewshot, "QC: q\nA: 1\nQS: [split what\n", "m.decomp", line=40)
     assert (err.span.line, err.span.column, err.line_text) == (42, 5, "QS: [split what")
     errors = error_of(parse_fewshot, "QS: [x\n\nQS: (foreach [y] z\n", "m.decomp", line=10)
     assert isinstance(errors, Diagnostics) and [e.span.line for e in errors.errors] == [10, 12]
-    err = error_of(parse_fewshot, "Q: a\n\n\n" + "QC: " + "x" * 3 + "\nQS: [a\n", "m.decomp", line=7)
+    err = error_of(parse_fewshot, "Q: a\nA: 1\n\n" + "QC: " + "x" * 3 + "\nQS: [a\n", "m.decomp", line=7)
     assert err.span.line == 11

@@ -57,7 +57,7 @@ def test_unknown_metric_is_an_error_at_its_name():
     (error,) = check_metric(module)
     assert error.message == "unknown metric 'accuracy'"
     assert (error.span.line, error.span.column, error.span.end_column) == (2, 8, 16)
-    assert error.expected == "one of: em, set_em, f1"
+    assert error.expected == "one of: em, set_em, f1, exact, or a function as module:function"
 
 
 def test_repeated_metric_is_an_error_at_the_first():
@@ -69,11 +69,11 @@ def test_repeated_metric_is_an_error_at_the_first():
 
 def test_loading_reports_the_unknown_metric_with_every_other_problem(tmp_path):
     path = tmp_path / "p.decomp"
-    path.write_text('handler up = python(function="capwords")\nmetric exact\nmain nope\n')
+    path.write_text('handler up = python(function="capwords")\nmetric exactly\nmain nope\n')
     with pytest.raises(DecompError) as err:
         Session().load(path)
     text = err.value.format()
-    assert f"{path}:2:8: unknown metric 'exact'" in text
+    assert f"{path}:2:8: unknown metric 'exactly'" in text
     assert "main names an unknown program or handler 'nope'" in text
 
 
@@ -97,7 +97,7 @@ def test_decomp_check_shows_the_error_with_a_caret(tmp_path):
     lines = result.output.splitlines()
     assert lines[0] == f"{path}:2:8: unknown metric 'accuracy'"
     assert lines[1:3] == ["    metric accuracy", "           ^^^^^^^^"]
-    assert "expected one of: em, set_em, f1" in result.output
+    assert "expected one of: em, set_em, f1, exact, or a function as module:function" in result.output
 
 
 def test_decomp_check_json_lists_the_metric(tmp_path):

@@ -4,6 +4,8 @@ user turn, nothing dropped), one system message however instructions and markers
 role markers that data cannot forge."""
 from __future__ import annotations
 
+import dataclasses
+
 from decomp.dsl.parser import parse_fewshot
 from decomp.handlers.conversation import (Message, decomposer_turns, fewshot_conversation, role_marker,
                                           split_roles, with_query, with_system)
@@ -28,8 +30,16 @@ def conversation(text: str, **options) -> tuple[Message, ...]:
     return fewshot_conversation(parse_fewshot(text).examples, **options)
 
 
+def file_examples() -> list:
+    """FILE's examples, Ann's without its answer: a file with an unanswered question is an error
+    when read (dsl/parser.py), but the mapping drops nothing of an example built without one."""
+    examples = list(parse_fewshot(FILE.replace("Q: How old is Ann?\n", "Q: How old is Ann?\nA: 0\n")).examples)
+    examples[3] = dataclasses.replace(examples[3], answer=None, lines=examples[3].lines[:1])
+    return examples
+
+
 def test_turns_alternate_and_no_text_is_dropped():
-    found = with_query(conversation(FILE), "How old is Dee?")
+    found = with_query(fewshot_conversation(file_examples()), "How old is Dee?")
     assert [(m.role, m.content) for m in found] == [
         ("system", "Answer with a number."),
         ("user", "How old is Bob?"), ("assistant", "42"),
@@ -41,7 +51,7 @@ def test_turns_alternate_and_no_text_is_dropped():
 
 
 def test_instructions_come_first_in_the_one_system_message():
-    found = conversation(FILE, instructions="Be brief.")
+    found = fewshot_conversation(file_examples(), instructions="Be brief.")
     assert found[0] == Message("system", "Be brief.\n\nAnswer with a number.")
     assert [m.role for m in found].count("system") == 1
     marked = (Message("system", "From the template."), Message("user", "q"))

@@ -85,6 +85,16 @@ def test_html_writes_the_page_and_refuses_to_overwrite(adapt_and_react, tmp_path
                    "--resamples", "200").exit_code == 0
 
 
+def test_html_says_where_it_wrote_the_page_on_stderr(adapt_and_react, tmp_path):
+    adapt, react = adapt_and_react
+    page = tmp_path / "pages" / "compare.html"
+    page.parent.mkdir()
+    done = _decomp("compare", str(adapt), str(react), "--html", str(page), "--json", "--resamples", "200")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["runs"]  # stdout stays the one JSON object
+    assert done.stderr.splitlines() == [f"wrote {page}"] and page.is_file()
+
+
 def test_errors_are_clear(adapt_and_react, tmp_path):
     adapt, react = adapt_and_react
     one = _decomp("compare", str(adapt))
@@ -94,7 +104,7 @@ def test_errors_are_clear(adapt_and_react, tmp_path):
     no_gold = _decomp("compare", str(adapt), str(react), "--metric", "em")
     assert no_gold.exit_code == 1 and "no row of the run can be scored with 'em'" in no_gold.output
     unknown = _decomp("compare", str(adapt), str(react), "--metric", "accuracy")
-    assert unknown.exit_code == 1 and "known metrics are: em, f1, set_em" in unknown.output
+    assert unknown.exit_code == 1 and "known metrics are: em, exact, f1, set_em" in unknown.output
     field = _decomp("compare", str(adapt), str(react), "--group-by", "colour")
     assert field.exit_code == 1 and "no row of the runs has the field 'colour'" in field.output
     method = _decomp("compare", str(adapt), str(react), "--method", "studentized")

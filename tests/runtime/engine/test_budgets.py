@@ -290,7 +290,8 @@ main p
     assert sorted(handlers) == ["ask", "make", "nap"]
     assert handlers["nap"]["calls"] == 3
     assert handlers["nap"]["mean_ms"] >= 40
-    assert set(handlers["ask"]) == {"calls", "seconds", "mean_ms"}
+    assert set(handlers["ask"]) == {"calls", "seconds", "queue_seconds", "mean_ms", "service_mean_ms",
+                                    "queue_mean_ms"}
     assert dict(session.usage.handler_calls) == dict(usage.handler_calls)  # charged to the run too
 
 
@@ -305,7 +306,8 @@ def test_usage_add():
     assert (a.calls, a.cache_hits, a.prompt_tokens, a.completion_tokens, a.tokens) == (11, 22, 33, 44, 77)
     assert dict(a.handler_calls) == {"x": 3, "y": 1}
     assert a.handler_seconds["x"] == pytest.approx(1.5) and a.handler_seconds["y"] == pytest.approx(0.25)
-    assert a.to_dict()["handlers"]["x"] == {"calls": 3, "seconds": 1.5, "mean_ms": 500.0}
+    assert a.to_dict()["handlers"]["x"] == {"calls": 3, "seconds": 1.5, "queue_seconds": 0.0, "mean_ms": 500.0,
+                                            "service_mean_ms": 500.0, "queue_mean_ms": 0.0}
 
 
 # ------------------------------------------------------------------ max_steps

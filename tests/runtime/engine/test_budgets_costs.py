@@ -137,7 +137,8 @@ def test_latency_figures_are_numpys_percentiles_over_every_request():
     figures = usage.latency()
     p50, p95 = numpy.percentile(seconds, [50, 95])
     assert figures == {"requests": 5, "prompt_tokens": 50, "completion_tokens": 5, "mean_s": 0.4,
-                       "p50_s": round(float(p50), 6), "p95_s": round(float(p95), 6)}
+                       "p50_s": round(float(p50), 6), "p95_s": round(float(p95), 6),
+                       "service_mean_s": 0.4, "queue_mean_s": 0.0}  # no request queued
     assert figures["p50_s"] == 0.3 and figures["p95_s"] == 0.88
     one = ModelUsage(requests=1, seconds=[0.25]).latency()
     assert (one["mean_s"], one["p50_s"], one["p95_s"]) == (0.25, 0.25, 0.25)

@@ -65,7 +65,7 @@ def test_a_usage_without_them_writes_what_it_always_did():
     usage = charged((100, 20, None, None), price=None).run
     assert "cached_tokens" not in usage.to_dict() and "reasoning_tokens" not in usage.to_dict()
     assert set(usage.models["m"].latency()) == {"requests", "prompt_tokens", "completion_tokens", "mean_s",
-                                                "p50_s", "p95_s"}
+                                                "p50_s", "p95_s", "service_mean_s", "queue_mean_s"}
 
 
 def test_an_old_record_without_them_reads_as_zero_and_sums_with_a_new_one():

@@ -99,7 +99,8 @@ def test_a_function_that_would_be_wrong_is_not_guessed_at_without_the_import(tmp
     untrusted = invoke("check", path)
     assert untrusted.exit_code == 0 and untrusted.output.count(NOTICE) == 1
     trusted = invoke("check", path, "--trust-folder", tmp_path / "repo")
-    assert trusted.exit_code == 1 and "has no attribute 'missing'" in trusted.output
+    assert trusted.exit_code == 1 and "the module 'helpers' was imported, but it has no function 'missing'" in \
+        trusted.output
 
 
 def test_the_trust_list_file_and_the_environment_trust_folders(tmp_path, monkeypatch):

@@ -306,12 +306,20 @@ def test_named_inputs_are_substituted_in_each_step_query():
     assert h.acted == ["a for me", "b for me"]
 
 
-def test_the_plan_step_needs_exactly_one_numbered_reference():
+@pytest.mark.parametrize("query", ["#1 and #1", "the plan"])
+def test_the_plan_step_needs_exactly_one_reference(query):
     h = Harness(plan_text(["a"]))
-    src = PROGRAM.replace("QS: (plan) [act] #1", "QS: (plan) [act] #question")
+    src = PROGRAM.replace("QS: (plan) [act] #1", f"QS: (plan) [act] {query}")
     with pytest.raises(Exception) as info:
         h.session.load("x.decomp", text=src)
     assert "(plan) needs exactly one #n reference" in str(info.value)
+
+
+def test_with_no_numbered_reference_the_plan_is_a_named_input():
+    h = Harness(plan_text(["a"]))
+    src = PROGRAM.replace("QS: (plan) [act] #1", "QS: (plan) [act] #question")
+    h.run(src, question=plan_text(["mix", "bake"], "Step 2 AND Step 1"))
+    assert h.acted == ["bake", "mix"]
 
 
 def test_plan_takes_no_sub_operations():

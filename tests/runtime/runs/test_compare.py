@@ -170,7 +170,7 @@ def test_other_metrics_rescore_the_stored_answers_against_the_gold(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     (mine,) = compare_runs([a, b], metrics=["mine:longer"], settings=Settings(resamples=99))["comparisons"]
     assert [s["score"] for s in mine["scores"]] == [pytest.approx(1 / 3), pytest.approx(2 / 3)]
-    with pytest.raises(ValueError, match="unknown metric 'acc'.*em, f1, set_em.*module:function"):
+    with pytest.raises(ValueError, match="unknown metric 'acc'.*em, exact, f1, set_em.*module:function"):
         compare_runs([a, b], metrics=["acc"])
 
 

@@ -188,12 +188,15 @@ def test_a_receiver_that_is_down_costs_a_bounded_wait_and_one_warning(tmp_path, 
     took = time.monotonic() - started
     assert done.exit_code == 3, done.output
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: OTLP export")]
-    assert len(warnings) == 1 and "could not be sent" in warnings[0] and "the run itself is complete" in warnings[0]
-    assert took < otel.FLUSH_S + 15
+    assert took < otel.FLUSH_S  # found before the run (tests/runtime/runs/test_otel_refused.py times it)
     assert len(RunDir.open(tmp_path / "run").records()) == 3
-    # the endpoint, and the SDK's line the warning quotes, without the URL's credentials
-    assert warnings[0].startswith(f"warning: OTLP export to {SHOWN.format(port=port)}: ")
-    assert "/v1/traces?token=***&key=***" in warnings[0].split(": ", 2)[2]  # urllib3's "url: ..."
+    # said once, whole, the endpoint and the command to send the run later without the URL's credentials
+    shown = SHOWN.format(port=port)
+    given = CREDENTIALS.format(port=port).replace(f"alice:{PASSWORD}", "***").replace("=T&", "=***&") \
+        .replace(QUERY_KEY, "***")
+    assert warnings == [f"warning: OTLP export to {shown}: the receiver refused the connection, so this run sends "
+                        f"no traces; they are kept in {tmp_path / 'run'}: send them when a receiver listens with: "
+                        f"decomp trace export {tmp_path / 'run'} --otlp '{given}'"]
     for secret in (PASSWORD, QUERY_KEY, "token=T", "alice"):
         assert secret not in done.output and secret not in done.stderr
 

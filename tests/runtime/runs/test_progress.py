@@ -94,3 +94,20 @@ def test_disabled_progress_draws_nothing_but_still_says_its_line(capsys):
         assert ticker.line() == "failed 1 · calls 3 · tokens 0 · cache hits 0"
         assert usage.listener is None
     assert capsys.readouterr().err == ""
+
+
+def test_the_bar_gives_the_time_requests_and_calls_ran_and_queued():
+    """The mean model request and the mean call of the handler that waited the most, each as
+    the time it ran + the time it queued (issue 44: latencies that hid their queueing)."""
+    usage = Usage()
+    with progress(4, usage, enabled=False) as ticker:
+        assert "queued" not in ticker.line() and "model" not in ticker.line()
+        usage.request("m", 0.5, 1, 1, None, queued=0.2)
+        usage.request("m", 0.3, 1, 1, None)  # 0.4 s on average, 0.1 of it queued
+        usage.count("fast", 10, 0.01)
+        usage.count("nap", 2, 3.0, 2.6)
+        line = ticker.line()
+    assert " · model 300 ms + 100 ms queued" in line
+    assert " · [nap] 200 ms + 1.30 s queued" in line and "[fast]" not in line
+    usage.request("m", 0.4, 1, 1, None)  # taken as it comes: each request once
+    assert ticker.times.text(usage).startswith(" · model 333 ms + 67 ms queued")

@@ -171,7 +171,8 @@ def test_summary_adds_rows_usage_and_sessions():
                        "success_rate": 0.333333, "calls_per_row": 1.0, "calls": 3, "cache_hits": 1,
                        "prompt_tokens": 10, "completion_tokens": 4, "handler_calls": 3, "models": {},
                        "wall_s": 2.0, "sessions": 3,
-                       "handlers": {"h": {"calls": 3, "seconds": 0.75, "mean_ms": 250.0}}}
+                       "handlers": {"h": {"calls": 3, "seconds": 0.75, "queue_seconds": 0.0, "mean_ms": 250.0,
+                                             "service_mean_ms": 250.0, "queue_mean_ms": 0.0}}}
     assert summarize([], {"sessions": []})["score"] is None
     assert "metric" not in summarize([], {"sessions": []})        # no gold: nothing was scored
     assert summarize(records[:1], {"sessions": [], "metric": "set_em"})["metric"] == "set_em"

@@ -128,7 +128,9 @@ def test_latency_percentiles_are_over_every_request_of_every_session():
     p50, p95 = numpy.percentile(every, [50, 95])
     assert summary["models"]["m"] == {"requests": 6, "prompt_tokens": 9, "completion_tokens": 3,
                                       "mean_s": round(float(numpy.mean(every)), 6), "p50_s": round(float(p50), 6),
-                                      "p95_s": round(float(p95), 6), "cost": 1.5}
+                                      "p95_s": round(float(p95), 6), "cost": 1.5,
+                                      # records written before queue times were kept: nothing queued
+                                      "service_mean_s": round(float(numpy.mean(every)), 6), "queue_mean_s": 0.0}
     assert summary["cost"] == 1.5 and summary["calls_per_row"] == 2.0
     records[1]["usage"]["models"]["m"].pop("cost")  # one row's requests had no price: no total
     assert "cost" not in summarize(records, {"sessions": []})

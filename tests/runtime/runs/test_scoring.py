@@ -199,5 +199,5 @@ def test_evaluate_empty_gold_is_zero_not_nan():
 
 
 def test_unknown_metric_lists_valid_ones():
-    with pytest.raises(ValueError, match="em, f1, set_em"):
+    with pytest.raises(ValueError, match="em, exact, f1, set_em"):
         score_predictions({"1": [("x",)]}, {"1": "x"}, "accuracy")

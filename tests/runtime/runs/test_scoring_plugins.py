@@ -84,7 +84,7 @@ def test_a_plugin_may_not_take_a_builtin_metrics_name(fresh_plugins):
 def test_an_unknown_metric_lists_the_known_ones_and_module_function():
     with pytest.raises(ValueError) as err:
         metric_function("accuracy")
-    assert str(err.value).startswith("unknown metric 'accuracy'; known metrics are: em, f1, set_em")
+    assert str(err.value).startswith("unknown metric 'accuracy'; known metrics are: em, exact, f1, set_em")
     assert "'module:function'" in str(err.value)
 
 
@@ -137,7 +137,7 @@ def test_decomp_eval_takes_a_module_function_metric(tmp_path, monkeypatch):
     assert evaluate_files(tmp_path / "gold.jsonl", tmp_path / "pred.jsonl", "prefix:is_prefix")[0]["score"] == 0.5
     unknown = runner.invoke(main, ["eval", "--gold", "gold.jsonl", "--pred", "pred.jsonl", "--metric", "acc"])
     assert unknown.exit_code == 1
-    assert "unknown metric 'acc'; known metrics are: em, f1, set_em" in unknown.output
+    assert "unknown metric 'acc'; known metrics are: em, exact, f1, set_em" in unknown.output
     assert "module:function" in unknown.output
 
 
