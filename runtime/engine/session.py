@@ -262,6 +262,8 @@ class Session:
         `max_output_tokens` in place of the kind's defaults, where the kind has the option
         (`temperature`, `max_tokens`) and the handler's declaration does not write it. A
         handler's own option wins; a kind with no such option keeps what it asked for."""
+        if self.default_temperature is None and self.max_output_tokens is None:
+            return request
         written = getattr(options, "model_fields_set", set())
         known = getattr(type(options), "model_fields", {})
         given = {"temperature": self.default_temperature, "max_tokens": self.max_output_tokens}
