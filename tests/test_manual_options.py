@@ -273,7 +273,8 @@ def _kind_rows() -> dict[str, set[str]]:
 
 def test_every_option_handlers_md_names_is_the_kinds_and_every_kind_option_is_named():
     registry, rows = load_plugins(), _kind_rows()
-    assert set(registry.kinds) <= set(rows), f"kinds without a row in docs/handlers.md: {set(registry.kinds) - set(rows)}"
+    ours = {kind for kind in registry.kinds if registry.kind(kind).__module__.startswith("decomp.")}  # not tests' own kinds
+    assert ours <= set(rows), f"kinds without a row in docs/handlers.md: {ours - set(rows)}"
     problems = []
     for kind, named in sorted(rows.items()):
         cls = registry.kind(kind)
