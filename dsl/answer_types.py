@@ -22,11 +22,13 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
+from decomp.dsl.errors import DecompError
+
 __all__ = ["ANY", "AnyType", "Bool", "Constraint", "Float", "Int", "ListOf", "Obj", "OneOf", "Pattern", "SchemaFile", "Str",
            "Type", "TypeProblem", "accepts", "infer", "item_type", "join", "parse_type", "type_of_value"]
 
 
-class TypeProblem(ValueError):
+class TypeProblem(DecompError, ValueError):
     """A type that cannot be read: bad syntax, an unknown name, a schema file that is not one."""
 
 
@@ -385,7 +387,6 @@ def _checked_regex(regex: str) -> str:
 def _schema_file(path: str, resolve) -> SchemaFile:
     import jsonschema
 
-    from decomp.dsl.errors import DecompError
     from decomp.dsl.parser import not_read, read_text
 
     if resolve is None:

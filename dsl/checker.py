@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 import networkx as nx
 
 from decomp.dsl import nodes
-from decomp.dsl.errors import CheckError, CheckWarning
+from decomp.dsl.errors import CheckError, CheckWarning, InputError
 from decomp.dsl.walks import iter_steps
 
 FAN_OUT_HINT = "exactly one #n naming the list to iterate over, or, with no #n, one named input (#items)"
@@ -103,11 +103,11 @@ def metric_form(function: Callable[..., Any], name: str) -> str:
     metric function"). A function of exactly two positional parameters, neither with a default
     (and no `*args`, no keyword-only parameter without a default), is called
     `function(prediction, gold)` once per gold alternative; one that can be called with three
-    positional arguments, `function(row, answer, trace)`. `ValueError` naming it otherwise."""
+    positional arguments, `function(row, answer, trace)`. `InputError` (a `ValueError`) naming it otherwise."""
     try:
         params = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
-        raise ValueError(f"metric {name!r}: the parameters of {_called(function)} cannot be read; a metric is "
+        raise InputError(f"metric {name!r}: the parameters of {_called(function)} cannot be read; a metric is "
                          f"{ROW_FORM} or {PAIR_FORM}, returning a float") from None
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p for p in positional if p.default is p.empty]
@@ -117,7 +117,7 @@ def metric_form(function: Callable[..., Any], name: str) -> str:
         return PAIR_FORM
     if not keywords and len(required) <= 3 and (star or len(positional) >= 3):
         return ROW_FORM
-    raise ValueError(f"metric {name!r}: {_called(function)}{inspect.signature(function)} takes neither form of a "
+    raise InputError(f"metric {name!r}: {_called(function)}{inspect.signature(function)} takes neither form of a "
                      f"metric: {ROW_FORM} (the dataset row, the program's answer, the row's trace) or {PAIR_FORM} "
                      "(called once per gold alternative), returning a float")
 

@@ -2,6 +2,12 @@
 
 `DecompError.format()` prints ``file:line:col: message``, the source line, a caret under the
 offending text and, when known, what was expected.
+
+Every error a user can see derives from `DecompError`: the command line prints it as a worded
+message and takes anything else for a bug (its traceback, then a line asking for a report).
+Errors that Python callers have long caught as a builtin keep it as a mixin (`InputError`,
+`decomp.runtime.runs.compare.CompareError`, ... are `ValueError`s too);
+tests/dsl/test_error_root.py lists every exception class of the package and which side it is on.
 """
 from __future__ import annotations
 
@@ -35,6 +41,11 @@ class DecompError(Exception):
         if self.expected:
             lines.append(f"    expected {self.expected}")
         return "\n".join(lines)
+
+
+class InputError(DecompError, ValueError):
+    """Something a user gave that cannot be used: an option's value, a metric's name, a line of a
+    dataset or a prices file. A `ValueError` too, for callers that catch it as one."""
 
 
 class DecompSyntaxError(DecompError):

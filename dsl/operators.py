@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from decomp.dsl.errors import DecompError
+
 SYNONYMS = {
     "foreach": "project_values",
     "foreach_merge": "project_values_flat_unique",
@@ -49,7 +51,7 @@ class Operator:
         return self.base not in ("select", "project", "filter")
 
 
-class OperatorError(ValueError):
+class OperatorError(DecompError, ValueError):
     """An unknown operator name, or a value an operator cannot work on."""
 
 

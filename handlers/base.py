@@ -22,7 +22,7 @@ from decomp.dsl.nodes import HandlerDecl, Span
 from decomp.dsl.repair import fit
 from decomp.handlers.call import Call
 from decomp.handlers.offload import bounded, bounded_await, run_timeout
-from decomp.handlers.trust import FolderTrust, PathRefused, inside, refusal
+from decomp.handlers.trust import FolderTrust, PathRefused, Trust, inside, refusal
 
 __all__ = ["Call", "Handler", "LoadContext", "NoOptions", "Options", "step_calls"]
 
@@ -64,11 +64,14 @@ class LoadContext:
     #: directory copies as "the exact program used".
     files: set[Path] = field(default_factory=set)
     #: The folders the program may read files from (its own folder first, see
-    #: `decomp.handlers.trust.program_roots`); None: not confined (a context built by hand).
+    #: `decomp.handlers.trust.Trust.program_roots`); None: not confined (a context built by hand).
     roots: tuple[Path, ...] | None = None
     #: The folders whose Python a check may import (`decomp check`, `decomp lsp`); None: a run,
     #: which imports the program's own modules (running a program is consent to run its code).
     trusted_folders: FolderTrust | None = None
+    #: What the session loading the program trusts beyond its folder (`--trust`, `--allow-root`):
+    #: the modules whose functions its python handlers may import.
+    trust: Trust = Trust()
 
     def resolve(self, path: str) -> Path:
         """`path` (a `file=` option) from the handler's folder, as the real path it leads to

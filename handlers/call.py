@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from decomp.dsl.nodes import Span, Step
     from decomp.handlers.environment import Environment
     from decomp.handlers.registry import Registry
+    from decomp.handlers.trust import Trust
     from decomp.handlers.service import Service
     from decomp.handlers.soft_prompts import SoftPrompt
     from decomp.dsl.answer_types import Constraint
@@ -124,4 +125,10 @@ class Call:
     @property
     def registry(self) -> "Registry":
         """The registry of this run's handler kinds and Python functions."""
+        raise NotImplementedError
+
+    @property
+    def trust(self) -> "Trust":
+        """What the session running this call lets its programs reach beyond their folders (the
+        modules trusted, the folders allowed: `decomp.handlers.trust.Trust`)."""
         raise NotImplementedError

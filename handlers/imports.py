@@ -12,11 +12,15 @@ import importlib.machinery
 import importlib.util
 import inspect
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from decomp.handlers.trust import FolderTrust, inside, is_trusted, untrusted
+from decomp.handlers.trust import FolderTrust, Trust, inside, untrusted
+
+#: No trust beyond the defaults and the environment's (`Trust()`).
+NO_TRUST = Trust()
 
 
 #: Modules whose functions a .decomp file may never call by `module:attr`, even when trusted:
@@ -30,22 +34,22 @@ DENIED_MODULES = frozenset({
 })
 
 
-def import_function(name: str, folder: str | Path | None = None,
-                     local: tuple[Path, ...] = ()) -> Callable[..., Any] | str:
+def import_function(name: str, folder: str | Path | None = None, local: tuple[Path, ...] = (),
+                    trust: Trust = NO_TRUST) -> Callable[..., Any] | str:
     """The Python function `module:attr` (the module looked for in `folder` first), or why it
-    cannot be used (a denied, untrusted or missing module, not a function)."""
+    cannot be used (a denied, missing or untrusted module, by `trust`; not a function)."""
     module, sep, attr = name.partition(":")
     if not sep or not module or not attr:
         return f"{name!r} is neither a registered function nor a 'module:function' path"
     if module.split(".")[0] in DENIED_MODULES:
         return f"functions of the module {module!r} may not be called from a .decomp file"
-    if module_allowance(module, folder, local) is None:  # refused before anything is imported
+    if module_allowance(module, folder, local, trust) is None:  # refused before anything is imported
         if local_module_file(module.partition(".")[0], _real(folder)) is None and find_module_file(module) is None:
             return f"cannot load {name!r}: there is no module named {module!r}"
         return untrusted(name, module)
     if not attr.isidentifier() or attr.startswith("_"):  # no walking to what the module imported (random._os)
         return f"{name!r}: name one public function of the module (module:function), not {attr!r}"
-    allowed = module_allowance(module, folder, local)
+    allowed = module_allowance(module, folder, local, trust)
     approved = _approved_file(module, folder, local) if allowed == "local" else None
     try:
         mod = import_module(module, folder)
@@ -87,11 +91,12 @@ def _approved_file(module: str, folder, local) -> Path | None:
     return found
 
 
-def module_allowance(module: str, folder: str | Path | None = None, local: tuple[Path, ...] = ()) -> str | None:
+def module_allowance(module: str, folder: str | Path | None = None, local: tuple[Path, ...] = (),
+                     trust: Trust = NO_TRUST) -> str | None:
     """"local" when the file of `module` lies in `folder` or a folder of `local` (symlinks
     followed; found without importing anything: `helpers` as FOLDER/helpers.py, or a dotted
     package path such as `decomp.programs.decomp.letters` whose file is there), "trusted" when
-    the user trusts it (`decomp.handlers.trust`), else None."""
+    `trust` trusts it (`decomp.handlers.trust.Trust`), else None."""
     folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
     if folders:
         for where in folders:
@@ -104,11 +109,11 @@ def module_allowance(module: str, folder: str | Path | None = None, local: tuple
             found = find_module_file(module)
             if found is not None and inside(found, folders):
                 return "local"
-    return "trusted" if is_trusted(module) else None
+    return "trusted" if trust.is_trusted(module) else None
 
 
 def untrusted_folder(name: str, folder: str | Path | None, local: tuple[Path, ...],
-                     trust: FolderTrust | None) -> Path | None:
+                     trust: FolderTrust | None, modules: Trust = NO_TRUST) -> Path | None:
     """The folder a check may not import `name` ("module:attr") from, when `trust` does not
     trust it. When the program's folder (or the main program's, of `local`) provides the module's
     top-level name, Python searches there: that folder must be trusted, whatever its files link
@@ -121,7 +126,7 @@ def untrusted_folder(name: str, folder: str | Path | None, local: tuple[Path, ..
     module, sep, _ = name.partition(":")
     if trust is None or not sep or not module or module.split(".")[0] in DENIED_MODULES:
         return None
-    allowance = module_allowance(module, folder, local)
+    allowance = module_allowance(module, folder, local, modules)
     if allowance is None:  # refused by the import policy, which imports nothing either
         return None
     folders = [f for f in (_real(folder), *(_real(x) for x in local)) if f is not None]
@@ -238,7 +243,19 @@ def import_module(name: str, folder: str | Path | None = None) -> ModuleType:
 
     A module of that name already imported from another program's folder is forgotten (with the
     modules of that folder) so this folder's one is loaded; one imported from anywhere else (the
-    standard library, an installed package) is not replaced: ImportError asks for a rename."""
+    standard library, an installed package) is not replaced: ImportError asks for a rename.
+
+    One import at a time in the process (`sys.path` and `sys.modules` are the process's): a
+    thread never takes a module another thread is still executing for a whole one."""
+    with _IMPORTING:
+        return _import_module(name, folder)
+
+
+#: Held while `import_module` reads and changes `sys.path` and `sys.modules`.
+_IMPORTING = threading.RLock()
+
+
+def _import_module(name: str, folder: str | Path | None) -> ModuleType:
     top = name.partition(".")[0]
     root = Path(folder).resolve() if folder is not None else None
     local = local_module_file(top, root)

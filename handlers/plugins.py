@@ -330,7 +330,9 @@ def register_commands(cli: Any) -> list[str]:
 
 
 def fail(err: Exception) -> None:
-    """End a command on `err` as every `decomp` command does: its message (a `DecompError`'s
-    positioned format, else `error: ...`) on stderr, exit status 1. For plugins' commands."""
-    click.echo(err.format() if isinstance(err, DecompError) else f"error: {err}", err=True)
+    """End a command on `err` as every `decomp` command does: its message on stderr (a positioned
+    `DecompError` as ``file:line:col: ...`` with its line and caret, any other as ``error: ...``),
+    exit status 1. For plugins' commands."""
+    said = err.format() if isinstance(err, DecompError) else str(err)
+    click.echo(said if getattr(err, "span", None) else f"error: {said}", err=True)
     sys.exit(1)

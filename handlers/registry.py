@@ -11,9 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from decomp.handlers.imports import import_function, module_allowance
+from decomp.dsl.errors import DecompError
+from decomp.handlers.imports import NO_TRUST, import_function, module_allowance
+from decomp.handlers.trust import Trust
 
-class RegistryConflict(ValueError):
+
+class RegistryConflict(DecompError, ValueError):
     """A name registered twice: the first registration stands."""
 
 
@@ -74,33 +77,33 @@ class Registry:
     def kind(self, name: str) -> type | None:
         return self.kinds.get(name)
 
-    def function(self, name: str, folder: str | Path | None = None,
-                 local: tuple[Path, ...] = ()) -> Callable[..., Any] | None:
+    def function(self, name: str, folder: str | Path | None = None, local: tuple[Path, ...] = (),
+                 trust: Trust = NO_TRUST) -> Callable[..., Any] | None:
         """A registered function by name, or a `module:attr` Python function imported on demand,
         the module looked for in `folder` (the program's own folder) first. Only modules whose
-        file lies in `folder` (or in a folder of `local`, the main program's) and trusted ones
-        (`decomp.handlers.trust`) are imported; see `function_problem` for why one is refused."""
+        file lies in `folder` (or in a folder of `local`, the main program's) and those `trust`
+        trusts (`decomp.handlers.trust.Trust`) are imported; see `function_problem` for why one is refused."""
         if name in self.functions:
             return self.functions[name]
-        found = import_function(name, folder, local)
+        found = import_function(name, folder, local, trust)
         return found if callable(found) else None
 
-    def function_problem(self, name: str, folder: str | Path | None = None,
-                         local: tuple[Path, ...] = ()) -> str | None:
+    def function_problem(self, name: str, folder: str | Path | None = None, local: tuple[Path, ...] = (),
+                         trust: Trust = NO_TRUST) -> str | None:
         """Why `function(name, folder)` finds nothing, in words; None when it finds a function."""
-        if self.function(name, folder, local) is not None:
+        if self.function(name, folder, local, trust) is not None:
             return None
-        found = import_function(name, folder, local)
+        found = import_function(name, folder, local, trust)
         return found if isinstance(found, str) else f"no function is registered as {name!r}"
 
-    def function_origin(self, name: str, folder: str | Path | None = None,
-                        local: tuple[Path, ...] = ()) -> str | None:
+    def function_origin(self, name: str, folder: str | Path | None = None, local: tuple[Path, ...] = (),
+                        trust: Trust = NO_TRUST) -> str | None:
         """Why the function `name` may be called: "registered", "local" (its module's file is in
         the program's folder) or "trusted"; None when it may not (nothing is imported)."""
         if name in self.functions:
             return "registered"
         module, sep, attr = name.partition(":")
-        return module_allowance(module, folder, local) if sep and module and attr else None
+        return module_allowance(module, folder, local, trust) if sep and module and attr else None
 
     def model_backend(self, scheme: str) -> Callable[..., Any] | None:
         """The factory for model specs `scheme:...`, called as factory(name, settings)."""

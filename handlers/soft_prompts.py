@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from decomp.dsl.errors import DecompError
 from decomp.dsl.values import json_kind
 from decomp.handlers.files import write_whole
 
@@ -44,7 +45,7 @@ MAX_TOKENS = 4096
 MAX_BYTES = 80 * 1024 * 1024
 
 
-class SoftPromptError(ValueError):
+class SoftPromptError(DecompError, ValueError):
     """A file that is not a usable soft prompt, in words (the caller positions it)."""
 
 

@@ -25,6 +25,8 @@ from typing import Any
 from jinja2.exceptions import SecurityError
 from jinja2.utils import Namespace
 
+from decomp.dsl.errors import DecompError
+
 #: The most characters one render (or any text, list or join inside it) may have; also the
 #: most logical size (see the module docstring) of any value a render builds.
 MAX_TEXT = 1_000_000
@@ -39,8 +41,11 @@ UNCAPPED = 2 ** 62
 _TICK_EVERY = 4096
 
 
-class TemplateLimitError(SecurityError):
+class TemplateLimitError(DecompError, SecurityError):
     """A render refused for building too much or running too long (see the module docstring)."""
+
+    #: Shadows Jinja's read-only `TemplateError.message` property, so that `DecompError` can set it.
+    message = None
 
 
 # ---- the render's state: its loops and its deadline

@@ -15,7 +15,9 @@ A program is confined by default:
   folder or the bundled programs folder, unless the user allows another folder on purpose:
   `--allow-root DIR` (repeatable) or `DECOMP_ALLOW_ROOTS=DIR:DIR` (`os.pathsep`-separated).
 
-`allowing(trust=..., roots=...)` adds to both for the duration of a command (the CLI uses it).
+A `Trust` value holds what the user allowed (`--trust`, `--allow-root`, `load(trust=...,
+allow_roots=...)`); the session owns it and hands it to each load and call, so two sessions in
+one process never share it.
 
 Checking is not running. `decomp check` and `decomp lsp` import a program's own Python modules
 (`helpers:f` beside the .decomp file) only from folders the user trusts, in the manner of VS
@@ -27,11 +29,10 @@ once, at the handler). `decomp run` passes none: running a program is consent to
 """
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Mapping
 
 from decomp.dsl.errors import DecompError
 
@@ -46,56 +47,58 @@ BUNDLED_PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 #: itself), and programs copied out of programs/ to be adapted keep working.
 DEFAULT_TRUSTED = ("decomp.programs",)
 
-_trusted: list[str] = []
-_roots: list[Path] = []
+@dataclass(frozen=True)
+class Trust:
+    """What a session lets its programs reach beyond their own folders: the modules `modules`
+    whose functions `python(function="module:f")` may call (`--trust MODULE`), and the folders
+    `roots` whose files `import` lines and `file=` options may read (`--allow-root DIR`), as
+    resolved paths. A value owned by one session and handed to each load and call that needs it:
+    never process-wide, so two sessions in one process each see only their own. The defaults
+    (`DEFAULT_TRUSTED`, the bundled programs) and the environment (`DECOMP_TRUST`,
+    `DECOMP_ALLOW_ROOTS`, read when asked) hold for every trust."""
 
+    modules: tuple[str, ...] = ()
+    roots: tuple[Path, ...] = ()
 
-@contextlib.contextmanager
-def allowing(trust: Iterable[str] = (), roots: Iterable[str | Path] = ()) -> Iterator[None]:
-    """Trust the modules `trust` and allow the folders `roots` (relative ones from the working
-    folder) while the block runs, in addition to `DECOMP_TRUST` and `DECOMP_ALLOW_ROOTS`."""
-    modules = [m.strip() for m in trust if m and m.strip()]
-    folders = [_resolved(Path(r).expanduser()) for r in roots if str(r)]
-    _trusted.extend(modules)
-    _roots.extend(folders)
-    try:
-        yield
-    finally:
-        for module in modules:
-            _trusted.remove(module)
-        for folder in folders:
-            _roots.remove(folder)
+    @classmethod
+    def of(cls, modules: Iterable[str] = (), roots: Iterable[str | Path] = ()) -> "Trust":
+        """The trust of `modules` and `roots` (`~` expanded, relative ones from the working folder)."""
+        return cls().adding(modules, roots)
 
+    def adding(self, modules: Iterable[str] = (), roots: Iterable[str | Path] = ()) -> "Trust":
+        """This trust and `modules` and `roots` too."""
+        more_modules = [m.strip() for m in modules if m and m.strip()]
+        more_roots = [_resolved(Path(r).expanduser()) for r in roots if str(r)]
+        return Trust(tuple(dict.fromkeys([*self.modules, *more_modules])),
+                     tuple(dict.fromkeys([*self.roots, *more_roots])))
 
-def allowed_now() -> tuple[tuple[str, ...], tuple[Path, ...]]:
-    """The modules trusted and the folders allowed by the `allowing(...)` blocks open now (not
-    the defaults, nor the environment's): what a run directory records as the run's trust."""
-    return tuple(dict.fromkeys(_trusted)), tuple(dict.fromkeys(_roots))
+    def record(self) -> dict[str, list[str]]:
+        """What run.json's options record of it: `trust` and `allow_roots`, each only when there
+        is some (not the defaults, nor the environment's)."""
+        return {**({"trust": list(self.modules)} if self.modules else {}),
+                **({"allow_roots": [str(r) for r in self.roots]} if self.roots else {})}
 
+    def trusted_modules(self) -> tuple[str, ...]:
+        """The modules trusted: `DEFAULT_TRUSTED`, this trust's, then those of `DECOMP_TRUST`."""
+        env = [m.strip() for m in os.environ.get(TRUST_ENV, "").split(",") if m.strip()]
+        return tuple(dict.fromkeys([*DEFAULT_TRUSTED, *self.modules, *env]))
 
-def trusted_modules() -> tuple[str, ...]:
-    """The modules trusted now: `DEFAULT_TRUSTED`, `allowing(...)` ones, then those of
-    `DECOMP_TRUST`."""
-    env = [m.strip() for m in os.environ.get(TRUST_ENV, "").split(",") if m.strip()]
-    return tuple(dict.fromkeys([*DEFAULT_TRUSTED, *_trusted, *env]))
+    def is_trusted(self, module: str) -> bool:
+        """Whether `module` is, or is inside, a trusted module or package."""
+        return any(module == t or module.startswith(t + ".") for t in self.trusted_modules())
 
+    def extra_roots(self) -> tuple[Path, ...]:
+        """The folders allowed on purpose: this trust's, then those of `DECOMP_ALLOW_ROOTS`."""
+        env = [_resolved(Path(p).expanduser()) for p in os.environ.get(ROOTS_ENV, "").split(os.pathsep)
+               if p.strip()]
+        return tuple(dict.fromkeys([*self.roots, *env]))
 
-def is_trusted(module: str) -> bool:
-    """Whether `module` is, or is inside, a trusted module or package."""
-    return any(module == t or module.startswith(t + ".") for t in trusted_modules())
-
-
-def extra_roots() -> tuple[Path, ...]:
-    """The folders allowed on purpose: `allowing(...)` ones, then those of `DECOMP_ALLOW_ROOTS`."""
-    env = [_resolved(Path(p).expanduser()) for p in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if p.strip()]
-    return tuple(dict.fromkeys([*_roots, *env]))
-
-
-def program_roots(program: str | Path) -> tuple[Path, ...]:
-    """Where the program at `program` may read files: its folder (as named and with symlinks
-    resolved), the bundled programs, and the folders allowed on purpose."""
-    path = Path(program)
-    return tuple(dict.fromkeys([_resolved(path.parent), _resolved(path).parent, BUNDLED_PROGRAMS, *extra_roots()]))
+    def program_roots(self, program: str | Path) -> tuple[Path, ...]:
+        """Where the program at `program` may read files: its folder (as named and with symlinks
+        resolved), the bundled programs, and the folders allowed on purpose."""
+        path = Path(program)
+        return tuple(dict.fromkeys([_resolved(path.parent), _resolved(path).parent, BUNDLED_PROGRAMS,
+                                    *self.extra_roots()]))
 
 
 def inside(path: Path, roots: Iterable[Path]) -> bool:

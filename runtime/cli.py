@@ -16,7 +16,7 @@ from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.values import printable, storable_json
 from decomp.handlers import plugins
 from decomp.handlers.plugins import fail
-from decomp.handlers.trust import FolderTrust, allowing
+from decomp.handlers.trust import FolderTrust, Trust
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import PluginNotTrusted, load_plugin
 from decomp.runtime.runs import evaluation
@@ -68,7 +68,39 @@ def resolve_program(name: str) -> Path:
         raise click.BadParameter(str(err)) from None
 
 
-@click.group()
+class _Decomp(click.Group):
+    """The `decomp` group: a `DecompError` no command caught ends in its words (`fail`); any other
+    exception a command raises is a bug, and goes on to Python's traceback with `BUG` after it."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DecompError as err:
+            fail(err)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own: usage errors (exit status 2), --help and --version, aborts
+        except Exception as err:
+            err.add_note(bug_line())
+            raise
+
+
+def bug_line() -> str:
+    """The line after a bug's traceback: it is decomp's (or a plugin's) bug, which version, and
+    to report it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return BUG.format(version=f" {version('decomp-lang')}")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return BUG.format(version="")
+
+
+#: Said after the traceback of an exception that is not a `DecompError`.
+BUG = ("decomp: this is a bug in decomp-lang{version} (or in a plugin it loaded), not in your program or "
+       "data: please report it to decomp's maintainers, with the traceback above.")
+
+
+@click.group(cls=_Decomp)
 @click.version_option(package_name="decomp-lang")
 def main() -> None:
     """decomp: write prompt programs that break a task into sub-queries, and run them."""
@@ -94,7 +126,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
                    "(a plugin file of a folder not trusted is not imported: --trust-folder).")
 @trust_options
 @folder_trust_option
-def check(file: str, as_json: bool, plugins: tuple[str, ...], trusted_folders: FolderTrust) -> None:
+def check(file: str, as_json: bool, plugins: tuple[str, ...], trusted_folders: FolderTrust, trust: tuple[str, ...],
+          allow_roots: tuple[str, ...]) -> None:
     """Check FILE (a .decomp module, a few-shot prompt file or a fake model's JSON file) without
     running anything.
 
@@ -112,7 +145,7 @@ def check(file: str, as_json: bool, plugins: tuple[str, ...], trusted_folders: F
     path = resolve_program(file)
     _load_plugins(plugins, path, trusted_folders)
     try:
-        checked = check_file(path, trusted_folders=trusted_folders)
+        checked = check_file(path, trusted_folders=trusted_folders, trust=Trust.of(trust, allow_roots))
     except (DecompError, OSError) as err:
         _refuse(err, path)
     if checked.fake is not None:
@@ -144,9 +177,9 @@ def _refuse(err: Exception, path: Path) -> None:
     fail(err)
 
 
-def _print_warnings(program: Path) -> None:
+def _print_warnings(program: Path, trust: Trust) -> None:
     """`decomp run` prints the program's warnings once, on stderr, before it runs."""
-    for warning in file_warnings(program):
+    for warning in file_warnings(program, trust=trust):
         click.echo(warning.format(), err=True)
 
 
@@ -240,7 +273,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
                                                             shard, opts, extra, main_name, offset, limit)
     plugins = opts.pop("plugins", ())
     options = RunOptions(**opts)
-    _print_warnings(program)
+    _print_warnings(program, options.policy())
     _load_plugins(plugins, program)
     if data is not None and not dry_run:
         _run_dataset(program, data, options, main_name, run_dir, resume, force, output, extra, verbose, shard,
@@ -251,7 +284,7 @@ def run(file, question, main_name, data, run_dir, resume, force, output, fields,
         loaded = use_main(session.load(program), main_name, program)
     except (DecompError, OSError) as err:
         fail(err)
-    with allowing(roots=user_folders(extra)):  # a folder given with --field is the user's: readable
+    with session.trusting(user_folders(extra)):  # a folder given with --field is the user's: readable
         if dry_run:
             _dry_run(session, loaded, data, question, extra, session.spec_price(options.model or loaded.default_model),
                      (offset, limit))
@@ -270,7 +303,8 @@ def _resumed_settings(ctx: click.Context, program: Path, data: Path, run_dir: Pa
     if known is None:
         return fields, main_name, offset, limit  # opening the run says what is wrong, in its words
     unset = lambda name: ctx.get_parameter_source(name) in (None, ParameterSource.DEFAULT)  # noqa: E731
-    for name, value in known.session_options([name for name in opts if unset(name)]).items():
+    taken = [name for name in opts if unset(name) and name not in ("trust", "allow_roots")]  # trust: when the run opens
+    for name, value in known.session_options(taken).items():
         opts[name] = Path(value) if name in ("cache_dir", "prices") and isinstance(value, str) else value
     if unset("api"):  # what the run's "auto" models found, unless --api is given again
         opts.update(known.session_options(["apis"]))
@@ -312,7 +346,7 @@ def _run_dataset(program: Path, data: Path, options: RunOptions, main_name: str 
     except KeyboardInterrupt:
         click.echo("interrupted: before the run directory was made; nothing was kept", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except (DecompError, OSError, ValueError) as err:
+    except (DecompError, OSError) as err:
         fail(err)
     for record in failed:
         click.echo(f"row {record.get('id')} (index {record.get('index')}) failed: {record['error']}", err=True)
@@ -413,7 +447,7 @@ def _dry_run(session, loaded, data, question, fields, price=None, window_=(0, No
     if data is not None:
         try:
             rows = with_fields(window(read_rows(data), *window_), fields)
-        except (OSError, ValueError) as err:
+        except (DecompError, OSError) as err:
             fail(err)
     elif question is not None:
         rows = [Row(0, None, {"question": question, **fields}, None)]
@@ -475,7 +509,8 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @trust_options
 @click.pass_context
 def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metric: str | None,
-                 plugins: tuple[str, ...] = (), metric_limits: MetricLimits | None = None) -> None:
+                 plugins: tuple[str, ...] = (), metric_limits: MetricLimits | None = None, trust: tuple[str, ...] = (),
+                 allow_roots: tuple[str, ...] = ()) -> None:
     """Score predictions against gold answers, normalised like the DROP evaluator.
 
     \b
@@ -502,8 +537,9 @@ def eval_command(ctx: click.Context, gold: Path | None, pred: Path | None, metri
         raise click.UsageError("decomp eval needs --pred (and --gold to score answers; or a subcommand: steps, graph)")
     _load_plugins(plugins, Path.cwd() / "eval")
     try:
-        summary, warnings = evaluation.evaluate_files(gold, pred, metric, metric_limits)
-    except (OSError, ValueError, RunDirError) as err:
+        summary, warnings = evaluation.evaluate_files(gold, pred, metric, metric_limits,
+                                                      trust=Trust.of(trust, allow_roots))
+    except (DecompError, OSError) as err:
         fail(err)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -618,7 +654,7 @@ def _export_otlp(run: RunDir, url: str) -> None:
     """`trace export --otlp`: the rows sent, said on stderr; what failed, exit status 1."""
     try:
         sent, problem = otel.export_run(run, url or None)
-    except (DecompError, RunDirError, OSError) as err:
+    except (DecompError, OSError) as err:
         fail(err)
     click.echo(f"{run.path}: {sent} row(s) sent as traces", err=True)
     if problem:
@@ -687,7 +723,8 @@ def trace_diff(run_a: Path, run_b: Path, as_json: bool) -> None:
 @trust_options
 def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: str | None, seed: int, method: str,
                     resamples: int, as_json: bool, html_page: Path | None, force: bool,
-                    metric_limits: MetricLimits | None = None) -> None:
+                    metric_limits: MetricLimits | None = None, trust: tuple[str, ...] = (),
+                    allow_roots: tuple[str, ...] = ()) -> None:
     """Compare run directories: RUN_A (the baseline) against RUN_B [RUN_C ...].
 
     Per metric (and per group with --group-by) each run's score with a 95% bootstrap interval,
@@ -709,10 +746,11 @@ def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: 
         raise click.UsageError("decomp compare needs at least two run directories (the first is the baseline)")
     try:
         result = compare.compare_runs(list(runs), list(metrics) or None, group_by,
-                                      compare.Settings(seed=seed, method=method, resamples=resamples), metric_limits)
+                                      compare.Settings(seed=seed, method=method, resamples=resamples), metric_limits,
+                                      Trust.of(trust, allow_roots))
         if html_page is not None:
             view.write_html(result, html_page, force=force)
-    except (RunDirError, OSError, ValueError) as err:
+    except (DecompError, OSError) as err:
         fail(err)
     for error in result.get("metric_errors", ()):
         click.echo(f"warning: {error['run']} row {error['row']}: {error['error']} (scored 0)", err=True)

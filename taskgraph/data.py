@@ -28,6 +28,7 @@ from pathlib import Path
 
 import networkx as nx
 
+from decomp.dsl.errors import InputError
 from decomp.runtime.runs.jsonl import read_lines
 
 
@@ -130,15 +131,23 @@ def random_order(row: dict, seed: int = 0) -> dict:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    """Rows from a JSONL file (blank lines skipped); a ``.json`` file holding an array also works."""
-    text = Path(path).read_text(encoding="utf-8")
+    """The row objects of a JSONL file (blank lines skipped); a ``.json`` file holding an array
+    also works. An `InputError` names the file (and line) that is not UTF-8 or not JSON."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: the file is not UTF-8 text (byte {err.start})") from None
     if text.lstrip().startswith("["):
-        return json.loads(text)
-    rows = []
-    for line in read_lines(text):
-        if line.exception is not None:
-            raise ValueError(f"{path}:{line.number}: not JSON: {line.exception.msg}") from line.exception
-        rows.append(line.value)
+        try:
+            rows = json.loads(text)
+        except (ValueError, RecursionError) as err:
+            raise InputError(f"{path}: not a JSON array ({err})") from None
+    else:
+        rows = []
+        for line in read_lines(text):
+            if line.exception is not None:
+                raise InputError(f"{path}:{line.number}: not JSON: {line.exception.msg}") from line.exception
+            rows.append(line.value)
     return [r for r in rows if isinstance(r, dict)]
 
 

@@ -47,9 +47,10 @@ from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 from decomp.handlers.offload import TimeLimitError, answer_limit, run_memory
-from decomp.handlers.imports import first_on_path, import_module, local_module_file, module_file, untrusted_folder
+from decomp.handlers.imports import (NO_TRUST, first_on_path, import_module, local_module_file, module_file,
+                                     untrusted_folder)
 from decomp.handlers.registry import Registry, default_registry
-from decomp.handlers.trust import FolderTrust, not_imported
+from decomp.handlers.trust import FolderTrust, Trust, not_imported
 from decomp.handlers.workers import call_in_worker, capped, use_workers
 
 #: What a function may ask for by naming a parameter.
@@ -105,9 +106,12 @@ class PythonHandler(Handler):
         self._folder = _resolved(getattr(ctx, "base_dir", None))
         #: The main program's folder: its modules are local too (see `Registry.function`).
         self._local = tuple((getattr(ctx, "roots", None) or ())[:1])
+        #: The modules the loading session trusts (`Trust`): those a `module:attr` may come from.
+        self._trust: Trust = getattr(ctx, "trust", None) or NO_TRUST
         #: A check's notice that the function was not imported: its folder is not trusted.
         self._not_imported: str | None = self._untrusted(getattr(ctx, "trusted_folders", None))
-        self._fn = None if self._not_imported else self._registry.function(options.function, self._folder, self._local)
+        self._fn = None if self._not_imported else self._registry.function(options.function, self._folder, self._local,
+                                                                                          self._trust)
         self._reload_error: str | None = None
         if self._fn is not None:
             sources = function_sources(self._fn, self._folder)
@@ -128,7 +132,7 @@ class PythonHandler(Handler):
         name = self.options.function
         if trust is None or name in self._registry.functions:
             return None
-        folder = untrusted_folder(name, self._folder, self._local, trust)
+        folder = untrusted_folder(name, self._folder, self._local, trust, self._trust)
         return None if folder is None else f"python handler '{self.name}': {not_imported(name, folder)}"
 
     # ---- static checks
@@ -164,7 +168,7 @@ class PythonHandler(Handler):
 
     def _unknown_message(self, registry: Registry) -> str:
         names = ", ".join(sorted(registry.functions)) or "none"
-        problem = registry.function_problem(self.options.function, self._folder, self._local)
+        problem = registry.function_problem(self.options.function, self._folder, self._local, self._trust)
         if (problem or "").startswith("python function "):  # not allowed: the message says how to allow it
             return f"python handler '{self.name}': {problem}"
         module, _, attr = self.options.function.partition(":")
@@ -245,7 +249,7 @@ class PythonHandler(Handler):
     def _resolve(self, call: Call) -> Callable[..., Any]:
         registry = call.registry
         own = registry is None or registry is self._registry
-        fn = self._fn if own else registry.function(self.options.function, self._folder, self._local)
+        fn = self._fn if own else registry.function(self.options.function, self._folder, self._local, self._trust)
         if fn is None:
             raise HandlerError(self._unknown_message(registry or self._registry), call.span)
         return fn

@@ -65,7 +65,7 @@ from decomp.dsl.errors import CheckError, HandlerError
 from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.search.elastic import DEFAULT_CALL_DEADLINE
-from decomp.handlers.trust import ROOTS_ENV, extra_roots, inside
+from decomp.handlers.trust import ROOTS_ENV, inside
 
 FIELDS = ("id", "title", "text", "score")
 MAX_K = 1000
@@ -101,9 +101,9 @@ class RetrieveHandler(Handler):
       index       the tantivy index folder (relative to this .decomp file), or "#name": the
                   folder a named input holds (relative to the working folder). Such a folder
                   must lie inside the working folder, the program's folder, the bundled
-                  programs or a folder the user allows: --allow-root / $DECOMP_ALLOW_ROOTS /
-                  `allowing(roots=...)`, and a folder given with --field (`fields=`), which
-                  `decomp run` and `run_dataset` allow for their run. A row of a dataset is not
+                  programs or a folder the session allows: --allow-root / $DECOMP_ALLOW_ROOTS /
+                  `load(allow_roots=...)`, and a folder given with --field (`fields=`), which
+                  `decomp run` and `run_dataset` allow for their run (`Session.trusting`). A row of a dataset is not
                   trusted to name any folder: `/etc` from a data file is refused
       k           how many paragraphs (default 5, at most 1000), or "#name": a named input
       backend     "tantivy" (default) or "elasticsearch"
@@ -237,7 +237,7 @@ class RetrieveHandler(Handler):
                                f"(give it as a row field or `--field {name}=DIR`)", call.span)
         folder = Path(value).expanduser().resolve()
         roots = self.ctx.roots
-        if roots is not None and not inside(folder, (*roots, Path.cwd().resolve(), *extra_roots())):
+        if roots is not None and not inside(folder, (*roots, Path.cwd().resolve(), *call.trust.extra_roots())):
             # a data row may name any folder: never one outside where the user works (nor echoed)
             raise HandlerError(f"index={index!r}: the folder in the input '{name}' is outside the working "
                                "folder, the program's folder and the bundled programs; an index named by an "

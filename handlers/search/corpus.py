@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from decomp.dsl.errors import DecompError
 
-class CorpusError(ValueError):
+
+class CorpusError(DecompError, ValueError):
     """A corpus line that cannot be indexed (or a corpus that cannot be read)."""
 
 

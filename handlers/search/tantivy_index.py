@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from decomp.dsl.errors import DecompError
 from decomp.dsl.values import storable_json
 from decomp.handlers.search.corpus import Record
 
@@ -38,7 +39,7 @@ MAX_QUERY_WORDS = 256
 _WORD = re.compile(r"[^\W_]+")
 
 
-class SearchIndexError(ValueError):
+class SearchIndexError(DecompError, ValueError):
     """An index folder that cannot be built, added to or searched (missing, not an index, busy)."""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from decomp.dsl.errors import InputError
 from decomp.handlers.textcraft.env import TextCraft
 from decomp.handlers.textcraft.recipes import Recipes, parse_command, plan_actions
 
@@ -42,13 +43,17 @@ def generate_tasks(commands: list[str], depth: int, n: int, seed: int = 0,
     """`n` rows whose goal has recipe depth `depth` in the row's own commands, drawn from
     `commands` with `random.Random(seed)` (the same arguments give the same rows). Goals go
     round the eligible items in a shuffled order, so they repeat only when `n` exceeds them.
-    ValueError when no item of that depth exists in the pool."""
+    `InputError` (a `ValueError`) for a command of the pool that is none, or when no item of that
+    depth exists in the pool."""
     if depth < 1:
-        raise ValueError(f"a goal is crafted, so its depth is at least 1, not {depth}")
+        raise InputError(f"a goal is crafted, so its depth is at least 1, not {depth}")
     if n < 0 or distractors < 0:
-        raise ValueError("n and distractors must not be negative")
+        raise InputError("n and distractors must not be negative")
     pool = list(dict.fromkeys(c.strip() for c in commands))
-    recipes = Recipes.from_commands(pool)
+    try:
+        recipes = Recipes.from_commands(pool)
+    except ValueError as err:  # a command of the pool that is not one, in words
+        raise InputError(str(err)) from None
     rng = random.Random(seed)
     goals = []
     for item in recipes.by_output:
@@ -58,7 +63,7 @@ def generate_tasks(commands: list[str], depth: int, n: int, seed: int = 0,
         if tree is not None and Recipes.from_commands(tree).depths().get(item) == depth:
             goals.append((item, tree))
     if not goals:
-        raise ValueError(f"no item of recipe depth {depth} can be made from these {len(pool)} commands")
+        raise InputError(f"no item of recipe depth {depth} can be made from these {len(pool)} commands")
     rng.shuffle(goals)
     rows = []
     for i in range(n):

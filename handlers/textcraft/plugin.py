@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from decomp.dsl.errors import DecompError
 from decomp.dsl.values import storable_json
 from decomp.handlers.plugins import fail, hookimpl
 from decomp.handlers.textcraft.env import make_textcraft
@@ -50,7 +51,7 @@ def textcraft_generate(source: Path, depth: int, count: int, seed: int, distract
     try:
         pool = command_pool(source)
         rows = generate_tasks(list(pool), depth, count, seed=seed, distractors=distractors)
-    except (OSError, ValueError) as err:
+    except (DecompError, OSError) as err:
         fail(err)
     for row in rows:
         click.echo(storable_json(row))

@@ -23,7 +23,7 @@ from decomp.dsl.limits import MAX_SOURCE_CHARS, normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.handlers.kinds.python import PythonHandler
 from decomp.handlers.registry import default_registry
-from decomp.handlers.trust import FolderTrust, inside, program_roots
+from decomp.handlers.trust import FolderTrust, Trust, inside
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.session import Session
 from decomp.runtime.testing.fake_file import FakeSpec, looks_like_fake_file, read_fake_file
@@ -94,7 +94,7 @@ def _all_handlers(loaded: LoadedModule) -> list:
 def _function_entry(handler: PythonHandler) -> dict:
     name = handler.options.function
     registry = handler.ctx.registry or default_registry
-    allowed = registry.function_origin(name, handler._folder, handler._local)
+    allowed = registry.function_origin(name, handler._folder, handler._local, handler._trust)
     fn = handler._fn
     code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
     file = code.co_filename if code is not None and not code.co_filename.startswith("<") else None
@@ -102,7 +102,7 @@ def _function_entry(handler: PythonHandler) -> dict:
 
 
 def check_file(path: str | Path, session: Session | None = None, text: str | None = None,
-               trusted_folders: FolderTrust | None = None) -> Checked:
+               trusted_folders: FolderTrust | None = None, trust: Trust | None = None) -> Checked:
     """Check a .decomp module, a few-shot prompt file or a fake model file (a JSON object with
     one of the keys `answers`, `mapping`, `script`, `patterns`, `default`; a `.json` file that
     is not JSON is checked as one too). A .decomp file that declares nothing and a file that is
@@ -115,15 +115,19 @@ def check_file(path: str | Path, session: Session | None = None, text: str | Non
 
     `trusted_folders`: the folders whose Python modules the check may import (`decomp check`
     and `decomp lsp` always pass them); a `python(function="helpers:f")` of any other folder is
-    not imported, and its handler warns so. None: imported as a run imports them."""
+    not imported, and its handler warns so. None: imported as a run imports them.
+    `trust`: the modules and folders allowed beyond the program's (`--trust`, `--allow-root`),
+    for the session made here (a `session` given has its own)."""
     path = Path(path)
     if path.suffix != ".decomp" and text is None and _is_fake_file(path):
         return Checked(path, fake=read_fake_file(path)[0])
     fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path, text)
     if fewshot is not None:
         return Checked(path, fewshot=fewshot, warnings=warnings)
-    loaded = _checked_module(path, session or Session(), text, trusted_folders)
-    return Checked(path, module=loaded, warnings=file_warnings(path, text) + handler_warnings(loaded))
+    session = session or Session(trust=trust)
+    loaded = _checked_module(path, session, text, trusted_folders)
+    return Checked(path, module=loaded,
+                   warnings=file_warnings(path, text, session.trust) + handler_warnings(loaded))
 
 
 def _is_fake_file(path: Path) -> bool:
@@ -246,14 +250,14 @@ def _sniff(path: Path, text: str) -> str | None:
     return None
 
 
-def file_warnings(path: str | Path, text: str | None = None) -> list[CheckWarning]:
+def file_warnings(path: str | Path, text: str | None = None, trust: Trust = Trust()) -> list[CheckWarning]:
     """The warnings of a .decomp file (`text`: its unsaved content) and of the files it imports,
     each file once. A file that does not parse has none here, nor one outside the program's
-    allowed folders: their errors are the loader's to report."""
+    allowed folders (by `trust`): their errors are the loader's to report."""
     warnings: list[CheckWarning] = []
     seen: set[Path] = set()
     queue = [Path(path)]
-    roots = program_roots(path)
+    roots = trust.program_roots(path)
     while queue:
         file = queue.pop(0)
         if file.resolve() in seen:

@@ -287,6 +287,10 @@ class ContainedCall(Call):
     def registry(self):
         return self._call.registry
 
+    @property
+    def trust(self):
+        return self._call.trust
+
 
 def _copy_outcome(task: asyncio.Task, result: concurrent.futures.Future) -> None:
     if result.done():

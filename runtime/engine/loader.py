@@ -27,8 +27,8 @@ from decomp.handlers.imports import (files_run_by_import, find_module_file, impo
                                      local_module_file, untrusted_folder)
 from decomp.handlers.plugins import add_plugin_module, load as load_plugins
 from decomp.handlers.registry import Registry, RegistryConflict, default_registry
-from decomp.handlers.trust import (TRUSTED_FOLDERS_ENV, FolderTrust, PathRefused, inside, not_imported, program_roots,
-                                   refusal, trust_list_file)
+from decomp.handlers.trust import (TRUSTED_FOLDERS_ENV, FolderTrust, PathRefused, Trust, inside, not_imported, refusal,
+                                   trust_list_file)
 from decomp.runtime.models.base import CONSTRAIN_MODES
 from decomp.runtime.testing.fake import FOLDER_OPTION, RESPONDER
 
@@ -54,10 +54,11 @@ class LoadedModule:
 
 
 def load(path: str | Path, registry: Registry, text: str | None = None,
-         trusted_folders: FolderTrust | None = None) -> LoadedModule:
+         trusted_folders: FolderTrust | None = None, trust: Trust = Trust()) -> LoadedModule:
     """Parse, build and check the module at `path` (or `text`, named `path`). `trusted_folders`:
     a check's (`decomp check`, `decomp lsp`): Python of other folders is not imported; None: a
-    run's, which imports the program's own modules."""
+    run's, which imports the program's own modules. `trust`: the modules and folders the
+    loading session allows beyond the program's folder (`Session.trust`)."""
     try:
         os.fsencode(path)
         usable = "\x00" not in str(path)
@@ -66,7 +67,7 @@ def load(path: str | Path, registry: Registry, text: str | None = None,
     if not usable:
         raise DecompError("no file can have this name (it holds a NUL or text that is not Unicode)",
                           nodes.Span(str(path), 1, 1, 1, 2), line_text="")
-    return _Loader(load_plugins(registry), trusted_folders=trusted_folders).load(Path(path), text)
+    return _Loader(load_plugins(registry), trusted_folders=trusted_folders, trust=trust).load(Path(path), text)
 
 
 def load_plugin(spec: str, folder: str | Path | None = None,
@@ -107,10 +108,10 @@ def _import_plugin(spec: str, folder: str | Path | None, trust: FolderTrust | No
         if home is None and homes and _not_on_import_path(spec, homes):
             raise PluginNotTrusted(_plugin_not_trusted(spec, homes[0]))
         return import_module(spec, home)
-    except DecompError:
-        raise
     except RegistryConflict as err:  # refused by us, not the plugin's bug: no traceback
         raise DecompError(f"plugin {spec!r} refused: {err}") from err
+    except DecompError:
+        raise
     except Exception as err:  # the plugin's own error, whatever it is
         raise DecompError(f"cannot load the plugin {spec!r}: {type(err).__name__}: {err}\n"
                           + user_traceback(err).rstrip()) from err
@@ -149,8 +150,10 @@ def _plugin_not_trusted(spec: str, folder: Path) -> str:
 
 class _Loader:
     def __init__(self, registry: Registry, active: tuple[Path, ...] = (), roots: tuple[Path, ...] | None = None,
-                 trusted_folders: FolderTrust | None = None):
+                 trusted_folders: FolderTrust | None = None, trust: Trust = Trust()):
         self.registry = registry
+        #: What the loading session trusts (`--trust`, `--allow-root`), for every file of the load.
+        self.trust = trust
         #: A check's trusted folders (None: a run's load, see `load`).
         self.trusted_folders = trusted_folders
         self.active = active
@@ -167,7 +170,7 @@ class _Loader:
     def load(self, path: Path, text: str | None) -> LoadedModule:
         self.active = self.active + (path.resolve(),)
         if self.roots is None:
-            self.roots = program_roots(path)
+            self.roots = self.trust.program_roots(path)
         root = self._parse(path, text)
         if root is None:
             raise Diagnostics(self.errors) if len(self.errors) > 1 else self.errors[0]
@@ -178,7 +181,8 @@ class _Loader:
         self._models(loaded, modules)
         for module, file in modules:
             self._declare(loaded, module, LoadContext(file.parent, loaded.default_model, loaded, self.registry,
-                                                      loaded.files, self.roots, self.trusted_folders))
+                                                      loaded.files, self.roots, self.trusted_folders,
+                                                      self.trust))
         self._check(loaded, modules)
         if self.errors:
             self._attach_lines()
@@ -261,11 +265,11 @@ class _Loader:
                                           expected=f"SCHEME:NAME with SCHEME one of: {known}"))
         if scheme == "fake" and RESPONDER.fullmatch(rest):  # a Python responder: allowed as python handlers are
             local = tuple((self.roots or ())[:1])
-            untrusted = untrusted_folder(rest, file.parent, local, self.trusted_folders)
+            untrusted = untrusted_folder(rest, file.parent, local, self.trusted_folders, self.trust)
             if untrusted is not None:  # a check: never imported from a folder the user has not trusted
                 self.notices.append(CheckWarning(f"fake model {not_imported(rest, untrusted)}", decl.span))
                 return decl.spec
-            problem = import_function(rest, file.parent, local)
+            problem = import_function(rest, file.parent, local, self.trust)
             if isinstance(problem, str):
                 self.errors.append(CheckError(f"fake model {rest!r}: {problem}", decl.span))
             return decl.spec
@@ -281,11 +285,11 @@ class _Loader:
         are (`check_metric` checks its form); why not, as text; None when a check does not
         import it (an untrusted folder: a notice at the statement)."""
         local = tuple((self.roots or ())[:1])
-        untrusted = untrusted_folder(name, folder, local, self.trusted_folders)
+        untrusted = untrusted_folder(name, folder, local, self.trusted_folders, self.trust)
         if untrusted is not None:
             self.notices.append(CheckWarning(f"metric {not_imported(name, untrusted)}", module.metric.span))
             return None
-        return import_function(name, folder, local)
+        return import_function(name, folder, local, self.trust)
 
     def _declare(self, loaded: LoadedModule, module: nodes.Module, ctx: LoadContext) -> None:
         for decl in module.handlers:
@@ -396,7 +400,8 @@ class _Loader:
                                           handler.error_span("file")))
             return
         try:
-            other = _Loader(self.registry, self.active + (path,), self.roots, self.trusted_folders).load(path, None)
+            other = _Loader(self.registry, self.active + (path,), self.roots, self.trusted_folders,
+                            self.trust).load(path, None)
         except DecompError as err:
             self.errors += err.errors if isinstance(err, Diagnostics) else [err]
             return

@@ -8,12 +8,13 @@ budgets and usage.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.dsl.values import Failed, json_text, outcome
@@ -23,7 +24,7 @@ from decomp.handlers.workers import workers_scope
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
-from decomp.handlers.trust import FolderTrust
+from decomp.handlers.trust import FolderTrust, Trust
 from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, SharedRun, Usage, current_row
 from decomp.runtime.engine.cache import StepCache, cache_key
 from decomp.runtime.engine.containment import run_kind
@@ -120,7 +121,8 @@ class Session:
                  python_workers: bool = True, prices: Mapping[str, Price] | None = None,
                  temperature: float | None = None, rollout: int = 0,
                  on_note: Callable[[str], None] | None = None, apis: Mapping[str, str] | None = None,
-                 default_temperature: float | None = None, max_output_tokens: int | None = None):
+                 default_temperature: float | None = None, max_output_tokens: int | None = None,
+                 trust: Trust | None = None):
         if handler_timeout is not None and not handler_timeout > 0:
             raise ValueError(f"handler_timeout must be > 0 seconds, got {handler_timeout}")
         if temperature is not None and not temperature >= 0:
@@ -136,7 +138,12 @@ class Session:
         self.registry = load_plugins(registry or default_registry)
         #: What runs nested work for every call of this session (the interpreter).
         self.runner = RUNNER
-        self.settings = settings or ModelSettings()
+        #: What this session's programs may reach beyond their folders (`--trust`, `--allow-root`):
+        #: its own, handed to each load and call, never shared with another session.
+        self._trust = trust or Trust()
+        #: Folders lent for a while (`trusting`), with how many blocks lend each.
+        self._lent: collections.Counter[Path] = collections.Counter()
+        self.settings = dataclasses.replace(settings or ModelSettings(), trust=self._trust)
         self.scheduler = scheduler or Scheduler()
         self.cache = cache
         self.budget = budget or Budget()
@@ -183,13 +190,35 @@ class Session:
         #: `NAME@ENDPOINT`: a model built again (after `aclose`) starts on it too.
         self.apis: dict[str, str] = dict(apis or {})
 
+    # ---- trust
+    @property
+    def trust(self) -> Trust:
+        """What this session's programs may reach beyond their own folders: its `trust`, and the
+        folders lent now (`trusting`)."""
+        return self._trust.adding(roots=self._lent) if self._lent else self._trust
+
+    @contextlib.contextmanager
+    def trusting(self, roots: Iterable[str | Path]) -> Iterator[None]:
+        """Within the block, this session also allows the folders `roots` (a folder the caller
+        gives as a field, `--field index=DIR`: the user's own, readable by the run); other
+        sessions never see them. Blocks may overlap: a folder stays allowed while any lends it."""
+        folders = list(Trust.of(roots=roots).roots)
+        self._lent.update(folders)
+        try:
+            yield
+        finally:
+            for folder in folders:
+                self._lent[folder] -= 1
+                if self._lent[folder] <= 0:  # no block lends it any more
+                    del self._lent[folder]
+
     # ---- loading
     def load(self, path: str | Path, text: str | None = None, *,
              trusted_folders: FolderTrust | None = None) -> LoadedModule:
         """Parse and check a .decomp file; raises `DecompError` (often `Diagnostics`).
         `trusted_folders`: a check's (the program's Python is imported only from them); None, a
         run's (running a program is consent to import its own modules)."""
-        module = load(path, self.registry, text, trusted_folders)
+        module = load(path, self.registry, text, trusted_folders, self.trust)
         for name, (spec, options) in module.model_decls.items():
             settings = dataclasses.replace(self.settings, **_known_settings(options),
                                            options=tuple(sorted(options.items())))

@@ -19,7 +19,7 @@ from pathlib import Path
 from decomp.dsl import nodes
 from decomp.dsl.errors import CheckWarning, DecompError, Diagnostics, UnclosedError
 from decomp.dsl.parser import special_file
-from decomp.handlers.trust import FolderTrust, allowing
+from decomp.handlers.trust import FolderTrust, Trust
 from decomp.runtime.engine.checking import check_file
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.lsp.index import Index, build_index
@@ -57,6 +57,10 @@ class Settings:
     trust: tuple[str, ...] = ()
     allow_roots: tuple[str, ...] = ()
     trusted_folders: tuple[str, ...] = ()
+
+    def policy(self) -> Trust:
+        """What the programs checked may reach beyond their folders (`--trust`, `--allow-root`)."""
+        return Trust.of(self.trust, self.allow_roots)
 
 
 #: Seconds between two looks of the worker at its parent, where no death signal can be asked for.
@@ -120,30 +124,30 @@ def analyse(path: str, text: str, version: int | None, fewshot: bool | None = No
         analysis.problems[str(resolved)] = [Problem(
             None, f"this document is {special}, not a regular file: it is not checked", "error", "error")]
         return analysis
-    with allowing(settings.trust, settings.allow_roots):
-        try:
-            checked = check_file(resolved, text=text, trusted_folders=FolderTrust.of(settings.trusted_folders))
-            found = [_problem(w) for w in checked.warnings]
-        except DecompError as err:
-            found = [_problem(e) for e in (err.errors if isinstance(err, Diagnostics) else [err])]
-        except (OSError, RecursionError, MemoryError) as err:
-            found = [Problem(None, f"cannot check this file: {type(err).__name__}: {err}", "error", "error")]
-        except Exception as err:  # a bug of ours: said, never a crash
-            found = [Problem(None, f"internal error of the checker: {type(err).__name__}: {err}\n"
-                                   + "".join(traceback.format_exception(err)[-3:]), "error", "internal error")]
-        for problem in found:
-            where = problem.span.file if problem.span is not None else str(resolved)
-            analysis.problems.setdefault(where, []).append(problem)
-        if with_index:
-            analysis.index = safe_index(resolved, text, fewshot)
+    trust = settings.policy()
+    try:
+        checked = check_file(resolved, text=text, trusted_folders=FolderTrust.of(settings.trusted_folders), trust=trust)
+        found = [_problem(w) for w in checked.warnings]
+    except DecompError as err:
+        found = [_problem(e) for e in (err.errors if isinstance(err, Diagnostics) else [err])]
+    except (OSError, RecursionError, MemoryError) as err:
+        found = [Problem(None, f"cannot check this file: {type(err).__name__}: {err}", "error", "error")]
+    except Exception as err:  # a bug of ours: said, never a crash
+        found = [Problem(None, f"internal error of the checker: {type(err).__name__}: {err}\n"
+                               + "".join(traceback.format_exception(err)[-3:]), "error", "internal error")]
+    for problem in found:
+        where = problem.span.file if problem.span is not None else str(resolved)
+        analysis.problems.setdefault(where, []).append(problem)
+    if with_index:
+        analysis.index = safe_index(resolved, text, fewshot, trust)
     return analysis
 
 
-def safe_index(path: Path, text: str, fewshot: bool | None) -> Index | None:
+def safe_index(path: Path, text: str, fewshot: bool | None, trust: Trust = Trust()) -> Index | None:
     """`build_index`, or None when it fails: an index is a convenience (without one, hover and
     completion say less), never a reason to lose the problems."""
     try:
-        return build_index(path, text, fewshot)
+        return build_index(path, text, fewshot, trust)
     except Exception:
         return None
 

@@ -10,7 +10,7 @@ import click
 
 from decomp.dsl.errors import DecompError
 from decomp.handlers.plugins import fail, hookimpl
-from decomp.handlers.trust import FolderTrust, allowed_now
+from decomp.handlers.trust import FolderTrust, Trust
 from decomp.runtime.engine.loader import PluginNotTrusted, load_plugin
 from decomp.runtime.runs.command_options import folder_trust_option, trust_options
 
@@ -30,7 +30,7 @@ def register_commands(cli):
 @trust_options
 @folder_trust_option
 def lsp_command(plugins: tuple[str, ...], check_timeout: float, log_file: str | None,
-                trusted_folders: FolderTrust) -> None:
+                trusted_folders: FolderTrust, trust: tuple[str, ...] = (), allow_roots: tuple[str, ...] = ()) -> None:
     """Run the language server of .decomp files on stdin/stdout (the Language Server Protocol),
     for VS Code (editors/vscode), Neovim or any LSP client.
 
@@ -57,9 +57,10 @@ def lsp_command(plugins: tuple[str, ...], check_timeout: float, log_file: str | 
         except DecompError as err:
             fail(err)
     os.environ["PYTHONSAFEPATH"] = "1"  # the checker's process (spawned): no working folder on its import path
-    trust, roots = allowed_now()  # --trust and --allow-root, for the checker's process too
+    policy = Trust.of(trust, allow_roots)  # --trust and --allow-root, for the checker's process too
     folders = tuple(str(folder) for folder in trusted_folders.folders)
-    server = make_server(Settings(tuple(plugins), trust, tuple(str(root) for root in roots), trusted_folders=folders),
+    server = make_server(Settings(tuple(plugins), policy.modules, tuple(str(root) for root in policy.roots),
+                                  trusted_folders=folders),
                          check_timeout)
     try:
         server.start_io(stdin=Utf8Repair(sys.stdin.buffer), stdout=sys.stdout.buffer)

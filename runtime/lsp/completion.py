@@ -11,7 +11,7 @@ from pathlib import Path
 from decomp.dsl.operators import KNOWN, describe
 from decomp.dsl.parser import read_text
 from decomp.handlers.plugins import load as kinds_table
-from decomp.handlers.trust import BUNDLED_PROGRAMS, inside, program_roots
+from decomp.handlers.trust import BUNDLED_PROGRAMS, inside
 from decomp.runtime.lsp.features import Place, _default, _kind_doc, type_name
 from decomp.runtime.lsp.index import Index, available_at, example_steps, numbered_steps
 from decomp.runtime.lsp.tokens import QS_LINE
@@ -161,7 +161,7 @@ def _files(index: Index, text: str):
     the folders the program may read)."""
     yield index.path, text
     seen = {index.path.resolve()}
-    roots = program_roots(index.path)
+    roots = index.roots
     extra = list(index.imports)
     for decl in index.decls.values():
         file = next((o.value.plain() for o in decl.options if o.name == "file"), None)

@@ -13,7 +13,6 @@ from decomp.dsl.typecheck import step_types
 from decomp.dsl.answer_types import ANY, Type, TypeProblem, parse_type
 from decomp.handlers.base import LoadContext
 from decomp.handlers.plugins import load as kinds_table
-from decomp.handlers.trust import program_roots
 from decomp.runtime.lsp.index import Index
 
 #: The kinds whose type is inferred on hover: built in, and reading nothing but text.
@@ -56,7 +55,7 @@ def _inferred(index: Index, node: nodes.HandlerDecl) -> Type:
         return ANY
     try:
         options = cls.Options(**{o.name: o.value.plain() for o in node.options})
-        ctx = LoadContext(index.path.parent, roots=program_roots(index.path))
+        ctx = LoadContext(index.path.parent, roots=index.roots)
         return cls(node.name, options, node, ctx).inferred_type()
     except (ValidationError, DecompError, OSError, ValueError, RecursionError):
         return ANY

@@ -16,7 +16,7 @@ from decomp.dsl.errors import DecompError, Diagnostics, UnclosedError
 from decomp.dsl.limits import normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.dsl.walks import iter_steps, number_steps
-from decomp.handlers.trust import inside, program_roots
+from decomp.handlers.trust import Trust, inside
 
 _CHUNK_START = re.compile(r"^(import|model|handler|program|main|metric)\b")
 #: Imports followed at most this deep, and this many files in all (an index stays cheap).
@@ -49,6 +49,9 @@ class Index:
     decls: dict[str, Decl] = field(default_factory=dict)
     #: The files this document imports (resolved), readable or not.
     imports: list[Path] = field(default_factory=list)
+    #: The folders the program may read files from (`Trust.program_roots`): imports and `file=`
+    #: options elsewhere are never read for the index, completion or hover.
+    roots: tuple[Path, ...] = ()
 
     def program_at(self, line: int) -> nodes.Program | None:
         """The program whose declaration spans `line` (1-based)."""
@@ -65,11 +68,12 @@ class Index:
         return next((h for h in handlers if h.span.line <= line <= h.span.end_line), None)
 
 
-def build_index(path: str | Path, text: str, fewshot: bool | None = None) -> Index:
+def build_index(path: str | Path, text: str, fewshot: bool | None = None, trust: Trust = Trust()) -> Index:
     """The index of `text`, the content of `path`; a few-shot file when `fewshot` (None: by the
-    suffix, `.decomp` being a module). Parts that do not parse are left out; never raises."""
+    suffix, `.decomp` being a module), reading only files in the folders `trust` lets the
+    program read. Parts that do not parse are left out; never raises."""
     path = Path(path)
-    index = Index(path)
+    index = Index(path, roots=trust.program_roots(path))
     if fewshot if fewshot is not None else path.suffix != ".decomp":
         index.fewshot = _tolerant(lambda t: parse_fewshot(t, str(path)), text, _blank_starts)
         return index
@@ -157,8 +161,8 @@ def _declare(index: Index, module: nodes.Module, text: str | None) -> None:
 
 def _follow_imports(index: Index, module: nodes.Module, path: Path) -> None:
     """The declarations of the files `module` imports, transitively, within the folders the
-    program may read (`decomp.handlers.trust`): a file outside them is never read here either."""
-    roots = program_roots(path)
+    program may read (`index.roots`): a file outside them is never read here either."""
+    roots = index.roots
     seen = {path.resolve()}
     queue = [(path.parent / imp.path).resolve() for imp in module.imports]
     index.imports = list(queue)

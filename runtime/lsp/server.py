@@ -41,6 +41,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from decomp.dsl.errors import DecompError
 from decomp.dsl.parser import read_text
+from decomp.handlers.trust import Trust
 from decomp.runtime.lsp import features, stdio
 from decomp.runtime.lsp.analysis import Analysis, Problem, Settings, analyse, safe_index, start_worker
 from decomp.runtime.lsp.index import Index, build_index
@@ -201,7 +202,7 @@ class DecompServer(LanguageServer):
 
     async def _large_index(self, path: Path, text: str, fewshot: bool | None) -> Index | None:
         try:
-            return await asyncio.wait_for(asyncio.to_thread(_index_unpaused, path, text, fewshot), self.check_timeout)
+            return await asyncio.wait_for(asyncio.to_thread(_index_unpaused, path, text, fewshot, self.settings.policy()), self.check_timeout)
         except asyncio.TimeoutError:
             return None
 
@@ -393,21 +394,22 @@ class DecompServer(LanguageServer):
             return cached[1]
         fewshot = True if doc.language_id in LANGUAGES_FEWSHOT else None
         try:
-            index = await self.off_loop(build_index, document_path(uri, doc.language_id), doc.source, fewshot)
+            index = await self.off_loop(build_index, document_path(uri, doc.language_id), doc.source, fewshot,
+                                        self.settings.policy())
         except TimeoutError:  # its imports did not come in time: the last check's index answers
             return analysis.index if analysis is not None else None
         self.fresh[uri] = (doc.version, index)
         return index
 
 
-def _index_unpaused(path: Path, text: str, fewshot: bool | None) -> Index | None:
+def _index_unpaused(path: Path, text: str, fewshot: bool | None, trust: Trust) -> Index | None:
     """`safe_index` of a large document, the cyclic garbage collector held off while it runs and
     its objects frozen after: its full collections, each walking every object of a growing
     syntax tree, would stop the server's loop for a third of a second at a time (the tree has
     no cycles to collect)."""
     gc.disable()
     try:
-        index = safe_index(path, text, fewshot)
+        index = safe_index(path, text, fewshot, trust)
     finally:
         gc.enable()
     gc.freeze()

@@ -17,6 +17,7 @@ from decomp.dsl.errors import ModelError, TransientModelError
 from decomp.dsl.answer_types import Constraint
 from decomp.handlers.conversation import Message, Reply, Tool, ToolCall
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
+from decomp.handlers.trust import Trust
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.soft_prompts import SoftPrompt
@@ -86,6 +87,9 @@ class ModelSettings:
     api: str = "auto"  # openai: "chat", "completions" or "auto"
     transport: str = "auto"  # openai: "aiohttp", "openai" (the official client) or "auto" (aiohttp)
     options: tuple[tuple[str, object], ...] = ()
+    #: What the session trusts (`Session.trust`): the modules a `fake:module:function`
+    #: responder may come from. Set by the session, never by a declaration.
+    trust: Trust = Trust()
 
     def option(self, name: str, default=None):
         return dict(self.options).get(name, default)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from decomp.dsl.errors import InputError
+
 __all__ = ["Price", "find_price", "load_prices", "price_from_options"]
 
 #: The keys of a price: in a prices file's entry, or among a model declaration's options.
@@ -40,7 +42,7 @@ class Price:
             if value is None and name == "price_cached":
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a number >= 0 (money per million tokens), not {value!r}")
+                raise InputError(f"{name} must be a number >= 0 (money per million tokens), not {value!r}")
 
     def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
         """The cost of one request that used these tokens, `cached_tokens` of its prompt tokens
@@ -57,33 +59,34 @@ def price_from_options(options: Mapping[str, Any]) -> Price | None:
     if not any(name in options for name in _KEYS):
         return None
     if "price_in" not in options or "price_out" not in options:
-        raise ValueError("give a model both price_in and price_out (money per million tokens), or neither"
+        raise InputError("give a model both price_in and price_out (money per million tokens), or neither"
                          + (" (price_cached needs both)" if "price_cached" in options else ""))
     return Price(options["price_in"], options["price_out"], options.get("price_cached"))
 
 
 def load_prices(path: str | Path) -> dict[str, Price]:
     """The prices file at `path` (.toml: TOML, else JSON): model name -> `Price`. Raises
-    `ValueError` naming the file and the entry for anything else."""
+    `InputError` (a `ValueError`) naming the file and the entry for anything else."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
     try:
+        text = raw.decode("utf-8")
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as err:
-        raise ValueError(f"{path}: not a prices file ({err})") from None
+    except (ValueError, RecursionError, tomllib.TOMLDecodeError) as err:
+        raise InputError(f"{path}: not a prices file ({err})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a prices file maps model names to {{price_in, price_out[, price_cached]}}")
+        raise InputError(f"{path}: a prices file maps model names to {{price_in, price_out[, price_cached]}}")
     prices = {}
     for name, entry in data.items():
         if not isinstance(entry, dict) or not {"price_in", "price_out"} <= set(entry) <= set(_KEYS):
-            raise ValueError(f"{path}: model {name!r}: give exactly price_in and price_out, and optionally "
+            raise InputError(f"{path}: model {name!r}: give exactly price_in and price_out, and optionally "
                              "price_cached (money per million tokens)")
         try:
             if "price_cached" in entry and entry["price_cached"] is None:  # null is no price, nor "as price_in"
-                raise ValueError("price_cached must be a number >= 0 (money per million tokens), not None")
+                raise InputError("price_cached must be a number >= 0 (money per million tokens), not None")
             prices[name] = Price(**entry)
         except ValueError as err:
-            raise ValueError(f"{path}: model {name!r}: {err}") from None
+            raise InputError(f"{path}: model {name!r}: {err}") from None
     return prices
 
 

@@ -90,7 +90,7 @@ def optimize_command(program: str, train: Path, dev: Path, out: Path, teacher: s
                         main=main_name, force=force, progress=None if not quiet else False, on_note=note)
     except OptimizeInterrupted as stop:
         _interrupted(stop)
-    except (DecompError, OSError, ValueError) as err:
+    except (DecompError, OSError) as err:
         fail(err)
     click.echo(storable_json(done.to_dict()))
 

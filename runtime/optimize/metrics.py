@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from decomp.dsl.errors import InputError
+from decomp.handlers.imports import NO_TRUST
+from decomp.handlers.trust import Trust
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.datasets import Row
@@ -38,14 +41,15 @@ class RowMetric:
     """One metric as a function of (row, results record, trace) -> score: `metric(row, record,
     trace)` (a `MetricError` when it cannot score the row), or many rows at once (`score_rows`)."""
 
-    def __init__(self, name: Metric, folder: Path | None = None, limits: MetricLimits | None = None):
+    def __init__(self, name: Metric, folder: Path | None = None, limits: MetricLimits | None = None,
+                 trust: Trust = NO_TRUST):
         self.name = metric_name(name)
         self._scorer: Scorer | None = None
         if name == OUTCOME:
             return
         if isinstance(name, str) and ":" not in name and name not in known_metrics():
-            raise ValueError(unknown_metric(name, also=(OUTCOME,)))
-        self._scorer = Scorer(name, folder, limits)
+            raise InputError(unknown_metric(name, also=(OUTCOME,)))
+        self._scorer = Scorer(name, folder, limits, trust)
 
     def __call__(self, row: Row, record: dict, trace: TraceNode | None) -> float:
         return run_sync(lambda: self.ascore(row, record, trace))
@@ -81,8 +85,9 @@ def _outcome(value: float | MetricError) -> tuple[float | None, str | None]:
     return (None, str(value)) if isinstance(value, MetricError) else (value, None)
 
 
-def row_metric(name: Metric, folder: Path | None = None, limits: MetricLimits | None = None) -> RowMetric:
-    """The metric `name` (or a function) as a `RowMetric`; `ValueError` for a name that is none of
-    the above (the message lists the known ones), a function that may not be imported, or one of
-    neither form."""
-    return RowMetric(name, folder, limits)
+def row_metric(name: Metric, folder: Path | None = None, limits: MetricLimits | None = None,
+               trust: Trust = NO_TRUST) -> RowMetric:
+    """The metric `name` (or a function) as a `RowMetric`, a `module:function` imported when local
+    or trusted by `trust`; `ValueError` for a name that is none of the above (the message lists
+    the known ones), a function that may not be imported, or one of neither form."""
+    return RowMetric(name, folder, limits, trust)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from decomp.dsl.errors import DecompError
+from decomp.dsl.errors import DecompError, InputError
 from decomp.dsl.values import json_kind, json_text, storable_json
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.optimize.candidates import Candidate, make_candidates
@@ -123,11 +123,11 @@ class OptimizeSettings:
     def __post_init__(self) -> None:
         for name, low in (("candidates", 0), ("max_demos", 1), ("foreach_demos", 1), ("rounds", 1)):
             if getattr(self, name) < low:
-                raise ValueError(f"{name} must be at least {low}, got {getattr(self, name)}")
+                raise InputError(f"{name} must be at least {low}, got {getattr(self, name)}")
         if self.max_calls is not None and self.max_calls < 1:
-            raise ValueError(f"max_calls must be at least 1, got {self.max_calls}")
+            raise InputError(f"max_calls must be at least 1, got {self.max_calls}")
         if not self.teacher_temperature >= 0:
-            raise ValueError(f"teacher_temperature must be >= 0, got {self.teacher_temperature}")
+            raise InputError(f"teacher_temperature must be >= 0, got {self.teacher_temperature}")
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ class _Optimizer:
         self.best = float("-inf")
         try:
             folder = Path.cwd() if self.settings.metric else self.path.parent  # the program's own: its folder
-            self.metric = row_metric(self.metric_name, folder, self.options.metric_limits())
+            self.metric = row_metric(self.metric_name, folder, self.options.metric_limits(), self.options.policy())
         except ValueError as err:
             raise OptimizeError(str(err)) from None
         self.targets, self.skipped = find_targets(loaded, self.path.parent)

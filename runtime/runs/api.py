@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from decomp.dsl.redact import redact_url
-from decomp.handlers.trust import allowed_now, allowing
+from decomp.handlers.trust import Trust
 from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS, Budget
 from decomp.runtime.engine.cache import StepCache, default_cache_dir
 from decomp.runtime.engine.loader import LoadedModule
@@ -45,7 +45,7 @@ from decomp.runtime.runs.programs import PROGRAMS_DIR, find_program, load_progra
 from decomp.runtime.runs.ray_rows import Cluster, WorkerSpec, connect, run_rows_on_ray
 from decomp.runtime.runs.datasets import window, Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
-from decomp.runtime.runs.resumed import recorded_run, recorded_trust, trust_record
+from decomp.runtime.runs.resumed import recorded_run, with_recorded_trust
 from decomp.runtime.runs.shards import Shard
 from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
@@ -117,6 +117,11 @@ class RunOptions:
                    name (`em`, `exact`, a plugin's, `module:function` of the working folder) or a
                    function, called as docs/runs.md "The metric function" says (None: the
                    program's). run.json records it as its `metric`, not among the options
+    trust:         modules whose functions the program's python handlers (and a `module:function`
+                   metric or fake responder) may import besides its own (`--trust MODULE`)
+    allow_roots:   folders its `import` lines and `file=` options may read besides its own
+                   (`--allow-root DIR`; recorded resolved). Both are the session's alone
+                   (`Session.trust`), recorded in run.json only when given
     """
 
     model: str | None = None
@@ -152,6 +157,8 @@ class RunOptions:
     metric_timeout: float = DEFAULT_METRIC_TIMEOUT
     metric_memory_mb: float = DEFAULT_METRIC_MEMORY_MB
     metric: str | Callable[..., Any] | None = None
+    trust: tuple[str, ...] = ()
+    allow_roots: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("cache_dir", "prices"):
@@ -159,6 +166,11 @@ class RunOptions:
             if value is not None and not isinstance(value, Path):
                 object.__setattr__(self, name, Path(value))
         object.__setattr__(self, "apis", dict(self.apis))  # the caller's mapping stays the caller's
+        for name in ("trust", "allow_roots"):  # names, from a list, a tuple or run.json
+            value = getattr(self, name)
+            if isinstance(value, (str, Path)):
+                raise TypeError(f"{name} is a list of {'modules' if name == 'trust' else 'folders'}, not {value!r}")
+            object.__setattr__(self, name, tuple(str(item) for item in value))
         self.metric_limits()  # a limit that is no number > 0: a ValueError now
         if not (self.metric is None or callable(self.metric) or (isinstance(self.metric, str) and self.metric)):
             raise TypeError(f"metric is a metric's name or a function, not {self.metric!r}")
@@ -179,7 +191,12 @@ class RunOptions:
                        handler_timeout=self.handler_timeout, handler_memory_mb=self.handler_memory_mb,
                        prices=load_prices(self.prices) if self.prices is not None else None,
                        temperature=self.temperature, rollout=self.rollout, on_note=on_note, apis=self.apis,
-                       default_temperature=self.default_temperature, max_output_tokens=self.max_output_tokens)
+                       default_temperature=self.default_temperature, max_output_tokens=self.max_output_tokens,
+                       trust=self.policy())
+
+    def policy(self) -> Trust:
+        """What a session of these options trusts (`trust`, `allow_roots`)."""
+        return Trust.of(self.trust, self.allow_roots)
 
     def metric_limits(self) -> MetricLimits:
         """The time and memory one row's contained metric call may take."""
@@ -209,7 +226,8 @@ class RunOptions:
                    max_handler_calls=budget.run_handler_calls, max_memory_mb=budget.memory_mb,
                    max_answer_mb=budget.answer_mb, max_cost=budget.run_cost, temperature=session.temperature,
                    rollout=session.rollout, default_temperature=session.default_temperature,
-                   max_output_tokens=session.max_output_tokens)
+                   max_output_tokens=session.max_output_tokens, trust=session.trust.modules,
+                   allow_roots=tuple(str(root) for root in session.trust.roots))
 
     def to_dict(self) -> dict[str, Any]:
         """The options as run.json records them: paths as text, and `base_url` without the
@@ -219,6 +237,8 @@ class RunOptions:
                     for f in dataclasses.fields(self) for value in [getattr(self, f.name)]}
         recorded["base_url"] = redact_url(self.base_url)
         del recorded["metric"]  # run.json's own `metric`, the name the rows were scored with
+        del recorded["trust"], recorded["allow_roots"]
+        recorded.update(self.policy().record())  # each only when given, the folders resolved
         for name, unset in _UNRECORDED.items():  # recorded only when set: older run.json files stay the same
             if recorded[name] == unset:
                 del recorded[name]
@@ -289,7 +309,7 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
               run's run.json (`decomp.runtime.runs.resumed`): with no `options` (nor `session`)
               its options, `model` replacing the recorded one when given; `main` (same program
               file), `fields`, the row window (`offset`/`limit` both at their defaults), and its
-              trusted modules and allowed folders when no `allowing(...)` block gives any
+              trusted modules and allowed folders when `options` gives none (`trust`, `allow_roots`)
     force:    start over in `run_dir`, deleting the run there (never a folder holding no run)
     output:   also write every row's results line to this file, in input order
     progress: draw a progress bar on stderr (None: when stderr is a terminal)
@@ -395,13 +415,14 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
         known = recorded_run(find_program(program), data, Path(run_dir) if run_dir is not None else None, shard)
     if known is not None:  # what is left at its default is the run's own (`decomp.runtime.runs.resumed`)
         if options is None:
-            options = RunOptions(**known.session_options(f.name for f in dataclasses.fields(RunOptions)))
+            options = RunOptions(**known.session_options(f.name for f in dataclasses.fields(RunOptions)
+                                                         if f.name not in ("trust", "allow_roots")))
+        options = with_recorded_trust(options, known, on_note)
         main = main if main is not None else known.main
         fields = fields if fields is not None else known.fields
         offset, limit = (known.offset, known.limit) if (offset, limit) == (0, None) else (offset, limit)
-    with recorded_trust(known, on_note):
-        return await _arun_dataset(program, data, model, options, session, main, run_dir, resume, force, output,
-                                   progress, on_note, fields, shard, offset, limit, cluster, otlp, metric)
+    return await _arun_dataset(program, data, model, options, session, main, run_dir, resume, force, output,
+                               progress, on_note, fields, shard, offset, limit, cluster, otlp, metric)
 
 
 async def _arun_dataset(program, data: Path, model, options, session, main, run_dir, resume, force, output,
@@ -413,7 +434,7 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
     session, options = _session(program, model, options, session)
     loaded, path = load_program(session, program, main)
     fields = dict(fields or {})
-    recorded = {**options.to_dict(), "model": session.default_model_spec(loaded), **trust_record()}
+    recorded = {**options.to_dict(), "model": session.default_model_spec(loaded)}
     if fields:
         recorded["fields"] = fields
     if shard is not None:
@@ -423,7 +444,7 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
     recorded.update({"offset": offset} if offset else {}, **({"limit": limit} if limit is not None else {}))
     if metric is not None:  # over `options.metric`, and the program's `metric` statement
         options = dataclasses.replace(options, metric=metric)
-    scorer = program_scorer(loaded, options.metric_limits(), options.metric)  # refused before a run directory
+    scorer = program_scorer(loaded, options.metric_limits(), options.metric, session.trust)  # refused before a run directory
     manifest = make_manifest(path, loaded.main, loaded.files, data, recorded, metric=scorer.metric)
 
     def rows() -> Iterator[Row]:  # read as they run, not all held: memory does not grow with the input
@@ -445,7 +466,7 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
         todo = sum(row.index not in run.indices for row in rows())
         if _OPENED.get() is not None:  # what an interrupt will say it kept
             _OPENED.get().append((run, len(run.indices) + todo))
-        with progress_bar(todo, session.usage, progress) as tick, allowing(roots=user_folders(fields)), \
+        with progress_bar(todo, session.usage, progress) as tick, session.trusting(user_folders(fields)), \
                 _apis_recorded(session, run, on_note):
             def sink(record, trace):
                 run.add(record, trace)
@@ -455,9 +476,9 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
             if cluster is None:
                 ran = await run_rows(session, loaded, rows(), sink, skip=run.indices, scorer=scorer)
             else:
-                modules, roots = allowed_now()
-                spec = WorkerSpec(str(path.resolve()), main, _absolute(options), modules,
-                                  tuple(str(r) for r in roots))
+                trust = session.trust  # the options' and the folders the fields name
+                spec = WorkerSpec(str(path.resolve()), main, _absolute(options), trust.modules,
+                                  tuple(str(r) for r in trust.roots))
                 ran = await run_rows_on_ray(spec, rows(), sink, skip=run.indices, cluster=cluster)
         summary = run.finish(ran.rows, ran.seconds)
     except BaseException:

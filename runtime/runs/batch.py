@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Container, Iterable
 
+from decomp.handlers.imports import NO_TRUST
+from decomp.handlers.trust import Trust
 from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
@@ -65,7 +67,7 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     else:
         emit = lambda record, trace, position: sink(record, trace)  # noqa: E731
     todo = (row for row in rows if row.index not in skip)
-    scorer = scorer or program_scorer(module, metric)
+    scorer = scorer or program_scorer(module, metric, trust=session.trust)
 
     async def one(position: int, row: Row) -> None:
         try:
@@ -103,14 +105,16 @@ async def run_rows(session: Session, module: LoadedModule, rows: Iterable[Row], 
     return summary
 
 
-def program_scorer(module: LoadedModule, limits: MetricLimits | None = None, metric: Metric | None = None) -> Scorer:
+def program_scorer(module: LoadedModule, limits: MetricLimits | None = None, metric: Metric | None = None,
+                   trust: Trust = NO_TRUST) -> Scorer:
     """What scores a row of `module`: `metric` (a name, its module looked for in the working
     folder, or a function), else the module's `metric` statement (a `module:function` of the
     program's folder), else exact match; a contained one's calls under `limits` (the run's
-    `--metric-timeout` / `--metric-memory`). `ValueError` for a metric that cannot be used."""
+    `--metric-timeout` / `--metric-memory`), a module imported when local or one `trust`
+    trusts (the session's). `ValueError` for a metric that cannot be used."""
     if metric is not None:
-        return Scorer(metric, limits=limits)
-    return Scorer(module.metric or "em", Path(module.path).parent, limits)
+        return Scorer(metric, limits=limits, trust=trust)
+    return Scorer(module.metric or "em", Path(module.path).parent, limits, trust)
 
 
 async def _run_row(session: Session, module: LoadedModule, row: Row,
@@ -131,7 +135,7 @@ async def _run_row(session: Session, module: LoadedModule, row: Row,
         record["environment"] = result.environments
     if row.gold is not None:
         record["gold"] = row.gold
-        await _score(record, row, result, scorer or program_scorer(module))
+        await _score(record, row, result, scorer or program_scorer(module, trust=session.trust))
     record["usage"] = result.usage.to_dict()
     record["seconds"] = round(time.perf_counter() - started, 6)
     return record, result.trace

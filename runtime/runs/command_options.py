@@ -12,7 +12,7 @@ from typing import Iterable
 import click
 from click.core import ParameterSource
 
-from decomp.handlers.trust import TRUSTED_FOLDERS_ENV, allowing, folder_trust
+from decomp.handlers.trust import TRUSTED_FOLDERS_ENV, folder_trust
 from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE
@@ -24,15 +24,11 @@ __all__ = ["folder_trust_option", "given_again", "metric_options", "session_opti
 
 def trust_options(command):
     """`--trust MODULE` and `--allow-root DIR` (both repeatable): what the program may reach
-    beyond its own folder, for the duration of the command (see `decomp.handlers.trust`)."""
-    @functools.wraps(command)
-    def wrapped(*args, trust: tuple[str, ...] = (), allow_roots: tuple[str, ...] = (), **kwargs):
-        with allowing(trust, allow_roots):
-            return command(*args, **kwargs)
-
+    beyond its own folder. The command gets them as `trust` and `allow_roots` (the `RunOptions`
+    fields; `decomp.handlers.trust.Trust.of(trust, allow_roots)`) and hands them to its session."""
     wrapped = click.option("--allow-root", "allow_roots", multiple=True, metavar="DIR",
                            help="Let `import` and file= options read files in DIR too, not only in the program's "
-                                "folder and the bundled programs (repeatable; also $DECOMP_ALLOW_ROOTS).")(wrapped)
+                                "folder and the bundled programs (repeatable; also $DECOMP_ALLOW_ROOTS).")(command)
     return click.option("--trust", "trust", multiple=True, metavar="MODULE",
                         help="Let python(function=\"MODULE:f\") handlers call functions of MODULE (and its "
                              "submodules), not only registered ones and the program's own modules (repeatable; "

@@ -43,6 +43,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from decomp.dsl.errors import DecompError
+from decomp.handlers.imports import NO_TRUST
+from decomp.handlers.trust import Trust
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.rundir import SUMMARY, RunDir
 from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
@@ -53,7 +56,7 @@ METHODS = ("BCa", "percentile")
 ALL = "all rows"
 
 
-class CompareError(ValueError):
+class CompareError(DecompError, ValueError):
     """Runs that cannot be compared (no scores, no metric in common, an unknown field)."""
 
 
@@ -311,10 +314,12 @@ class Settings:
 
 
 def compare_runs(paths: list[str | Path], metrics: list[Metric] | None = None, group_by: str | None = None,
-                 settings: Settings | None = None, limits: MetricLimits | None = None) -> dict:
+                 settings: Settings | None = None, limits: MetricLimits | None = None,
+                 trust: Trust = NO_TRUST) -> dict:
     """Compare the run directories `paths` (the first is the baseline): see the module's text.
     `metrics` None: those every run has (else names, `module:function`s or functions, each
-    compared under its name, `metric_name`); `limits`: a contained metric's time and memory per row.
+    compared under its name, `metric_name`); `limits`: a contained metric's time and memory per row;
+    `trust`: the modules a `module:function` metric may come from beyond the working folder (`--trust`).
     The result is JSON-ready: `runs` (label, path, metric, rows, calls and cost when the summary
     has them), `baseline`, the statistics' settings and `comparisons`, one per metric and group:
     each run's `scores` and the `differences` from the baseline; and `metric_errors` (metric,
@@ -325,7 +330,7 @@ def compare_runs(paths: list[str | Path], metrics: list[Metric] | None = None, g
         raise CompareError("compare needs at least two runs (the first is the baseline)")
     runs = [read_run(path, label) for path, label in zip(paths, run_labels(paths))]
     given = list(metrics) if metrics else common_metrics(runs)
-    scorers = {metric_name(metric): Scorer(metric, limits=limits) for metric in given  # an unknown one: named
+    scorers = {metric_name(metric): Scorer(metric, limits=limits, trust=trust) for metric in given  # an unknown one: named
                if metric not in (ENV_SUCCESS, SUCCESS)}
     chosen = [metric_name(metric) for metric in given]
     groups = group_values(runs, group_by) if group_by else None

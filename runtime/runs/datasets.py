@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from decomp.dsl.errors import InputError
 from decomp.runtime.runs.jsonl import Line, depth, parse_json, read_lines
 from decomp.runtime.runs.scoring import drop_answer_strings
 
@@ -77,7 +78,7 @@ def read_rows(path: str | Path) -> Iterator[Row]:
     (any case); DROP-style when its first non-space character is ``{`` and the whole file is
     one JSON object whose values are all objects with a ``"qa_pairs"`` key; otherwise it is
     JSONL. Row problems become rows with ``error`` set. Whole-file problems raise: ``OSError``
-    when the file cannot be read, ``ValueError`` when it is one multi-line JSON value that is
+    when the file cannot be read, `InputError` (a ``ValueError``) when it is one multi-line JSON value that is
     not DROP-style, or a CSV file that is not UTF-8 or whose header is unusable.
     """
     data = Path(path).read_bytes()
@@ -118,7 +119,7 @@ def _parse_drop(data: bytes) -> dict | None:
     if _is_drop(parsed):
         return parsed
     if sum(1 for line in text.split("\n") if line.strip()) > 1:
-        raise ValueError(
+        raise InputError(
             "the file is one JSON object spread over several lines, but not a DROP-style "
             "dataset ({pid: {\"passage\": ..., \"qa_pairs\": [...]}}); write JSONL instead, "
             "one row object per line")
@@ -237,20 +238,20 @@ def _csv_text(data: bytes, file: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data[:err.start].count(b"\n") + 1
-        raise ValueError(f"{file}:{line}: the file is not UTF-8 text (byte {err.start}); save the CSV as "
+        raise InputError(f"{file}:{line}: the file is not UTF-8 text (byte {err.start}); save the CSV as "
                          "UTF-8") from None
 
 
 def _csv_header(cells: list[str] | csv.Error, where: str) -> list[str]:
     if isinstance(cells, csv.Error):
-        raise ValueError(f"{where}: the header line is not readable as CSV ({cells})")
+        raise InputError(f"{where}: the header line is not readable as CSV ({cells})")
     names = [name.strip() for name in cells]
     for column, name in enumerate(names, start=1):
         if not name:
-            raise ValueError(f"{where}: column {column} of the header line has no name; the first line of a "
+            raise InputError(f"{where}: column {column} of the header line has no name; the first line of a "
                              "CSV dataset names the fields")
         if names.index(name) + 1 != column:
-            raise ValueError(f"{where}: the header line names {name!r} twice (columns {names.index(name) + 1} "
+            raise InputError(f"{where}: the header line names {name!r} twice (columns {names.index(name) + 1} "
                              f"and {column})")
     return names
 

@@ -7,6 +7,9 @@ import contextlib
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
+from decomp.dsl.errors import InputError
+from decomp.handlers.imports import NO_TRUST
+from decomp.handlers.trust import Trust
 from decomp.runtime.engine import deepjson
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.jsonl import read_lines
@@ -37,7 +40,7 @@ def read_predictions(path: str | Path) -> Predictions:
     A line whose ``error`` is set counts as a prediction whose answer is ``None``. Blank lines
     are skipped silently. Malformed lines (not JSON, not an object, no id) are skipped, each
     with a message in the result's ``warnings`` list; an id repeated with the same answer adds
-    a warning, and with another answer is a ``ValueError`` naming the id and both lines (a
+    a warning, and with another answer is an `InputError` (a ``ValueError``) naming the id and both lines (a
     score must come from answers one can tell apart). Ids are turned into strings. A file that
     cannot be read raises ``OSError``; a folder that holds no run, ``RunDirError`` (a run whose
     results.jsonl holds a row twice with different results too).
@@ -67,7 +70,7 @@ def _add_prediction(result: Predictions, record: dict, where: str, path: Path) -
     answer = None if record.get("error") else record.get("answer")
     if row_id in result:
         if _said(answer) != _said(result[row_id]):
-            raise ValueError(f"{path}: id {row_id!r} is predicted twice with different answers: "
+            raise InputError(f"{path}: id {row_id!r} is predicted twice with different answers: "
                              f"{result.where[row_id]} says {_said(result[row_id], 60)}, {where} says "
                              f"{_said(answer, 60)}; keep the line you mean")
         result.warnings.append(f"{where}: repeated id {row_id!r} (first on {result.where[row_id]}), "
@@ -115,8 +118,8 @@ def _program_folder(pred_path: str | Path) -> Path | None:
 
 
 def evaluate_files(gold_path: str | Path | None, pred_path: str | Path, metric: Metric | None = None,
-                   limits: MetricLimits | None = None, progress: Callable[[int], ContextManager[Any]] | None = None
-                   ) -> tuple[dict, list[str]]:
+                   limits: MetricLimits | None = None, progress: Callable[[int], ContextManager[Any]] | None = None,
+                   trust: Trust = NO_TRUST) -> tuple[dict, list[str]]:
     """`evaluate` on a gold dataset file (JSONL or DROP-style JSON) and a predictions JSONL or
     `decomp run` run directory; also the warnings about prediction lines that were skipped and
     about the rows the metric failed on (each scored 0, counted in the summary's `metric_errors`).
@@ -128,7 +131,8 @@ def evaluate_files(gold_path: str | Path | None, pred_path: str | Path, metric: 
     gold alternative. None: the run's own metric when `pred_path` is a run (its program's
     `metric` statement, recorded in run.json, a `module:function` imported from the program's
     folder; see `run_metric`), else em. A metric that is not decomp's own runs contained, each
-    row under `limits` (`decomp.runtime.runs.scoring.Scorer`). `ValueError` for a metric that
+    row under `limits` (`decomp.runtime.runs.scoring.Scorer`); a `module:function` outside the
+    folder is imported only when `trust` trusts its module (`--trust`). `InputError` for a metric that
     cannot be used, before anything is read. `progress(total)`, when given, is a context
     manager around the scoring of the `total` predicted gold rows, yielding what to call with
     how many more are scored (`decomp.evaluate`'s bar, `decomp.runtime.runs.bars.counting`).
@@ -139,7 +143,7 @@ def evaluate_files(gold_path: str | Path | None, pred_path: str | Path, metric: 
     folder = None
     if metric is None:
         metric, folder = run_metric(pred_path) or "em", _program_folder(pred_path)
-    scorer = Scorer(metric, folder, limits)
+    scorer = Scorer(metric, folder, limits, trust)
     predictions = read_predictions(pred_path)
     judged = any(r.get("outcome") == "failed" or r.get("environment") for r in predictions.records.values())
     summary = success_summary(predictions) if judged or gold_path is None else {}

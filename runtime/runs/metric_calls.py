@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from decomp.dsl.errors import HandlerError
+from decomp.dsl.errors import DecompError, HandlerError
 from decomp.handlers.kinds.python import function_sources, user_traceback, worker_function, worker_target
 from decomp.handlers.offload import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, TimeLimitError, bounded
 from decomp.handlers.workers import MemoryLimitError, call_in_worker, capped, mib, use_workers
@@ -60,7 +60,7 @@ WORKER_ENTRY = "decomp.runtime.runs.metric_calls:score_in_worker"
 BATCH_ROWS, IN_FLIGHT = 32, 8
 
 
-class MetricError(ValueError):
+class MetricError(DecompError, ValueError):
     """A metric could not score one row (its message says which metric, on what, and why)."""
 
 

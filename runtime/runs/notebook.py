@@ -12,14 +12,14 @@
 the work then runs on a worker thread with a loop of its own (`decomp.runtime.engine.syncrun`);
 `await decomp.arun(...)` runs it in the caller's loop. Everything here delegates: a question
 runs through `Session.arun`, a dataset through `arun_dataset`, a run directory is read with
-`RunDir`; trust (`--trust`) and allowed folders (`--allow-root`) are `allowing(...)`. A dataset
+`RunDir`; trust (`--trust`) and allowed folders (`--allow-root`) are the `RunOptions` of the
+program's session (`Session.trust`, its own: two programs never share it). A dataset
 given in memory is written as JSONL by `datasets.jsonl_text`; the progress bar is
 `decomp.runtime.runs.bars`'. `decomp.evaluate` and `decomp.compare` read runs back as figures
 (`notebook_evaluate`, `decomp.runtime.views.notebook_compare`).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decomp.handlers.trust import allowing
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.session import RunResult, Session
 from decomp.runtime.engine.syncrun import run_sync
@@ -48,7 +47,8 @@ from decomp.runtime.runs.rundir import RunDir, RunDirError, read_manifest, runs_
 
 __all__ = ["Program", "Run", "arun", "load", "open_run", "run"]
 
-#: The settings `load` and `run` take besides the model: the `RunOptions` fields.
+#: The settings `load` and `run` take besides the model: the `RunOptions` fields (`trust` and
+#: `allow_roots` among them).
 SETTINGS = tuple(f.name for f in dataclasses.fields(RunOptions) if f.name != "model")
 #: What only a dataset run takes (an error with a question).
 _DATASET_ONLY = ("run_dir", "resume", "force", "output", "shard", "offset", "limit")
@@ -68,8 +68,16 @@ class Program:
     options: RunOptions
     model: str | Model | None = None
     main: str | None = None
-    trust: tuple[str, ...] = ()
-    allow_roots: tuple[str, ...] = ()
+
+    @property
+    def trust(self) -> tuple[str, ...]:
+        """The modules its python handlers may import besides its own (`load(trust=...)`)."""
+        return self.options.trust
+
+    @property
+    def allow_roots(self) -> tuple[str, ...]:
+        """The folders it may read files in besides its own (`load(allow_roots=...)`)."""
+        return self.options.allow_roots
 
     def __repr__(self) -> str:
         model = self.session.default_model_spec(self.module)
@@ -85,15 +93,10 @@ class Program:
         """`await decomp.arun(self, question, ...)`."""
         return await arun(self, question, **kwargs)
 
-    def allowed(self, fields: Mapping[str, Any] | None = None) -> contextlib.AbstractContextManager:
-        """The trust and allowed folders this program runs with (and the folders `fields` name)."""
-        return allowing(self.trust, [*self.allow_roots, *user_folders(fields)])
-
     def changed(self, **changes: Any) -> "Program":
         """This program loaded again with some of its settings changed (a new session)."""
         settings = {name: getattr(self.options, name) for name in SETTINGS}
-        given = {"model": self.model, "main": self.main, "trust": self.trust, "allow_roots": self.allow_roots,
-                 **settings, **changes}
+        given = {"model": self.model, "main": self.main, **settings, **changes}
         return load(self.path, **given)
 
 
@@ -116,15 +119,14 @@ def load(program: str | Path, *, model: str | Model | None = None, main: str | N
     """
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
-        raise TypeError(f"load() got unknown settings {', '.join(unknown)} (known: model, main, trust, "
-                        f"allow_roots, {', '.join(SETTINGS)})")
-    trust, allow_roots = _names(trust, "trust"), tuple(str(r) for r in _names(allow_roots, "allow_roots"))
-    options = RunOptions(model=model if isinstance(model, str) else None, **settings)
+        raise TypeError(f"load() got unknown settings {', '.join(unknown)} (known: model, main, "
+                        f"{', '.join(SETTINGS)})")
+    options = RunOptions(model=model if isinstance(model, str) else None, trust=_names(trust, "trust"),
+                         allow_roots=_names(allow_roots, "allow_roots"), **settings)
     session = options.session(model if isinstance(model, Model) else None)
     path = find_program(program)
-    with allowing(trust, allow_roots):
-        module = use_main(session.load(path), main, path)
-    return Program(path, module, session, options, model, main, trust, allow_roots)
+    module = use_main(session.load(path), main, path)
+    return Program(path, module, session, options, model, main)
 
 
 def run(program: Program | str | Path, question: str | None = None, *, fields: Mapping[str, Any] | None = None,
@@ -179,11 +181,10 @@ async def arun(program: Program | str | Path, question: str | None = None, *,
     if question is not None:
         raise TypeError("give question=... (one row) or dataset=... (every row has its own question), not both")
     data = _dataset_file(dataset, run_dir)
-    with allowing(program.trust, program.allow_roots):
-        done = await arun_dataset(program.path, data, model=program.model, options=program.options,
-                                  main=program.main, run_dir=run_dir, resume=resume, force=force, output=output,
-                                  progress=run_bar(progress), fields=fields, shard=shard,
-                                  offset=offset, limit=limit, metric=metric)
+    done = await arun_dataset(program.path, data, model=program.model, options=program.options,
+                              main=program.main, run_dir=run_dir, resume=resume, force=force, output=output,
+                              progress=run_bar(progress), fields=fields, shard=shard,
+                              offset=offset, limit=limit, metric=metric)
     return Run(done.run_dir, done)
 
 
@@ -273,7 +274,7 @@ async def _one(program: Program, question: str | None, fields: dict[str, Any]) -
     if question is None and not fields:
         raise TypeError("give question=... (or the row's fields=...) for one row, or dataset=... for many")
     row = {**fields, "question": question} if question is not None else fields
-    with program.allowed(fields):
+    with program.session.trusting(user_folders(fields)):  # a folder the caller gives is the caller's
         try:
             return await program.session.arun(program.module, row)
         finally:

@@ -69,8 +69,9 @@ class Predictor:
         # own, so that a call works where a loop runs already (a notebook) as well as in Ray
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="decomp-predictor", daemon=True).start()
-        self.session, self.module, self._trust = worker_session(spec, limits, f"predictor-{uuid.uuid4().hex[:12]}")
-        self._scorer = program_scorer(self.module, spec.options.metric_limits(), spec.options.metric)
+        self.session, self.module = worker_session(spec, limits, f"predictor-{uuid.uuid4().hex[:12]}")
+        self._scorer = program_scorer(self.module, spec.options.metric_limits(), spec.options.metric,
+                                      self.session.trust)
         self._seen = 0
 
     def __call__(self, batch: Any) -> dict[str, list]:
@@ -98,7 +99,6 @@ class Predictor:
         try:
             asyncio.run_coroutine_threadsafe(self.session.aclose(), self._loop).result(timeout=10)
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._trust.close()
         except Exception:  # pragma: no cover - the process is going away
             pass
 

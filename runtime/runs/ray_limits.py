@@ -43,8 +43,16 @@ def ray_module() -> Any:
     return ray
 
 
-class WorkerGone(RuntimeError):
-    """A worker the driver took for dead asked for a slot or a budget: it gets none."""
+class WorkerGone(RayError, RuntimeError):
+    """A worker the driver took for dead asked for a slot or a budget: it gets none (its rows are
+    the driver's to run again). A `RuntimeError` too, as it was; it crosses Ray as `holder`."""
+
+    def __init__(self, holder: str):
+        super().__init__(f"the run took the Ray worker {holder!r} for dead: it gets no slot or budget")
+        self.holder = holder
+
+    def __reduce__(self):
+        return type(self), (self.holder,)
 
 
 class ActorLost(RayError):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import socket
 import threading
 import time
@@ -86,22 +87,23 @@ class Cluster:
 
 
 def worker_session(spec: WorkerSpec, limiter: Any | None, holder: str = "",
-                   ledger: Any | None = None) -> tuple[Any, Any, contextlib.ExitStack]:
-    """What a worker process runs rows with: a session of `spec.options` (its scheduler taking
-    its slots at `limiter`, the run's `Limiter` actor, in the name `holder`, when one is given;
-    the run's budgets counted at `ledger`, a `RunLedger` actor, when one is given), the program
-    loaded in it, and the trust the driver had, held open until the returned stack is closed."""
-    from decomp.handlers.trust import allowing
-
-    trust = contextlib.ExitStack()
-    trust.enter_context(allowing(spec.trust, spec.roots))
-    session = spec.options.session()
+                   ledger: Any | None = None) -> tuple[Any, Any]:
+    """What a worker process runs rows with: a session of `spec.options` trusting what the
+    driver's session trusted (`spec.trust`, `spec.roots`; its scheduler taking its slots at
+    `limiter`, the run's `Limiter` actor, in the name `holder`, when one is given; the run's
+    budgets counted at `ledger`, a `RunLedger` actor, when one is given), and the program loaded
+    in it."""
+    options = spec.options
+    if spec.trust or spec.roots:
+        options = dataclasses.replace(options, trust=(*options.trust, *spec.trust),
+                                      allow_roots=(*options.allow_roots, *spec.roots))
+    session = options.session()
     if limiter is not None:
         session.scheduler = ClusterScheduler(limiter, spec.options.concurrency, holder)
     if ledger is not None:
         session.shared_run = LedgerClient(ledger, holder)
     module, _ = load_program(session, Path(spec.program), spec.main)
-    return session, module, trust
+    return session, module
 
 
 class RowWorker:
@@ -110,8 +112,9 @@ class RowWorker:
     `close` commits the worker's step cache and closes its clients."""
 
     def __init__(self, spec: WorkerSpec, limiter: Any, name: str, ledger: Any = None):
-        self.session, self.module, self._trust = worker_session(spec, limiter, name, ledger)
-        self.scorer = program_scorer(self.module, spec.options.metric_limits(), spec.options.metric)
+        self.session, self.module = worker_session(spec, limiter, name, ledger)
+        self.scorer = program_scorer(self.module, spec.options.metric_limits(), spec.options.metric,
+                                     self.session.trust)
 
     async def run(self, row: Row) -> tuple[dict, dict]:
         """The row's record and trace; an `ActorLost` instead once this worker has lost the
@@ -129,7 +132,6 @@ class RowWorker:
 
     async def close(self) -> None:
         await self.session.aclose()
-        self._trust.close()
 
 
 #: Seconds a cluster's address may take to accept a connection before the run gives up on it.

@@ -1,8 +1,7 @@
 """What a resumed run takes from its run.json: the settings it was started with, unless given again.
 
-    recorded = recorded_run(program, data, run_dir, shard)   # None: no run to read
-    with recorded_trust(recorded, on_note):                  # its --trust / --allow-root
-        ...
+    recorded = recorded_run(program, data, run_dir, shard)    # None: no run to read
+    options = with_recorded_trust(options, recorded, on_note)  # its --trust / --allow-root
 
 `decomp run --resume` and `run_dataset(resume=True)` take from the run being finished what the
 user does not give again: the model and base URL, the session's options (concurrency,
@@ -17,12 +16,11 @@ can see it does.
 """
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from decomp.handlers.trust import allowed_now, allowing
 from decomp.runtime.runs.rundir import RunDirError, latest_run, read_manifest, runs_root
 from decomp.runtime.runs.shards import Shard
 
@@ -84,23 +82,18 @@ def recorded_run(program: Path, data: Path, run_dir: Path | None, shard: Shard |
     return Recorded(dict(manifest["options"]), manifest["program"].get("main") if same_program else None)
 
 
-def trust_record() -> dict[str, list[str]]:
-    """What run.json's options record of the trust the run has now (`allowed_now`): `trust` and
-    `allow_roots`, each only when there is some."""
-    modules, roots = allowed_now()
-    return {**({"trust": list(modules)} if modules else {}),
-            **({"allow_roots": [str(r) for r in roots]} if roots else {})}
-
-
-@contextlib.contextmanager
-def recorded_trust(recorded: Recorded | None, on_note: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Within the block, the recorded run's trusted modules and allowed folders, each when the
-    caller gives none of its own (a note names what was taken)."""
-    modules, roots = allowed_now()
-    take_modules = [] if recorded is None or modules else recorded.trust
-    take_roots = [] if recorded is None or roots else recorded.allow_roots
+def with_recorded_trust(options: Any, recorded: Recorded | None,
+                        on_note: Callable[[str], None] | None = None) -> Any:
+    """`options` (a `RunOptions`) with the recorded run's trusted modules and allowed folders,
+    each when `options` gives none of its own (a note names what was taken)."""
+    if recorded is None:
+        return options
+    take_modules = [] if options.trust else recorded.trust
+    take_roots = [] if options.allow_roots else recorded.allow_roots
     taken = [*(f"--trust {m}" for m in take_modules), *(f"--allow-root {r}" for r in take_roots)]
-    if taken and on_note is not None:
+    if not taken:
+        return options
+    if on_note is not None:
         on_note(f"resuming with the trust run.json records: {' '.join(taken)}")
-    with allowing(take_modules, take_roots):
-        yield
+    return dataclasses.replace(options, trust=(*options.trust, *take_modules),
+                               allow_roots=(*options.allow_roots, *take_roots))

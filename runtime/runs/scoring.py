@@ -49,9 +49,10 @@ from typing import Any
 import numpy as np
 
 from decomp.dsl.checker import PAIR_FORM, ROW_FORM, metric_form
-from decomp.handlers.imports import DENIED_MODULES, find_module_file, import_function, module_allowance
+from decomp.dsl.errors import InputError
+from decomp.handlers.imports import DENIED_MODULES, NO_TRUST, find_module_file, import_function, module_allowance
 from decomp.handlers.plugins import hookimpl
-from decomp.handlers.trust import TRUST_ENV, trusted_modules
+from decomp.handlers.trust import TRUST_ENV, Trust
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.runs.metric_calls import BATCH_ROWS, IN_FLIGHT, ContainedMetric, MetricError, MetricLimits, shown
 
@@ -336,40 +337,40 @@ def unknown_metric(name: str, also: tuple[str, ...] = ()) -> str:
             f"function of your own as 'module:function': {ROW_FORM} or {PAIR_FORM}, returning a float)")
 
 
-def metric_function(name: Metric, folder: str | Path | None = None) -> Callable[..., Any]:
+def metric_function(name: Metric, folder: str | Path | None = None, trust: Trust = NO_TRUST) -> Callable[..., Any]:
     """The metric `name`: a registered one (built-in or a plugin's `register_metrics`), or a
     `module:function` path, imported under the rules of Python handlers
     (`decomp.handlers.imports`): its module's file in `folder` (default: the working folder) or
-    a trusted module (`--trust MODULE`, `DECOMP_TRUST`); a function given itself is that
-    function. A `ValueError` listing the known metrics otherwise. Either form of
+    a module `trust` trusts (`--trust MODULE`, `DECOMP_TRUST`); a function given itself is that
+    function. An `InputError` (a `ValueError`) listing the known metrics otherwise. Either form of
     :func:`~decomp.dsl.checker.metric_form` is returned; :class:`Scorer` calls it by its form."""
     if callable(name):
         return name
     if not isinstance(name, str) or not name:
-        raise ValueError(f"a metric is named by a non-empty string, or is a function, not {name!r}")
+        raise InputError(f"a metric is named by a non-empty string, or is a function, not {name!r}")
     registered = _registered()
     if name in registered or name in METRICS:
         return registered.get(name) or METRICS[name]
     if ":" not in name:
-        raise ValueError(unknown_metric(name))
+        raise InputError(unknown_metric(name))
     folder = Path.cwd() if folder is None else Path(folder)
-    key = (name, str(folder), trusted_modules())
+    key = (name, str(folder), trust.trusted_modules())
     if key not in _imported:
-        _imported[key] = _import_metric(name, folder)
+        _imported[key] = _import_metric(name, folder, trust)
     return _imported[key]
 
 
-def _import_metric(name: str, folder: Path) -> Callable[..., Any]:
+def _import_metric(name: str, folder: Path, trust: Trust) -> Callable[..., Any]:
     module = name.partition(":")[0]
-    if module and module.split(".")[0] not in DENIED_MODULES and module_allowance(module, folder) is None \
+    if module and module.split(".")[0] not in DENIED_MODULES and module_allowance(module, folder, trust=trust) is None \
             and find_module_file(module) is not None:
         top = module.partition(".")[0]
-        raise ValueError(f"metric {name!r} is not allowed: the module {module!r} is not in the folder "
+        raise InputError(f"metric {name!r} is not allowed: the module {module!r} is not in the folder "
                          f"{folder}, not registered and not trusted; trust it on purpose with --trust {top} "
                          f"or {TRUST_ENV}={top}, or register the metric in a plugin (register_metrics)")
-    found = import_function(name, folder)
+    found = import_function(name, folder, trust=trust)
     if isinstance(found, str):
-        raise ValueError(f"metric {name!r}: {found}")
+        raise InputError(f"metric {name!r}: {found}")
     return found
 
 
@@ -416,13 +417,14 @@ class Scorer:
     (em, set_em, f1, exact) run in this process (decomp's code, its time bounded by the answers'
     size); any other (a plugin's, `module:function`, a function given itself) contained, each
     row under `limits` (`decomp.runtime.runs.metric_calls`; a function no worker can import runs
-    in a thread under the deadline). `ValueError` for an unknown or refused metric, or a
+    in a thread under the deadline). `InputError` (a `ValueError`) for an unknown or refused metric, or a
     function of neither form (`metric_function`, its module looked for in `folder`, default the
     working folder); scoring a row raises `MetricError` for what the metric did wrong on it."""
 
-    def __init__(self, metric: Metric, folder: str | Path | None = None, limits: MetricLimits | None = None):
+    def __init__(self, metric: Metric, folder: str | Path | None = None, limits: MetricLimits | None = None,
+                 trust: Trust = NO_TRUST):
         self.metric = metric_name(metric)
-        function = metric_function(metric, folder)
+        function = metric_function(metric, folder, trust)
         self.form = metric_form(function, self.metric)
         where = Path.cwd() if folder is None else Path(folder)
         self._own = function

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from decomp.dsl.errors import DecompError
+from decomp.dsl.errors import DecompError, InputError
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.rundir import (LOCK, MANIFEST, PROGRAM, SUMMARY, RunDir, RunDirError, clear, release,
                                         write_json, writer_lock, reading_lock, sha256_file)
@@ -53,10 +53,10 @@ class Shard:
         """`"i/n"` with whole numbers 0 <= i < n; a `ValueError` that says what is expected otherwise."""
         head, slash, tail = str(text).strip().partition("/")
         if not slash or not head.strip().isdigit() or not tail.strip().isdigit():
-            raise ValueError(f"--shard takes I/N, such as 0/4 (the first of four shards), not {text!r}")
+            raise InputError(f"--shard takes I/N, such as 0/4 (the first of four shards), not {text!r}")
         shard = cls(int(head), int(tail))
         if shard.count < 1 or shard.index >= shard.count:
-            raise ValueError(f"--shard {text}: I counts from 0 and must be below N (0/{max(shard.count, 1)} to "
+            raise InputError(f"--shard {text}: I counts from 0 and must be below N (0/{max(shard.count, 1)} to "
                              f"{max(shard.count, 1) - 1}/{max(shard.count, 1)})")
         return shard
 

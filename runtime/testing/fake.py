@@ -57,7 +57,8 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from decomp.handlers.imports import import_function, module_file
+from decomp.handlers.imports import NO_TRUST, import_function, module_file
+from decomp.handlers.trust import Trust
 from decomp.handlers.kinds.python import code_fingerprint
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, Request, Score
@@ -257,11 +258,12 @@ class ReplayModel(FakeModel):
         return " " + (answer.text if answer is not None else '""')
 
 
-def responder_model(spec: str, folder: str | Path | None = None, local: tuple[Path, ...] = ()) -> FakeModel:
+def responder_model(spec: str, folder: str | Path | None = None, local: tuple[Path, ...] = (),
+                    trust: Trust = NO_TRUST) -> FakeModel:
     """A fake model that answers every request with `function(request)`, for the spec
     `module:function`: the function imported as a python handler's (`import_function`: a module
-    of `folder` or of `local`, or a trusted one), else `ModelError` says why not."""
-    fn = import_function(spec, folder, local)
+    of `folder` or of `local`, or one `trust` trusts), else `ModelError` says why not."""
+    fn = import_function(spec, folder, local, trust)
     if isinstance(fn, str):
         raise ModelError(f"fake model {spec!r}: {fn}")
     model = ResponderModel(_Responder(spec, fn), name=f"fake:{spec}")
@@ -379,7 +381,7 @@ def fake_model(name: str, settings: object = None) -> FakeModel:
     working folder), `fake:` alone (a model with no answers)."""
     if RESPONDER.fullmatch(name):
         folder, *local = responder_folders(settings)
-        return responder_model(name, folder, tuple(local))
+        return responder_model(name, folder, tuple(local), getattr(settings, "trust", None) or NO_TRUST)
     return FakeModel.from_file(name) if name else FakeModel()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from decomp.handlers.soft_prompts import SoftPromptError, read_soft_prompt, write_soft_prompt
+from decomp.handlers.trust import Trust
 from decomp.runtime.tuning.base import Base, load_base
 from decomp.runtime.tuning.examples import (
     TuneError,
@@ -51,7 +52,8 @@ def tune(program: str | Path, handler: str, data: str | Path, out: str | Path | 
          model: str = "local:gemma-3-270m", validation: str | Path | None = None, validation_split: float = 0.2,
          query: str | None = None, target: str = "completion", init_text: str | None = None,
          recorded: Mapping[str, Any] | None = None, base: Base | None = None,
-         load: Callable[[str, bool], Base] = load_base, progress: Progress | None = None) -> Tuned:
+         load: Callable[[str, bool], Base] = load_base, progress: Progress | None = None,
+         trust: Trust = Trust()) -> Tuned:
     """Train `handler` of `program` on the rows of `data` and write its soft prompt to `out`
     (None: the file the handler's `soft_prompt=` option names).
 
@@ -59,9 +61,10 @@ def tune(program: str | Path, handler: str, data: str | Path, out: str | Path | 
     seeded draw) is held out. `init_text` starts each soft prompt (None: the handler's prompt
     source, its template, few-shot text or score prefix; when that is empty, the first training
     example's text). `recorded` is the options to record (the command line's); `base` a model
-    already loaded (else `load(model)` loads it once the inputs are checked). A `TuneError`
+    already loaded (else `load(model)` loads it once the inputs are checked); `trust` what the
+    program may reach beyond its folder (`--trust`, `--allow-root`). A `TuneError`
     says what is wrong, and nothing is written."""
-    program_path, found = find_handler(program, handler)
+    program_path, found = find_handler(program, handler, trust)
     rows = read_examples(data, found, query=query, target=target)
     if validation is not None:
         training, held = rows, read_examples(validation, found, query=query, target=target)

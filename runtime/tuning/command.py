@@ -12,7 +12,7 @@ import click
 from decomp.dsl.errors import DecompError
 from decomp.handlers.plugins import fail, hookimpl
 from decomp.handlers.soft_prompts import MAX_TOKENS
-from decomp.handlers.trust import allowing
+from decomp.handlers.trust import Trust
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.tuning.trainer import Progress, TrainOptions
 
@@ -92,12 +92,12 @@ def tune_command(ctx: click.Context, program: str, handler: str, data: Path, out
                 for key, value in ctx.params.items()}
     _threads(threads, quiet)
     try:
-        with allowing(trust, allow_roots), _progress(quiet) as progress:
+        with _progress(quiet) as progress:
             for plugin in plugins:
                 load_plugin(plugin, Path(program).parent)
             tuned = tune(program, handler, data, out, options, model=model, validation=validation,
                          validation_split=validation_split, query=query, target=target, init_text=init_text,
-                         recorded=recorded, progress=progress)
+                         recorded=recorded, progress=progress, trust=Trust.of(trust, allow_roots))
     except DecompError as err:  # a TuneError, a program that does not load, a plugin that fails
         fail(err)
     if tuned.stopped == "max_seconds":

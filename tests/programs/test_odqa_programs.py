@@ -8,7 +8,6 @@ from click.testing import CliRunner
 
 from decomp import FakeModel, Session, run_dataset
 from decomp.handlers.search.corpus import read_corpus
-from decomp.handlers.trust import allowing
 from decomp.handlers.search.tantivy_index import TantivyIndex, safe_query
 from decomp.runtime.cli import PROGRAMS_DIR, main
 from decomp.runtime.testing.fake import last_question
@@ -102,7 +101,7 @@ def test_one_decomposition_step_by_step(index_dir):
         mapping={"Who directed the film The Glass Orchard?": "Mira Calloway",
                  'In which city was "Mira Calloway" born?': "Port Emmerich", question: "Port Emmerich"})
     session = Session(model=model)
-    with allowing(roots=[index_dir]):  # an index outside the working folder: allowed on purpose
+    with session.trusting([index_dir]):  # an index outside the working folder: allowed on purpose
         result = session.run(session.load(PROGRAM), {"question": question, "K": 2, "index": str(index_dir)})
     assert result.error is None and result.answer == "Port Emmerich"
     readers = [p for p in model.prompts if not p.endswith("QS:")]

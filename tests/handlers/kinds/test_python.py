@@ -12,7 +12,7 @@ from decomp.handlers.base import LoadContext
 from decomp.handlers.kinds.python import PythonHandler, to_json
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, python_handler
-from decomp.handlers.trust import allowing
+from decomp.handlers.trust import Trust
 
 
 @python_handler("test_py_reverse")
@@ -51,8 +51,8 @@ def a_set(query):
     return {1, 2}
 
 
-def make(function, decl=None):
-    return PythonHandler("py", PythonHandler.Options(function=function), decl, LoadContext(Path(".")))
+def make(function, decl=None, trust=Trust()):
+    return PythonHandler("py", PythonHandler.Options(function=function), decl, LoadContext(Path("."), trust=trust))
 
 
 def run(handler, query="q", values=(), inputs=None, session=None):
@@ -71,8 +71,8 @@ def test_registered_function_gets_the_query():
 
 def test_module_attr_path():
     assert run(make("capwords"), "hello big world") == "Hello Big World"
-    with allowing(trust=["string"]):  # a module of the standard library, trusted on purpose
-        assert run(make("string:capwords"), "hello big world") == "Hello Big World"
+    # a module of the standard library, trusted on purpose
+    assert run(make("string:capwords", trust=Trust.of(["string"])), "hello big world") == "Hello Big World"
     assert run(make("decomp.programs.decomp.letters:position"), "the letters at position 4") == 4
 
 
@@ -122,8 +122,8 @@ def test_unknown_function_is_a_check_error_listing_names():
 
 
 def test_function_needing_other_parameters_is_a_check_error():
-    with allowing(trust=["difflib"]):
-        assert "needs 'word', 'possibilities'" in make("difflib:get_close_matches").check()[0].message
+    handler = make("difflib:get_close_matches", trust=Trust.of(["difflib"]))
+    assert "needs 'word', 'possibilities'" in handler.check()[0].message
 
 
 def test_session_registry_is_used():

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from decomp import Session
 from decomp.dsl.errors import DecompError
-from decomp.handlers.trust import allowing, trusted_modules
+from decomp.handlers.trust import Trust
 from decomp.runtime.cli import PROGRAMS_DIR, main
 
 
@@ -61,8 +61,9 @@ def test_trust_option_allows_a_module_and_its_submodules(tmp_path):
 def test_trust_lasts_for_the_command_only(tmp_path):
     path = program(tmp_path, "string:capwords")
     assert invoke("check", path, "--trust", "string").exit_code == 0
-    assert "string" not in trusted_modules()
     assert invoke("check", path).exit_code == 1
+    with pytest.raises(DecompError, match="not allowed"):  # nor for the process's next session
+        Session().load(path)
 
 
 def test_trust_by_environment_variable(tmp_path, monkeypatch):
@@ -76,9 +77,8 @@ def test_trust_by_environment_variable(tmp_path, monkeypatch):
 
 def test_trust_in_the_library(tmp_path):
     path = program(tmp_path, "string:capwords")
-    with allowing(trust=["string"]):
-        session = Session()
-        assert session.run(session.load(path), {"question": "a b"}).answer == "A B"
+    session = Session(trust=Trust.of(["string"]))
+    assert session.run(session.load(path), {"question": "a b"}).answer == "A B"
 
 
 def test_a_module_of_the_programs_folder_is_allowed(tmp_path):

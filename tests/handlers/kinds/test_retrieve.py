@@ -12,7 +12,6 @@ from decomp.handlers.base import LoadContext
 from decomp.handlers.kinds.retrieve import RetrieveHandler, RetrieveOptions
 from decomp.handlers.search.corpus import read_corpus
 from decomp.handlers.search.tantivy_index import TantivyIndex, build_index
-from decomp.handlers.trust import allowing
 from decomp.runtime.engine.budgets import Budget
 from decomp.runtime.engine.cache import StepCache
 
@@ -279,11 +278,12 @@ def test_a_folder_the_user_gives_is_allowed(tmp_path, confined):
     # --field / fields=: the user's own, for every row (overriding the row's folder)
     done = run_dataset(program, data, run_dir=tmp_path / "fields", fields={"where": str(outside)})
     assert done.failed == 0 and done.records()[0]["answer"] == [{"id": "calder"}]
-    # --allow-root, or allowing() from Python
+    # --allow-root, or a session's trusting() from Python
     session = Session()
     module = session.load(program)
     refused = session.run(module, {"question": "Calder", "where": str(outside)})
     assert "is outside the working folder" in refused.error
-    with allowing(roots=[outside.parent]):
+    with session.trusting([outside.parent]):
         allowed = session.run(module, {"question": "Calder", "where": str(outside)})
     assert allowed.error is None and allowed.answer == [{"id": "calder"}]
+    assert "is outside the working folder" in session.run(module, {"question": "Calder", "where": str(outside)}).error

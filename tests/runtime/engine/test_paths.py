@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from decomp import Session
 from decomp.dsl.errors import DecompError
-from decomp.handlers.trust import allowing
+from decomp.handlers.trust import Trust
 from decomp.runtime.cli import PROGRAMS_DIR, main
 
 SECRET = "sk-decomp-test-secret-4f9a1c"
@@ -111,8 +111,9 @@ def test_allow_root_option_and_environment_variable(tmp_path, outside, monkeypat
     monkeypatch.setenv("DECOMP_ALLOW_ROOTS", os.pathsep.join([str(tmp_path / "nothing"), str(outside)]))
     assert invoke("check", path)[0].exit_code == 0
     monkeypatch.delenv("DECOMP_ALLOW_ROOTS")
-    with allowing(roots=[outside]):
-        assert Session().load(path).handlers["q"] is not None
+    assert Session(trust=Trust.of(roots=[outside])).load(path).handlers["q"] is not None
+    with pytest.raises(DecompError):  # another session's trust is its own
+        Session().load(path)
 
 
 def test_a_refused_import_adds_no_warning_from_the_file(tmp_path, outside):

@@ -88,11 +88,10 @@ def test_a_program_reading_files_outside_its_folder_is_refused(tmp_path):
     (tmp_path / "sub").mkdir()
     path = tmp_path / "sub" / "prog.decomp"
     path.write_text(DECOMPOSER.replace('file="prompts/', 'file="../prompts/'))
-    loaded = Session(model=FakeModel(default="x"), python_workers=False)
-    from decomp.handlers.trust import allowing
-    with allowing(roots=[tmp_path]):
-        module = loaded.load(path)
-        targets, skipped = find_targets(module, path.parent)
-        assert not targets and all("outside the program's folder" in why for why in skipped.values())
-        with pytest.raises(DecompError, match="reads files outside its folder"):
-            source_files(module, path)
+    from decomp.handlers.trust import Trust
+    loaded = Session(model=FakeModel(default="x"), python_workers=False, trust=Trust.of(roots=[tmp_path]))
+    module = loaded.load(path)
+    targets, skipped = find_targets(module, path.parent)
+    assert not targets and all("outside the program's folder" in why for why in skipped.values())
+    with pytest.raises(DecompError, match="reads files outside its folder"):
+        source_files(module, path)

@@ -230,7 +230,7 @@ def test_a_damaged_state_file_is_named_and_nothing_is_touched(project, case):
     result = _optimize()
     assert result.exit_code == 1 and "Traceback" not in result.stderr
     line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith(f"{os.path.join('proj', '.optimize', 'state.json')} is damaged (") and words in line, line
+    assert line.startswith(f"error: {os.path.join('proj', '.optimize', 'state.json')} is damaged (") and words in line, line
     assert line.endswith("): give another --out, or --force to start over")
     assert sorted(p.relative_to(project).as_posix() for p in (project / "proj").rglob("*")) == before
     assert _optimize("--force").exit_code == 0 and (project / "proj" / "mine.txt").read_text() == "keep me"

@@ -8,7 +8,6 @@ import pytest
 from click.testing import CliRunner
 
 from decomp import RunOptions, run_dataset
-from decomp.handlers.trust import allowing
 from decomp.runtime.cli import main
 from test_api import files, manifest, results  # noqa: F401 (files: the fixture)
 
@@ -99,9 +98,9 @@ def test_trust_given_again_is_the_users_and_the_recorded_is_not_added(tmp_path, 
     assert mine.exit_code == 1 and "'string:capwords' is not allowed" in mine.output, mine.output
     # the recorded folders were taken (none given), the recorded modules were not (--trust given)
     assert f"note: resuming with the trust run.json records: --allow-root {lib.resolve()}\n" in mine.stderr
-    with allowing(roots=[lib]):  # Python: the folders given, the modules taken from run.json
-        notes = []
-        run_dataset(program, data, run_dir=run_dir, resume=True, on_note=notes.append)
+    notes = []  # Python: the folders given, the modules taken from run.json
+    run_dataset(program, data, options=RunOptions(allow_roots=[lib]), run_dir=run_dir, resume=True,
+                on_note=notes.append)
     assert notes == ["resuming with the trust run.json records: --trust string"]
     assert len(results(run_dir)) == 3
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from decomp.handlers import plugins
 from decomp.handlers.registry import Registry
-from decomp.handlers.trust import allowing
+from decomp.handlers.trust import Trust
 from decomp.runtime.cli import main
 from decomp.runtime.runs.evaluation import evaluate_files
 from decomp.runtime.runs.scoring import METRICS, best_score, known_metrics, metric_function, score_predictions
@@ -106,8 +106,9 @@ def test_a_module_elsewhere_must_be_trusted(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path / "work")  # the module is not in the working folder
     with pytest.raises(ValueError, match=r"metric 'shared_metrics:always' is not allowed: .*--trust shared_metrics"):
         metric_function("shared_metrics:always")
-    with allowing(trust=["shared_metrics"]):
-        assert metric_function("shared_metrics:always")("x", ["y"]) == 1.0
+    assert metric_function("shared_metrics:always", trust=Trust.of(["shared_metrics"]))("x", ["y"]) == 1.0
+    with pytest.raises(ValueError, match="is not allowed"):  # trusted by that call only, not imported for good
+        metric_function("shared_metrics:always")
     with pytest.raises(ValueError, match="may not be called"):
         metric_function("os:getcwd")
     with pytest.raises(ValueError, match="no module named 'no_such_metrics'"):

@@ -12,7 +12,7 @@ import pytest
 from decomp.runtime.models.base import ModelError, ModelSettings, Request
 from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.testing.fake import FOLDER_OPTION, RESPONDER, fake_model, responder_model
-from decomp.handlers.trust import allowing
+from decomp.handlers.trust import Trust
 
 _names = itertools.count()
 
@@ -70,8 +70,11 @@ def test_a_declared_responder_is_looked_for_in_the_recorded_folder(tmp_path):
 def test_modules_outside_the_folder_need_trust(tmp_path):
     with pytest.raises(ModelError, match="not allowed.*--trust json"):
         responder_model("json:dumps", tmp_path)
-    with allowing(trust=["textwrap"]):
-        assert responder_model("textwrap:dedent", tmp_path).name == "fake:textwrap:dedent"
+    assert responder_model("textwrap:dedent", tmp_path, trust=Trust.of(["textwrap"])).name == "fake:textwrap:dedent"
+    settings = ModelSettings(options=((FOLDER_OPTION, str(tmp_path)),), trust=Trust.of(["textwrap"]))
+    assert fake_model("textwrap:dedent", settings).name == "fake:textwrap:dedent"  # the session's trust
+    with pytest.raises(ModelError, match="not allowed"):
+        responder_model("textwrap:dedent", tmp_path)
     with pytest.raises(ModelError, match="may not be called"):
         responder_model("os:getcwd", tmp_path)
 

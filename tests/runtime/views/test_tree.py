@@ -206,7 +206,7 @@ def test_cli_shows_the_table_and_a_rows_tree(letter_run):
 def test_cli_missing_row_is_one_clear_line(letter_run):
     result = invoke("trace", "show", letter_run, "--row", "nope")
     assert result.exit_code == 1
-    assert result.output.strip().splitlines() == [f"{letter_run} has no row 'nope' (its rows: ok, bad, wrong)"]
+    assert result.output.strip().splitlines() == [f"error: {letter_run} has no row 'nope' (its rows: ok, bad, wrong)"]
     assert isinstance(result.exception, SystemExit)
 
 
