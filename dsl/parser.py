@@ -30,16 +30,12 @@ from lark.exceptions import (
     VisitError,
 )
 
-from decomp.dsl import nodes
+from decomp.dsl import lexicon, nodes
 from decomp.dsl.checker import misspelt_marker
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics, UnclosedError
 from decomp.dsl.grammar import describe_expected, describe_terminal, parser
 from decomp.dsl.limits import MAX_SOURCE_CHARS, json_too_deep, normalize_newlines, source_lines, too_deep, too_long
 from decomp.dsl.text import shorten
-
-REF_RE = re.compile(r"#(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*))")
-_OPEN_OPERATOR = re.compile(r"\([A-Za-z_][A-Za-z0-9_]*[ \t]*(?:\[|$)")
-_MODULE_CHUNK = re.compile(r"^(import|model|handler|program|main|metric)\b")
 
 
 def parse_module(text: str, path: str = "<string>") -> nodes.Module:
@@ -70,34 +66,21 @@ def parse_step_line(text: str, path: str = "<model output>") -> nodes.Step:
     """Parse one `QS: (op) [handler] text` line (the `QS:` marker may be omitted).
 
     Memoised: decomposers emit the same lines again and again, and the AST is immutable. A
-    line without line breaks is read by `_step_line()`, a regular expression made of the
+    line without line breaks is read by `lexicon.STEP_LINE`, a regular expression made of the
     grammar's own terminals: the same `Step` as Lark's (a property test compares them on
     random lines) at a fifth of the cost. Anything else goes through Lark."""
     line = text.strip("\r\n")
     if not line.strip():
         line = "QS:"
     if "\n" not in line and "\r" not in line:
-        step = _fast_step(_step_line().fullmatch(line), path)
+        step = _fast_step(lexicon.STEP_LINE.fullmatch(line), path)
         if step is not None:
             return step
     return _parse(line, path, "step_line", None)
 
 
-@lru_cache(maxsize=1)
-def _step_line() -> re.Pattern:
-    """One step line, from grammar.lark's terminals: `step` / `bare_step`, blanks ignored.
-
-    Lark's contextual lexer tries the terminals a state allows by priority, and REST takes
-    the rest of the line, so the greedy optional groups below split a line as Lark does."""
-    def term(name: str) -> str:
-        return f"(?:{parser().get_terminal(name).pattern.to_regexp()})"
-    ws = term("WS") + "?"
-    return re.compile(f"{ws}(?P<mark>{term('QS_MARK')})?{ws}(?P<op>{term('OPERATOR')})?{ws}"
-                      f"(?P<handler>{term('HANDLER_REF')})?{ws}(?P<rest>{term('REST')})?{ws}")
-
-
 def _fast_step(match: re.Match | None, path: str) -> nodes.Step | None:
-    """The `Step` of a `_step_line()` match (None when there is none, or it holds no token)."""
+    """The `Step` of a `lexicon.STEP_LINE` match (None when there is none, or it holds no token)."""
     groups = [g for g in ("mark", "op", "handler", "rest") if match and match.start(g) >= 0]
     if not groups:
         return None
@@ -274,7 +257,7 @@ def _all_errors(lines: list[str], path: str, start: str, chunker, first: DecompE
 
 def _module_chunks(lines: list[str]):
     """Top-level declarations: chunks start at lines that begin with a keyword."""
-    return _chunks(lines, [i for i, line in enumerate(lines) if _MODULE_CHUNK.match(line)])
+    return _chunks(lines, [i for i, line in enumerate(lines) if lexicon.DECLARATION_START.match(line)])
 
 
 def _blank_chunks(lines: list[str]):
@@ -322,15 +305,12 @@ def _syntax_error(exc: UnexpectedInput, path: str, lines: list[str], source: str
     return DecompSyntaxError(message, span, expected=expected or None, line_text=line_text)
 
 
-_STRING_AT = re.compile(r"""[rR]?("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')""")
-
-
 def _open_string(token: Token, source: str, path: str, lines: list[str], expected: str) -> DecompSyntaxError | None:
     """A token that starts with a quote and does not close on its line: the string left open,
     reported at its opening quote (a `\"\"\"` left open reads as `""` and then the rest)."""
     text = str(token)
     quote = text[:1]
-    if quote not in ('"', "'") or token.type in ("STRING", "LONG_STRING") or _STRING_AT.match(text):
+    if quote not in ('"', "'") or token.type in ("STRING", "LONG_STRING") or lexicon.STRING.match(text):
         return None
     start, line, column = token.start_pos, token.line, token.column
     if source[max(0, start - 2):start] == quote * 2:
@@ -349,7 +329,7 @@ def _open_bracket(exc, token, source, path, lines, span, message, expected, line
     """The error with a note at the bracket left open, when that bracket is what broke the parse."""
     if token is None and not isinstance(exc, UnexpectedCharacters):
         end = len(source)                       # the end of the file
-    elif token is not None and (str(token) in _CLOSERS or (exc.column == 1 and _MODULE_CHUNK.match(line_text))):
+    elif token is not None and (str(token) in _CLOSERS or exc.column == 1 and lexicon.DECLARATION_START.match(line_text)):
         end = token.start_pos                   # a closing bracket, or the next declaration
     else:
         return None
@@ -370,7 +350,12 @@ def _open_bracket(exc, token, source, path, lines, span, message, expected, line
 _CLOSERS = {")": "(", "]": "[", "}": "{"}
 _INDENT = re.compile(r"[ \t]*")
 _CONDITION_LINE = re.compile(r"[ \t]*(?:\}[ \t]*else[ \t]+)?if\b")
-_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+@lru_cache(maxsize=1)
+def _open_operator() -> re.Pattern:
+    """`(name` with no `)` before a `[` or the end of the line: an operator left open."""
+    return re.compile(rf"\({lexicon.terminal('NAME')}{lexicon.terminal('WS')}?(?:\[|$)")
 
 
 def _unclosed(source: str, end: int, closer: str | None = None) -> tuple[str, int] | None:
@@ -398,12 +383,12 @@ def _unclosed(source: str, end: int, closer: str | None = None) -> tuple[str, in
             i += 1
             continue
         first, leading = leading, False
-        if c == "Q" and first and source.startswith("QS:", i) or c == "#" and not (
-                _WORD.match(source, i + 1) and _CONDITION_LINE.match(source, bol)):
+        if c == "Q" and first and lexicon.QS_LINE.match(source, i) or c == "#" and not (
+                lexicon.REF.match(source, i) and _CONDITION_LINE.match(source, bol)):
             eol = source.find("\n", i)         # a QS line's text, or a comment: to the end of the line
             i = len(source) if eol < 0 else eol
         elif c == "#":
-            i = _WORD.match(source, i + 1).end()  # a reference in a condition
+            i = lexicon.REF.match(source, i).end()  # a reference in a condition
         elif c in "\"'":
             if source.startswith(c * 3, i):
                 close = source.find(c * 3, i + 3)
@@ -412,7 +397,7 @@ def _unclosed(source: str, end: int, closer: str | None = None) -> tuple[str, in
                 bol = source.rfind("\n", 0, close) + 1 if source.find("\n", i, close) >= 0 else bol
                 i = close + 3
                 continue
-            string = _STRING_AT.match(source, i)
+            string = lexicon.STRING.match(source, i)
             if string is None:
                 return c, i
             i = string.end()
@@ -501,12 +486,9 @@ def parse_answer_text(text: str) -> tuple[Any, bool]:
 def find_refs(text: str, span: nodes.Span) -> tuple[nodes.Ref, ...]:
     """The `#n` and `#name` references in a query text that starts at `span`."""
     refs = []
-    for m in REF_RE.finditer(text):
-        sub = span.at(m.start(), m.end() - m.start())
-        if m.group(1) is not None:
-            refs.append(nodes.Ref(sub, index=int(m.group(1))))
-        else:
-            refs.append(nodes.Ref(sub, name=m.group(2)))
+    for m in lexicon.REF.finditer(text):
+        sub, word = span.at(m.start(), m.end() - m.start()), m.group()[1:]
+        refs.append(nodes.Ref(sub, index=int(word)) if word[0].isdigit() else nodes.Ref(sub, name=word))
     return tuple(refs)
 
 
@@ -759,7 +741,7 @@ class _Builder(Transformer_NonRecursive):
         elif text.startswith("["):
             message = "unclosed `[`: a handler reference needs its `]` on the same line"
             expected = "a handler such as [split]"
-        elif not has_operator and _OPEN_OPERATOR.match(text):
+        elif not has_operator and _open_operator().match(text):
             message = "unclosed `(`: an operator needs its `)`"
             expected = "an operator such as (foreach)"
         else:

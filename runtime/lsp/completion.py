@@ -8,13 +8,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from decomp.dsl import lexicon
 from decomp.dsl.operators import KNOWN, describe
 from decomp.dsl.parser import read_text
 from decomp.handlers.plugins import load as kinds_table
 from decomp.handlers.trust import BUNDLED_PROGRAMS, inside
 from decomp.runtime.lsp.features import Place, _default, _kind_doc, type_name
 from decomp.runtime.lsp.index import Index, available_at, example_steps, numbered_steps
-from decomp.runtime.lsp.tokens import QS_LINE
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Item:
 
 
 _OPEN_BRACKET = re.compile(r"\[([^\]\[]*)$")
-_OPEN_OPERATOR = re.compile(r"^\s*QS:\s*\(([A-Za-z0-9_]*)$")
+_OPERATOR_TYPED = re.compile(r"\([A-Za-z0-9_]*")  # after a step's `QS:`
 _REF_TYPED = re.compile(r"#([A-Za-z0-9_]*)$")
 _KIND_TYPED = re.compile(r"^\s*handler\s+[A-Za-z_][A-Za-z0-9_]*\s*=\s*([A-Za-z0-9_]*)$")
 _PATH_TYPED = re.compile(r"(?:^\s*import\s+|\bfile\s*=\s*)\"([^\"]*)$")
@@ -43,11 +43,12 @@ def complete(index: Index | None, text: str, lines: list[str], line: int, col: i
         return []
     before = lines[line][:col]
     fewshot = index is not None and index.fewshot is not None
-    if _OPEN_OPERATOR.match(before) is not None:
+    step = lexicon.QS_LINE.match(before)
+    if step is not None and _OPERATOR_TYPED.fullmatch(before, step.end()) is not None:
         return [Item(name, "operator", describe(name)) for name in KNOWN]
-    if QS_LINE.match(before) and _OPEN_BRACKET.search(before):
+    if step is not None and _OPEN_BRACKET.search(before):
         return _handlers(index, lines)
-    if (QS_LINE.match(before) or fewshot or before.lstrip().startswith("if")) and _REF_TYPED.search(before):
+    if (step is not None or fewshot or before.lstrip().startswith("if")) and _REF_TYPED.search(before):
         return _refs(index, line + 1)
     if fewshot:
         return []
@@ -66,8 +67,8 @@ def _handlers(index: Index | None, lines: list[str]) -> list[Item]:
     if index is not None and index.module is not None:
         items += [Item(d.name, "handler", f"{d.what} {d.kind}") for d in index.decls.values() if d.what != "model"]
     else:  # a few-shot file: the handlers its other steps name
-        named = {m.group(1).strip() for line in lines if QS_LINE.match(line)
-                 for m in re.finditer(r"\[([^\]\n]+)\]", line)} - {"EOQ"}
+        named = {m.group()[1:-1].strip() for line in lines if lexicon.QS_LINE.match(line)
+                 for m in lexicon.HANDLER_REF.finditer(line)} - {"EOQ"}
         items += [Item(name, "handler", "named in this file") for name in sorted(named)]
     return items
 

@@ -7,18 +7,16 @@ it does not parse, and the declarations it sees (its own and its imports').
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from decomp.dsl import nodes
+from decomp.dsl import lexicon, nodes
 from decomp.dsl.errors import DecompError, Diagnostics, UnclosedError
 from decomp.dsl.limits import normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.dsl.walks import iter_steps, number_steps
 from decomp.handlers.trust import Trust, inside
 
-_CHUNK_START = re.compile(r"^(import|model|handler|program|main|metric)\b")
 #: Imports followed at most this deep, and this many files in all (an index stays cheap).
 MAX_IMPORTED_FILES = 64
 
@@ -130,7 +128,7 @@ def _blank(lines: list[str], broken: set[int], bounds: list[int]) -> bool:
 
 
 def _chunk_starts(lines: list[str]) -> list[int]:
-    return sorted({0, *(i for i, line in enumerate(lines) if _CHUNK_START.match(line))})
+    return sorted({0, *(i for i, line in enumerate(lines) if lexicon.DECLARATION_START.match(line))})
 
 
 def _blank_starts(lines: list[str]) -> list[int]:

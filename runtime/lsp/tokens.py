@@ -10,12 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-QS_LINE = re.compile(r"^\s*QS:\s*")
-_OPERATOR = re.compile(r"^\s*QS:\s*\(([A-Za-z_][A-Za-z0-9_]*)\)")
-_HANDLER_REF = re.compile(r"\[([^\]\n]+)\]")
-REF = re.compile(r"#(?:[0-9]+|[A-Za-z_][A-Za-z0-9_]*)")
-_STRING = re.compile(r"[rR]?(\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*')")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+from decomp.dsl import lexicon
+
 HANDLER_HEAD = re.compile(r"^\s*handler\s+([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z_][A-Za-z0-9_]*)?")
 _MAIN = re.compile(r"^\s*main\s+([A-Za-z_][A-Za-z0-9_]*)")
 _PROGRAM = re.compile(r"^\s*program\s+([A-Za-z_][A-Za-z0-9_]*)")
@@ -39,29 +35,31 @@ class Token:
 def reads_refs(line: str, fewshot: bool) -> bool:
     """Whether `#...` on this line is a reference (a step or an `if` condition; any line of a
     few-shot file) rather than a comment."""
-    return fewshot or bool(QS_LINE.match(line) or _IF_LINE.match(line))
+    return fewshot or bool(lexicon.QS_LINE.match(line) or _IF_LINE.match(line))
 
 
 def token_at(line: str, col: int, fewshot: bool = False) -> Token | None:
     """The token of `line` that holds column `col` (or ends just before it), or None."""
     if reads_refs(line, fewshot):
-        for match in REF.finditer(line):
+        for match in lexicon.REF.finditer(line):
             if match.start() <= col <= match.end():
                 return Token("ref", match.group(), match.start(), match.end())
-    if QS_LINE.match(line):
-        op = _OPERATOR.match(line)
-        if op and op.start(1) - 1 <= col <= op.end(1) + 1:
-            return Token("operator", op.group(1), op.start(1) - 1, op.end(1) + 1)
-        for match in _HANDLER_REF.finditer(line):
+    step = lexicon.QS_LINE.match(line)
+    if step:
+        op = lexicon.OPERATOR.match(line, step.end())
+        if op and op.start() <= col <= op.end():
+            return Token("operator", op.group()[1:-1], op.start(), op.end())
+        for match in lexicon.HANDLER_REF.finditer(line):
             if match.start() <= col <= match.end():
-                return Token("handler", match.group(1).strip(), match.start(), match.end())
+                return Token("handler", match.group()[1:-1].strip(), match.start(), match.end())
         return None
     if _comment_before(line, col):
         return None
-    for match in _STRING.finditer(line):
+    for match in lexicon.STRING.finditer(line):
         if match.start() <= col < match.end():
-            return Token("string", match.group(1)[1:-1], match.start(), match.end(), _string_context(line, match))
-    for match in _WORD.finditer(line):
+            content = match.group().lstrip("rR")[1:-1]
+            return Token("string", content, match.start(), match.end(), _string_context(line, match))
+    for match in lexicon.NAME.finditer(line):
         if match.start() <= col <= match.end():
             return _word(line, match)
     return None
@@ -69,7 +67,7 @@ def token_at(line: str, col: int, fewshot: bool = False) -> Token | None:
 
 def _comment_before(line: str, col: int) -> bool:
     """Whether a `#` comment starts before `col` (outside strings)."""
-    masked = _STRING.sub(lambda m: " " * len(m.group()), line)
+    masked = lexicon.STRING.sub(lambda m: " " * len(m.group()), line)
     hash_at = masked.find("#")
     return 0 <= hash_at <= col
 

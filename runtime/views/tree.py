@@ -36,6 +36,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from decomp.dsl import lexicon
 from decomp.dsl.text import shorten
 from decomp.runtime.engine import deepjson
 from decomp.runtime.engine.tracing import TraceNode
@@ -57,7 +58,6 @@ KIND_STYLES = {"row": "bold", "step": "cyan", "item": "blue", "call": "green", "
 GROUPS = ("and", "or")
 #: An error's place, "file:line:col" after "[name] kind, " (or leading): the table drops it.
 _LEADING_PLACE = re.compile(r"^((?:\[[^\]]+\] [\w-]+)?)(?:, )?[^\s:,]+(?::\d+)+: ")
-_STEP_HEAD = re.compile(r"^\s*(?:\([^)]*\)\s*)?(?:\[[^\]]*\]\s*)?")  # "(op) [handler] " of a step line
 _PATH = re.compile(r"(?<![\w.<])/(?:[^\s:/]+/)+([^\s:/]+(?::\d+)+)")
 
 
@@ -451,7 +451,8 @@ def _query_text(node: TraceNode, failed: bool) -> Text:
     if node.query is not None:
         return Text(" " + shorten(node.query, QUERY_WIDTH), style="red" if failed else "")
     if node.label and node.kind == "step":  # a fan-out step: its program line, less what is shown
-        return Text(" " + shorten(_STEP_HEAD.sub("", node.label), QUERY_WIDTH), style="dim")
+        head = lexicon.STEP_HEAD.match(node.label).end()  # "(op) [handler] " of a step line
+        return Text(" " + shorten(node.label[head:], QUERY_WIDTH), style="dim")
     if node.label:
         return Text(" " + shorten(node.label, QUERY_WIDTH), style="dim")
     return Text("")
