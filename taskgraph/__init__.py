@@ -1,5 +1,14 @@
-"""TaskLAMA task graphs: metrics (step matching, ROUGE, graph overlap), the
-MSComplexTasks reader and simple baselines. See taskgraph/README.md."""
+"""TaskLAMA task graphs: metrics, the MSComplexTasks reader, baselines. See taskgraph/README.md.
+
+    baselines.py    gold rows and the Linear / random-order baselines written, their metrics printed
+    commands.py     `decomp eval steps` and `decomp eval graph`, a plugin
+    data.py         task-graph rows, the MSComplexTasks reader, the baselines' graphs
+    metrics.py      TaskLAMA's metrics: step matching, ROUGE, graph overlap
+    scorer.py       the S&F scorer: a ridge regression over embeddings
+    similarity.py   step similarity S(u, v) for the metrics
+    splits.py       fixed, seeded splits of MSComplexTasks
+    tuning_rows.py  training rows for TaskLAMA's soft prompts
+"""
 from decomp.taskgraph.data import ReadReport, linear, linear_closed, random_order, read_jsonl, read_mscomplextasks
 from decomp.taskgraph.metrics import (
                       Scores,

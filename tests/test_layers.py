@@ -46,12 +46,13 @@ def _module_name(path: Path) -> str:
     return ".".join(["decomp", *parts])
 
 
-def _package_modules() -> dict[str, Path]:
+def package_modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name (`decomp.dsl.parser`), with its file."""
     skip = {"tests", "benchmarks", ".venv", "build", "docs", "site"}
     return {_module_name(p): p for p in REPO.rglob("*.py") if not skip & set(p.relative_to(REPO).parts)}
 
 
-def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """Every module of the package that `name` imports, at any depth of its code: imports inside
     functions and under `if TYPE_CHECKING:` count like the others."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -79,8 +80,8 @@ def folder_circles() -> list[list[str]]:
     (each subfolder as one, whatever of it is imported)."""
     import networkx as nx
 
-    modules = _package_modules()
-    edges = {(a, b) for a, path in modules.items() for b in _imports(a, path, modules)}
+    modules = package_modules()
+    edges = {(a, b) for a, path in modules.items() for b in imports_of(a, path, modules)}
     folders = {m if modules[m].name == "__init__.py" else m.rpartition(".")[0] for m in modules}
     circles = []
     for folder in sorted(folders):
@@ -106,5 +107,5 @@ def test_the_circle_check_sees_lazy_and_type_only_imports(tmp_path):
     (tmp_path / "a.py").write_text("def f():\n    from decomp.pkg import b\n")
     (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from decomp.pkg.a import f\n")
     modules = {"decomp.pkg.a": tmp_path / "a.py", "decomp.pkg.b": tmp_path / "b.py"}
-    assert _imports("decomp.pkg.a", modules["decomp.pkg.a"], modules) == {"decomp.pkg.b"}
-    assert _imports("decomp.pkg.b", modules["decomp.pkg.b"], modules) == {"decomp.pkg.a"}
+    assert imports_of("decomp.pkg.a", modules["decomp.pkg.a"], modules) == {"decomp.pkg.b"}
+    assert imports_of("decomp.pkg.b", modules["decomp.pkg.b"], modules) == {"decomp.pkg.a"}

@@ -1,2 +1,11 @@
-"""Model backends: outbound services of kind "model" (`local:` llama-cpp in process, `openai:`
-any OpenAI-compatible endpoint). Each registers its scheme in the registry, as a plugin would."""
+"""Model backends: outbound services of kind "model". Each registers its scheme in the registry,
+as a plugin would.
+
+    base.py              what a backend is: `Model`, `Request`, `Completion`, `ModelSettings`
+    guided.py            constrained decoding on the embedded model (llguidance)
+    local.py             `local:`: Gemma 3 270M (GGUF) in process, by llama-cpp-python
+    openai_backend.py    `openai:`: any OpenAI-compatible endpoint
+    openai_transport.py  how `OpenAIModel` sends a request: the transports of `transport=`
+    prefix_states.py     prefix reuse for the embedded model's KV states
+    prices.py            prices of models per million tokens: cost figures, `--max-cost`
+"""
