@@ -12,6 +12,7 @@ else of the package.
     operators.py     DecomP's operators: names and semantics
     parser.py        text -> nodes: modules, few-shot files, step lines, plans
     plans.py         ADaPT plans as the `(plan)` operator reads them
+    recovery.py      error recovery: after Lark fails, the best positioned, worded error
     redact.py        credentials taken out of URLs before they are written or printed
     repair.py        an answer fitted to its declared type: coercion, repair, validation
     sizes.py         how much text an answer holds, and the error for one too large
