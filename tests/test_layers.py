@@ -1,7 +1,6 @@
 """The package's layers run one way (cli -> views | taskgraph -> runs -> engine -> testing ->
 models -> handlers -> dsl): the import-linter contracts in pyproject.toml hold, with no
 exceptions listed, and no module is named after a standard-library module."""
-import ast
 import os
 import shutil
 import subprocess
@@ -9,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import imports_of, package_modules
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,42 +40,6 @@ def test_no_module_is_named_after_a_standard_library_module():
 
 
 # ---- no import circle inside any folder (issue 21)
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(["decomp", *parts])
-
-
-def package_modules() -> dict[str, Path]:
-    """Every module of the package by its dotted name (`decomp.dsl.parser`), with its file."""
-    skip = {"tests", "benchmarks", ".venv", "build", "docs", "site"}
-    return {_module_name(p): p for p in REPO.rglob("*.py") if not skip & set(p.relative_to(REPO).parts)}
-
-
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Every module of the package that `name` imports, at any depth of its code: imports inside
-    functions and under `if TYPE_CHECKING:` count like the others."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        targets = []
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join(up + ([base] if base else []))
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
-        for target in targets:
-            while target not in modules and "." in target:
-                target = target.rpartition(".")[0]
-            if target in modules and target != name:
-                found.add(target)
-    return found
-
-
 def folder_circles() -> list[list[str]]:
     """The import circles between the members of each folder: its modules and its subfolders
     (each subfolder as one, whatever of it is imported)."""

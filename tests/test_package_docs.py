@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from test_layers import imports_of, package_modules
+from tests.helpers import imports_of, package_modules
 
 REPO = Path(__file__).resolve().parents[1]
 OUTSIDE = {"programs"}  # the bundled programs: described by their own README files

@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from conftest import registry_with
+from tests.helpers import registry_with
 from decomp.dsl.errors import (Abort, BudgetExceeded, CacheMiss, CheckError, DecompError, DecompSyntaxError,
                                DepthExceeded, Diagnostics, Failure, HandlerError, InternalError, ModelError,
                                RunError, ServiceError, TransientModelError, TransientServiceError)

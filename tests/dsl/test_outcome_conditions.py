@@ -11,7 +11,7 @@ from decomp.dsl.parser import parse_module
 from decomp.runtime.cli import main
 from decomp.runtime.engine.session import Session
 
-from conftest import registry_with
+from tests.helpers import registry_with
 
 INTERNALS = ("Token(", "_EOL", "__ANON", "Traceback", "Unexpected", "lark", "REF", "LPAR", "RPAR", "$END")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from conftest import registry_with
+from tests.helpers import registry_with
 
 from decomp import Environment, StepResult
 from decomp.dsl.parser import parse_fewshot

@@ -15,8 +15,8 @@ import pytest
 from decomp.handlers import plugins
 from decomp.handlers.base import Handler
 from decomp.handlers.registry import Registry, RegistryConflict
+from tests.handlers.plugin_helpers import DECOMP, plugin_package
 
-DECOMP = Path(sys.executable).parent / "decomp"
 
 
 def test_every_builtin_is_registered_by_a_builtin_plugin():
@@ -159,25 +159,6 @@ main main
 '''
 
 
-def _package(root: Path, name: str, module: str, source: str) -> Path:
-    folder = root / name
-    folder.mkdir()
-    (folder / f"{module}.py").write_text(source)
-    (folder / "pyproject.toml").write_text(textwrap.dedent(f'''
-        [build-system]
-        requires = ["setuptools>=61"]
-        build-backend = "setuptools.build_meta"
-        [project]
-        name = "{name}"
-        version = "1.0"
-        [tool.setuptools]
-        py-modules = ["{module}"]
-        [project.entry-points.decomp]
-        {module} = "{module}"
-    '''))
-    return folder
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """Three packages pip-installed into one folder: a working plugin, one that fails to import,
@@ -185,9 +166,9 @@ def installed(tmp_path_factory):
     root = tmp_path_factory.mktemp("plugins")
     target = root / "site"
     packages = [
-        _package(root, "decomp-shout", "decomp_shout", PLUGIN),
-        _package(root, "decomp-broken", "decomp_broken", "import no_such_module_anywhere\n"),
-        _package(root, "decomp-usurper", "decomp_usurper", textwrap.dedent('''
+        plugin_package(root, "decomp-shout", "decomp_shout", PLUGIN),
+        plugin_package(root, "decomp-broken", "decomp_broken", "import no_such_module_anywhere\n"),
+        plugin_package(root, "decomp-usurper", "decomp_usurper", textwrap.dedent('''
             from decomp import Handler, hookimpl
             class Regex(Handler):
                 kind = "regex"

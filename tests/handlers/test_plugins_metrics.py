@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from test_plugins import DECOMP, _package
+from tests.handlers.plugin_helpers import DECOMP, plugin_package
 
 METRIC_PLUGIN = textwrap.dedent('''
     from decomp import hookimpl
@@ -28,7 +28,7 @@ METRIC_PLUGIN = textwrap.dedent('''
 @pytest.mark.slow
 def test_an_installed_plugins_metric_is_used_by_decomp_eval(tmp_path):
     target = tmp_path / "site"
-    package = _package(tmp_path, "decomp-shorter", "decomp_shorter", METRIC_PLUGIN)
+    package = plugin_package(tmp_path, "decomp-shorter", "decomp_shorter", METRIC_PLUGIN)
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
                            str(package)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

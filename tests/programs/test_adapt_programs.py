@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import TEXTCRAFT_DEV
+from tests.helpers import TEXTCRAFT_DEV
 from decomp.runtime.cli import main
 from decomp.runtime.runs.api import RunOptions, run_dataset
 

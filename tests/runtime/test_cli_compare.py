@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import TEXTCRAFT_DEV
+from tests.helpers import TEXTCRAFT_DEV
 from decomp.runtime.cli import main
 from decomp.runtime.runs.compare import paired_difference
 

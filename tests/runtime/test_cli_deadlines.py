@@ -14,7 +14,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from conftest import OPENAI_ENV
+from tests.helpers import OPENAI_ENV
 from decomp.runtime.cli import main
 from decomp.runtime.testing.misbehaving import MisbehavingServer
 

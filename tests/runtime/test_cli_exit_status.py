@@ -4,9 +4,8 @@ command could not do its work, 2 a usage error, 3 a dataset run that finished wi
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from decomp.runtime.cli import main
+from tests.helpers import invoke
 
 HELPERS = '''from decomp.dsl.values import Failed
 
@@ -28,10 +27,6 @@ def program(tmp_path):
     path = tmp_path / "p.decomp"
     path.write_text(PROGRAM, encoding="utf-8")
     return path
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def rows(tmp_path, *questions):

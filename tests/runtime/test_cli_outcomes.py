@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from decomp import Environment, StepResult
 from decomp.handlers.plugins import load as load_plugins
-from decomp.runtime.cli import main
+from tests.helpers import invoke
 
 FIELD = '''
 handler say = python(function="capwords")
@@ -22,10 +21,6 @@ program p(question, dmax) {
 }
 main p
 '''
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture

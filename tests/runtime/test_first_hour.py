@@ -8,15 +8,14 @@ import json
 import socket
 
 import pytest
-from click.testing import CliRunner
 
-from decomp.runtime.cli import main
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.session import Session
 from decomp.runtime.models.base import ModelSettings
 from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.runs.rundir import RunDirError
 from decomp.runtime.testing.mock_server import MockOpenAIServer
+from tests.helpers import invoke
 
 # `#question #suffix`, echoed back: the answer shows which suffix the row was given
 ECHO = '''handler echo = regex(pattern="(.*)", group=1)
@@ -29,10 +28,6 @@ main main
 ASK = '''handler ask = prompt(text="Q: one?\\nA: 1\\n\\nQ: two?\\nA: 2")
 main ask
 '''
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from decomp.runtime.cli import main
 from decomp.taskgraph import data, metrics
 from decomp.taskgraph.similarity import ExactSimilarity
 
-from conftest import FIXTURES
+from tests.helpers import FIXTURES
 
 # MSComplexTasks' first 32 tasks, in the original layout (tests/fixtures/README.md): two tasks
 # without dependencies and two cyclic ones among them

@@ -21,7 +21,7 @@ LETTER_CAT = Path(__file__).resolve().parents[2] / "fixtures" / "decomp" / "prom
 
 # --- a table-lookup kind, registered as a plugin would be ------------------------------------
 
-from conftest import registry_with  # noqa: E402
+from tests.helpers import registry_with  # noqa: E402
 
 
 def echo(query):

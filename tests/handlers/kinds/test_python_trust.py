@@ -5,16 +5,12 @@ import json
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 from decomp import Session
 from decomp.dsl.errors import DecompError
 from decomp.handlers.trust import Trust
-from decomp.runtime.cli import PROGRAMS_DIR, main
-
-
-def invoke(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env)
+from decomp.runtime.cli import PROGRAMS_DIR
+from tests.helpers import invoke
 
 
 def program(tmp_path, function, name="p.decomp"):

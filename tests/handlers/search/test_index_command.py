@@ -2,15 +2,10 @@
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from decomp.handlers.search.tantivy_index import TantivyIndex, read_manifest
-from decomp.runtime.cli import main
 from search_fixtures import PARAGRAPHS, corpus, index_name, opensearch_url, write_corpus  # noqa: F401
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
+from tests.helpers import invoke
 
 
 def test_build_prints_one_summary_line(tmp_path, corpus):

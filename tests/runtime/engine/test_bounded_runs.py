@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import DEEP_RECURSION, registry_with
+from tests.helpers import DEEP_RECURSION, registry_with
 from decomp.runtime.engine import deepjson
 from decomp.runtime.engine.budgets import DEFAULT_ROW_HANDLER_CALLS, MEMORY_EVERY, Budget, resident_mb
 from decomp.runtime.engine.session import Session

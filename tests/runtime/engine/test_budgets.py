@@ -14,7 +14,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import registry_with
+from tests.helpers import registry_with
 from decomp.runtime.testing.fake import FakeModel, fake_tokens
 from decomp.runtime.engine.budgets import Budget, BudgetExceeded, RowContext, Usage
 from decomp.runtime.runs.batch import run_rows

@@ -19,7 +19,7 @@ from decomp.runtime.runs.batch import run_rows
 from decomp.runtime.runs.datasets import Row
 from decomp.runtime.testing.fake import FakeModel, fake_tokens
 
-from conftest import THREE_CALLS
+from tests.helpers import THREE_CALLS
 
 
 class SlowFake(FakeModel):

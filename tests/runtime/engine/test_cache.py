@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from conftest import registry_with
+from tests.helpers import registry_with
 from decomp.runtime.models.base import Completion, Model, ModelSettings, Request
 from decomp.runtime.testing.fake import FakeModel, last_question
 from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, Usage

@@ -10,17 +10,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from decomp import FakeModel, Session
 from decomp.handlers.kinds.python import function_sources
 from decomp.handlers.imports import forget_folder
 from decomp.handlers.plugins import load as load_plugins
-from decomp.runtime.cli import main
 from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.models.base import ModelSettings
 from decomp.runtime.models.local import LocalModel
+from tests.helpers import invoke
 
 ONE_STEP = '''{decls}
 program p(question) {{
@@ -299,10 +298,6 @@ def test_the_trace_holds_the_users_traceback(tmp_path):
 
 
 # ------------------------------------------------------------------ through the CLI
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
 def test_cli_reaches_helpers_next_to_the_program_without_pythonpath(tmp_path):
     write(tmp_path / "helpers_cli.py", "def f(query):\n    return query[::-1]\n")
     path = program(tmp_path, 'handler h = python(function="helpers_cli:f")')

@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from decomp.dsl.errors import DecompError
 from decomp.handlers.trust import BUNDLED_PROGRAMS, TRUSTED_FOLDERS_ENV, FolderTrust, folder_trust, trust_list_file
-from decomp.runtime.cli import main
 from decomp.runtime.engine.checking import check_file
+from tests.helpers import invoke
 
 #: A module whose import leaves a marker file beside it: proof that its code ran.
 HELPERS = '''\
@@ -47,10 +46,6 @@ def cloned(folder: Path, program: str = PROGRAM) -> Path:
     (folder / "helpers.py").write_text(HELPERS, encoding="utf-8")
     (folder / "p.decomp").write_text(program, encoding="utf-8")
     return folder / "p.decomp"
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def test_check_of_an_untrusted_folder_imports_nothing_and_says_so_once_at_the_handler(tmp_path):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import registry_with
+from tests.helpers import registry_with
 from decomp.runtime.engine.session import Session
 
 HANG_GUARD = 30.0  # seconds a gated call waits before it fails: only a hang gets there

@@ -15,7 +15,7 @@ from decomp.dsl.errors import DecompError
 from decomp.runtime.engine.session import Session
 from decomp.runtime.testing.fake import FakeModel
 
-from conftest import registry_with
+from tests.helpers import registry_with
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -16,7 +16,7 @@ from decomp.dsl.values import item_text, json_text, named_text, parse_output, su
 
 # --- a custom kind, registered exactly as a plugin would be ----------------------------------
 
-from conftest import registry_with  # noqa: E402
+from tests.helpers import registry_with  # noqa: E402
 
 
 HANG_GUARD = 30.0  # seconds an item waits for another before it gives up: only a hang gets there

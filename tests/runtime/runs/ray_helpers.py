@@ -15,7 +15,7 @@ import pytest
 from benchmarks.letter_cat_oracle import make_rows, respond
 from decomp.runtime.runs.ray_limits import LOOPBACK_ONLY
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from test_resume import MODEL_ENV, invoke, model_args
+from tests.runtime.runs.run_helpers import MODEL_ENV, invoke, model_args
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                reason="Ray is not installed: pip install -e '.[ray]'")

@@ -6,52 +6,14 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from conftest import registry_with, untimed
+from tests.helpers import registry_with, untimed
 
 from decomp import FakeModel, RunOptions, RunSummary, Session, run_dataset
 from decomp.dsl.errors import DecompError
 from decomp.runtime.cli import main
 from decomp.runtime.runs.api import arun_dataset
 from decomp.runtime.runs.rundir import RunDir, RunDirError
-
-PROGRAM = ('handler ask = prompt(text="Q: What is 1+1?\\nA: 2\\n")\n'
-           'program p(question) {\n    QS: [ask] #question\n}\nmain p\n')
-QUESTIONS = {"What is 2+2?": "4", "What is 3+3?": "6", "What is 4+4?": "8", "What is 5+5?": "10"}
-
-
-def results(run_dir):
-    """results.jsonl by row index, wall times left out."""
-    lines = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert len(lines) == len({r["index"] for r in lines}), "a row written twice"
-    return {r["index"]: untimed(r) for r in lines}
-
-
-def manifest(run_dir):
-    return json.loads((run_dir / "run.json").read_text())
-
-
-def snapshot(folder):
-    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-@pytest.fixture
-def files(tmp_path):
-    """A program with one prompt, a fake model's answers file, and rows: three right, one
-    answered wrong, one malformed line."""
-    program = tmp_path / "prog" / "arith.decomp"
-    program.parent.mkdir()
-    program.write_text(PROGRAM)
-    answers = tmp_path / "answers.json"
-    answers.write_text(json.dumps({"mapping": {q: " " + a for q, a in QUESTIONS.items()}}))
-    rows = [{"id": f"q{i}", "question": q, "answer": a if i != 3 else "wrong"}
-            for i, (q, a) in enumerate(QUESTIONS.items())]
-    lines = [json.dumps(r) for r in rows]
-    lines.insert(2, '{"id": "broken", "question": ')
-    data = tmp_path / "rows.jsonl"
-    data.write_text("\n".join(lines) + "\n")
-    return program, answers, data
-
+from tests.runtime.runs.run_helpers import QUESTIONS, files, manifest, results, snapshot  # noqa: F401 (files: the fixture)
 
 def test_run_dataset_writes_the_run_directory_the_cli_writes(tmp_path, files):
     program, answers, data = files

@@ -3,7 +3,7 @@ import asyncio
 import io
 import json
 
-from conftest import registry_with
+from tests.helpers import registry_with
 
 from decomp import Session
 from decomp.runtime.runs.batch import run_rows

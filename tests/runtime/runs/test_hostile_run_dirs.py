@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from click.testing import CliRunner
 
-from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import RunDir
+from tests.helpers import invoke
 
 DEEP = "[" * 100_000 + "]" * 100_000
 PROGRAM = "decomp/letter_cat_symbolic"
@@ -28,10 +27,6 @@ PROGRAM = "decomp/letter_cat_symbolic"
 
 def _question(words: str) -> str:
     return f'Take the letters at position 1 of the words in "{words}" and concatenate them using a space.'
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ from click.testing import CliRunner
 from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.testing.mock_server import MockOpenAIServer, last_line
-from test_resume import MODEL_ENV, complete_records, snapshot
+from tests.runtime.runs.run_helpers import MODEL_ENV, complete_records, snapshot
 
 ROWS = 200
 CONCURRENCY = 8

@@ -3,14 +3,14 @@ run inside the kernel's event loop, as a user's would: `decomp.run` (synchronous
 `await decomp.arun(...)` at the top level of a cell, and `decomp.open_run(...).to_pandas()`."""
 from __future__ import annotations
 
-import json
 import os
-import sys
 from pathlib import Path
 
 import ipykernel  # noqa: F401  (the test extra installs it: the kernel this test starts)
 import nbclient
 import nbformat
+
+from tests.runtime.runs.run_helpers import kernel_spec
 
 QUESTION = 'Take the letters at position 3 of the words in "Donna Guan Nascimento" and concatenate them using a space.'
 
@@ -28,16 +28,6 @@ CELLS = [
     "print(type(frame).__name__, list(frame['id']), frame.loc[0, 'answer'])",
     "print([child.handler for child in decomp.open_run(RUN_DIR).trace('q1').children][:1])",
 ]
-
-
-def kernel_spec(folder: Path) -> Path:
-    """A kernelspec naming this interpreter (so the kernel imports the decomp under test)."""
-    spec = folder / "kernels" / "decomp-test"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "decomp test", "language": "python"}))
-    return folder
 
 
 def test_a_notebook_runs_decomp_in_a_real_kernel(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ import decomp
 from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.runs.bars import TextBar, run_bar, text_rows, tqdm_rows, wanted
 
-from test_notebook_kernel import kernel_spec
+from tests.runtime.runs.run_helpers import kernel_spec
 
 Q = 'Take the letters at position 3 of the words in "Donna Guan Nascimento" and concatenate them using a space.'
 ROWS = [{"id": "a", "question": Q}, {"id": "b", "question": "no words"}]

@@ -16,7 +16,7 @@ from decomp.runtime.runs import api
 from decomp.runtime.runs.progress import eta, progress
 from decomp.runtime.testing.fake import FakeModel, fake_tokens
 
-from conftest import THREE_CALLS
+from tests.helpers import THREE_CALLS
 
 
 def console() -> Console:

@@ -1,23 +1,17 @@
 """A run directory one cannot write is called read-only, never "corrupt" with advice to --force
 (which would delete a good run), and can still be read; run.lock is never followed through a
 symbolic link nor opened as a FIFO (issue 14, item 9, and the writer lock of item 6)."""
-import contextlib
 import json
 import os
 import signal
-import subprocess
 
 import pytest
-from click.testing import CliRunner
 
-from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import LOCK, RunDir, RunDirError, make_manifest, writable_problem
+from tests.runtime.runs.run_helpers import read_only
+from tests.helpers import invoke
 
 LETTER_Q = 'Take the letters at position 1 of the words in "Ada Bob" and concatenate them using a space.'
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture
@@ -28,40 +22,6 @@ def finished_run(tmp_path):
     result = invoke("run", "decomp/letter_cat_symbolic", "--input", data, "--run-dir", run_dir, "--cache", "off")
     assert result.exit_code == 0, result.output
     return data, run_dir
-
-
-@contextlib.contextmanager
-def read_only(folder):
-    """Make `folder` truly unwritable for this process, by the first way the system allows: its
-    mode (a user other than root), else the immutable attribute (root: chmod does not stop it;
-    needs CAP_LINUX_IMMUTABLE), else a stand-in where neither works: `os.access` answering no
-    for the folder (what the check asks first)."""
-    if os.geteuid() != 0:
-        mode = folder.stat().st_mode
-        folder.chmod(0o555)
-        try:
-            yield "mode"
-        finally:
-            folder.chmod(mode)
-        return
-    if _chattr("+i", folder):
-        try:
-            yield "immutable"
-        finally:
-            assert _chattr("-i", folder)
-        return
-    real = os.access
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(os, "access", lambda path, mode, **kw: False if os.fspath(path) == os.fspath(folder)
-                      else real(path, mode, **kw))
-        yield "access"
-
-
-def _chattr(flag, folder) -> bool:
-    try:
-        return subprocess.run(["chattr", flag, str(folder)], capture_output=True, timeout=30).returncode == 0
-    except OSError:
-        return False
 
 
 def snapshot(folder):

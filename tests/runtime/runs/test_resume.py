@@ -28,75 +28,24 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import untimed
 
 from benchmarks.letter_cat_oracle import make_rows, respond
 from decomp.runtime.cli import main
-from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.testing.mock_server import MockOpenAIServer
+from tests.runtime.runs.run_helpers import (HOOKED, MODEL_ENV, TIMEOUT, assert_same_as, complete_records, invoke,
+                                            model_args, sessions, snapshot)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
-HOOKED = HERE / "resume_helpers.py"
 SYMBOLIC = REPO / "programs" / "decomp" / "letter_cat_symbolic.decomp"
 ROWS = 32           # model rows
 CALLS_PER_ROW = 11  # requests each model row makes, 7 of them one after another
-TIMEOUT = 120       # seconds any one `decomp run` may take before the test gives up on it (a hang guard)
 
 
 # ------------------------------------------------------------------------------ shared checks
-def complete_records(run_dir: Path) -> dict[int, dict]:
-    """The complete lines of results.jsonl by row index (a half-written last line left out),
-    after checking that no row has two lines."""
-    file = run_dir / "results.jsonl"
-    if not file.exists():
-        return {}
-    lines = file.read_bytes().split(b"\n")[:-1]
-    records = [json.loads(line) for line in lines]
-    indices = [r["index"] for r in records]
-    assert len(indices) == len(set(indices)), f"a row written twice: {sorted(indices)}"
-    return {r["index"]: r for r in records}
-
-
 def has_half_line(run_dir: Path) -> bool:
     file = run_dir / "results.jsonl"
     return file.exists() and not file.read_bytes().endswith(b"\n") and file.stat().st_size > 0
-
-
-def sessions(run_dir: Path) -> list[dict]:
-    return json.loads((run_dir / "run.json").read_text())["sessions"]
-
-
-def assert_same_as(run_dir: Path, baseline: Path, n: int, n_sessions: int) -> None:
-    """`run_dir` is finished: each of the `n` rows once, in a valid file, with the same record
-    and trace as in `baseline` (a run never interrupted), and a summary that counts them all."""
-    data = (run_dir / "results.jsonl").read_bytes()
-    assert data.endswith(b"\n")
-    records = complete_records(run_dir)
-    assert sorted(records) == list(range(n)) and data.count(b"\n") == n
-    expected = complete_records(baseline)
-    assert {i: untimed(r) for i, r in records.items()} == {i: untimed(r) for i, r in expected.items()}
-
-    summary, base_summary = (json.loads((d / "summary.json").read_text()) for d in (run_dir, baseline))
-    assert summary["rows"] == n and summary["sessions"] == n_sessions == len(sessions(run_dir))
-    assert {k: v for k, v in untimed(summary).items() if k != "sessions"} == \
-           {k: v for k, v in untimed(base_summary).items() if k != "sessions"}
-
-    run, base = RunDir.open(run_dir), RunDir.open(baseline)
-    try:
-        for i in range(n):
-            tree = run.trace(i)
-            assert tree is not None, f"row {i} has no trace"
-            assert untimed(tree.to_dict()) == untimed(base.trace(i).to_dict()), f"row {i}: another trace"
-    finally:
-        run.close()
-        base.close()
-
-
-def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
-    """Every file under `folder`: its bytes and modification time."""
-    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def assert_clear_failure(result, *fragments: str) -> str:
@@ -167,18 +116,6 @@ def dataset(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data") / "letters.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in make_rows(ROWS, seed=7)))
     return path
-
-
-def model_args(dataset: Path, run_dir: Path, server, *more: str) -> list[str]:
-    return ["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(run_dir),
-            "--model", "openai:mock", "--base-url", server.base_url, "--concurrency", "8", "--cache", "off", *more]
-
-
-MODEL_ENV = {"OPENAI_API_KEY": "dummy", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-
-
-def invoke(args: list[str], **env: str):
-    return CliRunner().invoke(main, args, env={**MODEL_ENV, **env})
 
 
 @pytest.fixture(scope="module")

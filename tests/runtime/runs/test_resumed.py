@@ -5,11 +5,10 @@ import json
 import os
 
 import pytest
-from click.testing import CliRunner
 
 from decomp import RunOptions, run_dataset
-from decomp.runtime.cli import main
-from test_api import files, manifest, results  # noqa: F401 (files: the fixture)
+from tests.runtime.runs.run_helpers import files, manifest, results  # noqa: F401 (files: the fixture)
+from tests.helpers import invoke
 
 
 def cut(run_dir, keep=1):
@@ -63,10 +62,6 @@ def confined(tmp_path):
     data.write_text("".join(json.dumps({"id": str(i), "question": f"row {w} here"}) + "\n"
                             for i, w in enumerate(["one", "two", "three"])))
     return program, data, tmp_path / "lib"
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def test_a_cli_resume_takes_the_trust_and_allowed_folders_run_json_records(tmp_path, confined):

@@ -18,7 +18,7 @@ from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import RunDir, RunDirError
 from decomp.runtime.runs.shards import Shard, merge_runs
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from test_resume import MODEL_ENV, assert_same_as
+from tests.runtime.runs.run_helpers import MODEL_ENV, assert_same_as
 
 REPO = Path(__file__).resolve().parents[3]
 ROWS = 18  # not a multiple of 4: the shards differ in size
@@ -205,7 +205,7 @@ def test_an_unfinished_shard_is_listed_and_named(shards, tmp_path):
 
 
 def test_read_only_shards_are_merged(shards, tmp_path):
-    from test_read_only_run_dir import read_only
+    from tests.runtime.runs.run_helpers import read_only
 
     frozen = _copy(shards[0], tmp_path / "frozen")
     with read_only(frozen):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TEXTCRAFT_DEV
+from tests.helpers import TEXTCRAFT_DEV
 from decomp.runtime.runs.api import RunOptions, run_dataset
 from decomp.runtime.runs.compare import Settings, compare_runs
 from decomp.runtime.views.compare import format_table, render_html, write_html

@@ -9,7 +9,7 @@ import json
 import pytest
 from rich.console import Console
 
-from conftest import DEEP_RECURSION, registry_with
+from tests.helpers import DEEP_RECURSION, registry_with
 from decomp.runtime.engine import deepjson
 from decomp.runtime.engine.session import Session
 from decomp.runtime.runs.api import run_dataset

@@ -7,13 +7,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from rich.console import Console
 
-from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.views.diff import diff_runs, first_divergence, show_diff
+from tests.helpers import invoke
 
 SYMBOLIC = Path(__file__).resolve().parents[3] / "programs" / "decomp" / "letter_cat_symbolic.decomp"
 LETTERS = "decomp.programs.decomp.letters"
@@ -42,10 +41,6 @@ def position(query):
 def shout(query):
     return query.upper()
 '''
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture

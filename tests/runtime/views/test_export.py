@@ -6,7 +6,8 @@ import json
 
 from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.views.tree import show_rows
-from test_tree import ROWS, invoke, make_run, text_of
+from tests.helpers import invoke
+from tests.runtime.views.tree_helpers import ROWS, make_run, text_of
 
 
 def test_show_json_holds_the_summary_and_every_row(tmp_path):

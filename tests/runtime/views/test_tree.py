@@ -6,13 +6,13 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
 from rich.console import Console
 
-from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.views.tree import failed_nodes, short_paths, show_rows, show_tree, where
+from tests.helpers import invoke
+from tests.runtime.views.tree_helpers import ROWS, make_run, question, text_of
 
 RED = re.compile(r"\x1b\[(?:\d+;)*31(?:;\d+)*m")  # red, bold red, dim red: SGR code 31
 
@@ -21,40 +21,9 @@ def red(line: str) -> bool:
     return RED.search(line) is not None
 
 
-def question(words: str, position: str = "position 3", delimiter: str = "a space") -> str:
-    return f'Take the letters at {position} of the words in "{words}" and concatenate them using {delimiter}.'
-
-
-ROWS = [
-    {"id": "ok", "question": question("Donna Guan Nascimento"), "answer": "n a s"},
-    {"id": "bad", "question": "Take the letters at position 1 of the words in no quotes here and concatenate them."},
-    {"id": "wrong", "question": question("Ada Lovelace", "the last", "a comma"), "answer": "a,x"},
-]
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def make_run(tmp_path, rows, name="run", program="decomp/letter_cat_symbolic", *extra):
-    data = tmp_path / f"{name}.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    run_dir = tmp_path / name
-    result = invoke("run", program, "--input", data, "--run-dir", run_dir, *extra)
-    failed = json.loads(result.stdout)["failed"]
-    assert result.exit_code == (3 if failed else 0), result.output  # 3: the run finished with rows in error
-    return run_dir
-
-
 @pytest.fixture
 def letter_run(tmp_path):
     return make_run(tmp_path, ROWS)
-
-
-def text_of(draw, width=120) -> str:
-    console = Console(record=True, width=width, file=io.StringIO())
-    draw(console)
-    return console.export_text()
 
 
 def ansi_of(draw, width=160) -> str:

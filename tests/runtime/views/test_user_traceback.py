@@ -1,14 +1,9 @@
 """A Python handler's failure shows the user's own traceback: under `decomp run -q` and in the
 `decomp trace show` tree, under the error."""
-from click.testing import CliRunner
 
-from decomp.runtime.cli import main
+from tests.helpers import invoke
 
 HELPER = "def f(query):\n    parts = query.split()\n    return parts[5]\n"
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def test_a_question_that_fails_in_user_code_prints_its_traceback(tmp_path):
