@@ -22,7 +22,7 @@ from decomp.dsl.nodes import HandlerDecl, Span
 from decomp.dsl.repair import fit
 from decomp.handlers.call import Call
 from decomp.handlers.offload import bounded, bounded_await, run_timeout
-from decomp.handlers.trust import FolderTrust, PathRefused, Trust, inside, refusal
+from decomp.handlers.trust import NO_TRUST, FolderTrust, PathRefused, Trust, inside, refusal
 
 __all__ = ["Call", "Handler", "LoadContext", "NoOptions", "Options", "step_calls"]
 
@@ -71,7 +71,7 @@ class LoadContext:
     trusted_folders: FolderTrust | None = None
     #: What the session loading the program trusts beyond its folder (`--trust`, `--allow-root`):
     #: the modules whose functions its python handlers may import.
-    trust: Trust = Trust()
+    trust: Trust = NO_TRUST
 
     def resolve(self, path: str) -> Path:
         """`path` (a `file=` option) from the handler's folder, as the real path it leads to

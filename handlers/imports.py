@@ -17,10 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from decomp.handlers.trust import FolderTrust, Trust, inside, untrusted
-
-#: No trust beyond the defaults and the environment's (`Trust()`).
-NO_TRUST = Trust()
+from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust, inside, untrusted
 
 
 #: Modules whose functions a .decomp file may never call by `module:attr`, even when trusted:

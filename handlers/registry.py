@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from decomp.dsl.errors import DecompError
-from decomp.handlers.imports import NO_TRUST, import_function, module_allowance
-from decomp.handlers.trust import Trust
+from decomp.handlers.imports import import_function, module_allowance
+from decomp.handlers.trust import NO_TRUST, Trust
 
 
 class RegistryConflict(DecompError, ValueError):

@@ -101,6 +101,11 @@ class Trust:
                                     *self.extra_roots()]))
 
 
+#: No trust beyond the defaults and the environment's: what a load, call or metric gets when
+#: no session hands it one.
+NO_TRUST = Trust()
+
+
 def inside(path: Path, roots: Iterable[Path]) -> bool:
     """Whether `path`, resolved (symlinks followed), lies in one of `roots`."""
     real = _resolved(path)

@@ -47,10 +47,10 @@ from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
 from decomp.handlers.offload import TimeLimitError, answer_limit, run_memory
-from decomp.handlers.imports import (NO_TRUST, first_on_path, import_module, local_module_file, module_file,
+from decomp.handlers.imports import (first_on_path, import_module, local_module_file, module_file,
                                      untrusted_folder)
 from decomp.handlers.registry import Registry, default_registry
-from decomp.handlers.trust import FolderTrust, Trust, not_imported
+from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust, not_imported
 from decomp.handlers.workers import call_in_worker, capped, use_workers
 
 #: What a function may ask for by naming a parameter.

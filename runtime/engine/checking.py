@@ -23,7 +23,7 @@ from decomp.dsl.limits import MAX_SOURCE_CHARS, normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.handlers.kinds.python import PythonHandler
 from decomp.handlers.registry import default_registry
-from decomp.handlers.trust import FolderTrust, Trust, inside
+from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust, inside
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.session import Session
 from decomp.runtime.testing.fake_file import FakeSpec, looks_like_fake_file, read_fake_file
@@ -250,7 +250,7 @@ def _sniff(path: Path, text: str) -> str | None:
     return None
 
 
-def file_warnings(path: str | Path, text: str | None = None, trust: Trust = Trust()) -> list[CheckWarning]:
+def file_warnings(path: str | Path, text: str | None = None, trust: Trust = NO_TRUST) -> list[CheckWarning]:
     """The warnings of a .decomp file (`text`: its unsaved content) and of the files it imports,
     each file once. A file that does not parse has none here, nor one outside the program's
     allowed folders (by `trust`): their errors are the loader's to report."""

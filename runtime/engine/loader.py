@@ -27,8 +27,8 @@ from decomp.handlers.imports import (files_run_by_import, find_module_file, impo
                                      local_module_file, untrusted_folder)
 from decomp.handlers.plugins import add_plugin_module, load as load_plugins
 from decomp.handlers.registry import Registry, RegistryConflict, default_registry
-from decomp.handlers.trust import (TRUSTED_FOLDERS_ENV, FolderTrust, PathRefused, Trust, inside, not_imported, refusal,
-                                   trust_list_file)
+from decomp.handlers.trust import (NO_TRUST, TRUSTED_FOLDERS_ENV, FolderTrust, PathRefused, Trust, inside, not_imported,
+                                   refusal, trust_list_file)
 from decomp.runtime.models.base import CONSTRAIN_MODES
 from decomp.runtime.testing.fake import FOLDER_OPTION, RESPONDER
 
@@ -54,7 +54,7 @@ class LoadedModule:
 
 
 def load(path: str | Path, registry: Registry, text: str | None = None,
-         trusted_folders: FolderTrust | None = None, trust: Trust = Trust()) -> LoadedModule:
+         trusted_folders: FolderTrust | None = None, trust: Trust = NO_TRUST) -> LoadedModule:
     """Parse, build and check the module at `path` (or `text`, named `path`). `trusted_folders`:
     a check's (`decomp check`, `decomp lsp`): Python of other folders is not imported; None: a
     run's, which imports the program's own modules. `trust`: the modules and folders the
@@ -150,7 +150,7 @@ def _plugin_not_trusted(spec: str, folder: Path) -> str:
 
 class _Loader:
     def __init__(self, registry: Registry, active: tuple[Path, ...] = (), roots: tuple[Path, ...] | None = None,
-                 trusted_folders: FolderTrust | None = None, trust: Trust = Trust()):
+                 trusted_folders: FolderTrust | None = None, trust: Trust = NO_TRUST):
         self.registry = registry
         #: What the loading session trusts (`--trust`, `--allow-root`), for every file of the load.
         self.trust = trust

@@ -24,7 +24,7 @@ from decomp.handlers.workers import workers_scope
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
-from decomp.handlers.trust import FolderTrust, Trust
+from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust
 from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, SharedRun, Usage, current_row
 from decomp.runtime.engine.cache import StepCache, cache_key
 from decomp.runtime.engine.containment import run_kind
@@ -140,7 +140,7 @@ class Session:
         self.runner = RUNNER
         #: What this session's programs may reach beyond their folders (`--trust`, `--allow-root`):
         #: its own, handed to each load and call, never shared with another session.
-        self._trust = trust or Trust()
+        self._trust = trust or NO_TRUST
         #: Folders lent for a while (`trusting`), with how many blocks lend each.
         self._lent: collections.Counter[Path] = collections.Counter()
         self.settings = dataclasses.replace(settings or ModelSettings(), trust=self._trust)

@@ -19,7 +19,7 @@ from pathlib import Path
 from decomp.dsl import nodes
 from decomp.dsl.errors import CheckWarning, DecompError, Diagnostics, UnclosedError
 from decomp.dsl.parser import special_file
-from decomp.handlers.trust import FolderTrust, Trust
+from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust
 from decomp.runtime.engine.checking import check_file
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.lsp.index import Index, build_index
@@ -143,7 +143,7 @@ def analyse(path: str, text: str, version: int | None, fewshot: bool | None = No
     return analysis
 
 
-def safe_index(path: Path, text: str, fewshot: bool | None, trust: Trust = Trust()) -> Index | None:
+def safe_index(path: Path, text: str, fewshot: bool | None, trust: Trust = NO_TRUST) -> Index | None:
     """`build_index`, or None when it fails: an index is a convenience (without one, hover and
     completion say less), never a reason to lose the problems."""
     try:

@@ -15,7 +15,7 @@ from decomp.dsl.errors import DecompError, Diagnostics, UnclosedError
 from decomp.dsl.limits import normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.dsl.walks import iter_steps, number_steps
-from decomp.handlers.trust import Trust, inside
+from decomp.handlers.trust import NO_TRUST, Trust, inside
 
 #: Imports followed at most this deep, and this many files in all (an index stays cheap).
 MAX_IMPORTED_FILES = 64
@@ -66,7 +66,7 @@ class Index:
         return next((h for h in handlers if h.span.line <= line <= h.span.end_line), None)
 
 
-def build_index(path: str | Path, text: str, fewshot: bool | None = None, trust: Trust = Trust()) -> Index:
+def build_index(path: str | Path, text: str, fewshot: bool | None = None, trust: Trust = NO_TRUST) -> Index:
     """The index of `text`, the content of `path`; a few-shot file when `fewshot` (None: by the
     suffix, `.decomp` being a module), reading only files in the folders `trust` lets the
     program read. Parts that do not parse are left out; never raises."""

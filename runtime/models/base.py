@@ -17,7 +17,7 @@ from decomp.dsl.errors import ModelError, TransientModelError
 from decomp.dsl.answer_types import Constraint
 from decomp.handlers.conversation import Message, Reply, Tool, ToolCall
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
-from decomp.handlers.trust import Trust
+from decomp.handlers.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.soft_prompts import SoftPrompt
@@ -89,7 +89,7 @@ class ModelSettings:
     options: tuple[tuple[str, object], ...] = ()
     #: What the session trusts (`Session.trust`): the modules a `fake:module:function`
     #: responder may come from. Set by the session, never by a declaration.
-    trust: Trust = Trust()
+    trust: Trust = NO_TRUST
 
     def option(self, name: str, default=None):
         return dict(self.options).get(name, default)

@@ -22,8 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from decomp.dsl.errors import InputError
-from decomp.handlers.imports import NO_TRUST
-from decomp.handlers.trust import Trust
+from decomp.handlers.trust import NO_TRUST, Trust
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.datasets import Row

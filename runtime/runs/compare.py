@@ -44,8 +44,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from decomp.dsl.errors import DecompError
-from decomp.handlers.imports import NO_TRUST
-from decomp.handlers.trust import Trust
+from decomp.handlers.trust import NO_TRUST, Trust
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.rundir import SUMMARY, RunDir
 from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
@@ -330,8 +329,8 @@ def compare_runs(paths: list[str | Path], metrics: list[Metric] | None = None, g
         raise CompareError("compare needs at least two runs (the first is the baseline)")
     runs = [read_run(path, label) for path, label in zip(paths, run_labels(paths))]
     given = list(metrics) if metrics else common_metrics(runs)
-    scorers = {metric_name(metric): Scorer(metric, limits=limits, trust=trust) for metric in given  # an unknown one: named
-               if metric not in (ENV_SUCCESS, SUCCESS)}
+    scorers = {metric_name(metric): Scorer(metric, limits=limits, trust=trust)  # an unknown one: named
+               for metric in given if metric not in (ENV_SUCCESS, SUCCESS)}
     chosen = [metric_name(metric) for metric in given]
     groups = group_values(runs, group_by) if group_by else None
     comparisons: list[dict] = []

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from decomp.dsl.errors import InputError
-from decomp.handlers.imports import NO_TRUST
-from decomp.handlers.trust import Trust
+from decomp.handlers.trust import NO_TRUST, Trust
 from decomp.runtime.engine import deepjson
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.jsonl import read_lines

@@ -50,9 +50,9 @@ import numpy as np
 
 from decomp.dsl.checker import PAIR_FORM, ROW_FORM, metric_form
 from decomp.dsl.errors import InputError
-from decomp.handlers.imports import DENIED_MODULES, NO_TRUST, find_module_file, import_function, module_allowance
+from decomp.handlers.imports import DENIED_MODULES, find_module_file, import_function, module_allowance
 from decomp.handlers.plugins import hookimpl
-from decomp.handlers.trust import TRUST_ENV, Trust
+from decomp.handlers.trust import NO_TRUST, TRUST_ENV, Trust
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.runs.metric_calls import BATCH_ROWS, IN_FLIGHT, ContainedMetric, MetricError, MetricLimits, shown
 

@@ -57,8 +57,8 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from decomp.handlers.imports import NO_TRUST, import_function, module_file
-from decomp.handlers.trust import Trust
+from decomp.handlers.imports import import_function, module_file
+from decomp.handlers.trust import NO_TRUST, Trust
 from decomp.handlers.kinds.python import code_fingerprint
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Completion, Model, ModelError, Request, Score

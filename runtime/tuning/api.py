@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from decomp.handlers.soft_prompts import SoftPromptError, read_soft_prompt, write_soft_prompt
-from decomp.handlers.trust import Trust
+from decomp.handlers.trust import NO_TRUST, Trust
 from decomp.runtime.tuning.base import Base, load_base
 from decomp.runtime.tuning.examples import (
     TuneError,
@@ -53,7 +53,7 @@ def tune(program: str | Path, handler: str, data: str | Path, out: str | Path | 
          query: str | None = None, target: str = "completion", init_text: str | None = None,
          recorded: Mapping[str, Any] | None = None, base: Base | None = None,
          load: Callable[[str, bool], Base] = load_base, progress: Progress | None = None,
-         trust: Trust = Trust()) -> Tuned:
+         trust: Trust = NO_TRUST) -> Tuned:
     """Train `handler` of `program` on the rows of `data` and write its soft prompt to `out`
     (None: the file the handler's `soft_prompt=` option names).
 

@@ -22,7 +22,7 @@ from decomp.handlers.base import Handler
 from decomp.handlers.kinds.prompt import PromptHandler, source_text
 from decomp.handlers.kinds.score import ScoreHandler
 from decomp.handlers.registry import default_registry
-from decomp.handlers.trust import Trust
+from decomp.handlers.trust import NO_TRUST, Trust
 from decomp.handlers.kinds.soft_prompt_option import pending_soft_prompts
 from decomp.runtime.engine.loader import load
 from decomp.runtime.runs.api import find_program
@@ -69,7 +69,7 @@ def declared_soft_prompt(handler: Handler) -> Path | None:
     return handler.ctx.resolve(written) if written else None
 
 
-def find_handler(program: str | Path, name: str, trust: Trust = Trust()) -> tuple[Path, Handler]:
+def find_handler(program: str | Path, name: str, trust: Trust = NO_TRUST) -> tuple[Path, Handler]:
     """The program file (a path or a bundled program's name) and its handler `name`, loaded
     (trusting `trust`) and checked; a `TuneError` when there is none of that name or its kind
     cannot be tuned."""
