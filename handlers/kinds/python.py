@@ -34,6 +34,7 @@ import math
 import site
 import sys
 import sysconfig
+import threading
 import traceback
 from dataclasses import dataclass
 from functools import lru_cache
@@ -361,12 +362,19 @@ def fresh_function(fn: Callable[..., Any], sources: list[Source], folder: Path |
     return target if callable(target) else fn
 
 
+#: Held around `ast.parse`: CPython 3.11's AST validator keeps its recursion depth per
+#: interpreter, so two threads parsing at once (two sessions loading programs) may fail with
+#: "SystemError: AST constructor recursion depth mismatch" (a CPython bug, fixed in later releases).
+_AST_PARSING = threading.Lock()
+
+
 def _project_imports(digest: str, data: bytes, module: str, path: Path,
                      roots: tuple[Path, ...]) -> tuple[tuple[str, Path], ...]:
     key = (digest, module, path, roots)
     if key not in _IMPORTS:
         try:
-            tree = ast.parse(data, str(path))
+            with _AST_PARSING:
+                tree = ast.parse(data, str(path))
         except (SyntaxError, ValueError):
             tree = ast.Module(body=[], type_ignores=[])
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
