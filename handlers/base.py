@@ -21,7 +21,7 @@ from decomp.dsl.answer_types import ANY, SchemaFile, Type, TypeProblem, parse_ty
 from decomp.dsl.nodes import HandlerDecl, Span
 from decomp.dsl.repair import fit
 from decomp.handlers.call import Call
-from decomp.handlers.offload import bounded, bounded_await, run_timeout
+from decomp.handlers.offload import bounded, bounded_await
 from decomp.handlers.trust import NO_TRUST, FolderTrust, PathRefused, Trust, inside, refusal
 
 __all__ = ["Call", "Handler", "LoadContext", "NoOptions", "Options", "step_calls"]
@@ -246,27 +246,27 @@ class Handler:
         run ends."""
 
     # ---- bounded synchronous work (see `decomp.handlers.offload`)
-    def time_limit(self) -> float:
-        """Seconds one call's synchronous work may take: the handler's `timeout=` option when
-        written, else the run's setting (`--handler-timeout`, default 10 s), or the kind's
-        `default_timeout` when that is tighter."""
+    def time_limit(self, call: Call) -> float:
+        """Seconds `call`'s synchronous work may take: the handler's `timeout=` option when
+        written, else its session's (`call.limits`: `--handler-timeout`, default 10 s), or the
+        kind's `default_timeout` when that is tighter."""
         own = getattr(self.options, "timeout", None)
         if own is not None:
             return own
-        run = run_timeout()
+        run = call.limits.seconds
         return run if self.default_timeout is None else min(run, self.default_timeout)
 
-    async def offload(self, fn, *args: Any, what: str, grace: float = 0.0) -> Any:
-        """`fn(*args)` in a worker thread under `time_limit()` (plus `grace` seconds, for work
+    async def offload(self, call: Call, fn, *args: Any, what: str, grace: float = 0.0) -> Any:
+        """`fn(*args)` in a worker thread under `time_limit(call)` (plus `grace` seconds, for work
         that stops itself at the limit): the event loop (every other row) goes on meanwhile; an
         overrun is a `HandlerError` naming `what`, the limit and how to raise it. Kinds run every
         piece of blocking work through this."""
-        return await bounded(fn, *args, limit=self.time_limit(), owner=self, what=what,
+        return await bounded(fn, *args, limit=self.time_limit(call), owner=self, what=what,
                              option=self._timeout_option, grace=grace)
 
-    async def await_bounded(self, awaitable, *, what: str) -> Any:
-        """`await awaitable` under `time_limit()` (an async function's call)."""
-        return await bounded_await(awaitable, limit=self.time_limit(), what=what, option=self._timeout_option)
+    async def await_bounded(self, call: Call, awaitable, *, what: str) -> Any:
+        """`await awaitable` under `time_limit(call)` (an async function's call)."""
+        return await bounded_await(awaitable, limit=self.time_limit(call), what=what, option=self._timeout_option)
 
     @property
     def _timeout_option(self) -> str | None:

@@ -24,11 +24,12 @@ an ordinary error: `StopIteration` (a future refuses it) and exceptions that are
 (`SystemExit`, `KeyboardInterrupt`, `GeneratorExit`, ...; raised on the loop they would end the
 whole run) come as a `RuntimeError` naming them, with the original as its `__cause__`.
 
-The limit of a call is the handler's `timeout=` option when written, else the run's setting
-(`timeout_scope`: the session's `handler_timeout`, the CLI's `--handler-timeout`), else
-`DEFAULT_TIMEOUT`. User Python functions run in worker processes instead, where a deadline stops
-them for real (`decomp.handlers.workers`); their memory limit is the run's `memory_scope` (the
-session's `handler_memory_mb`, the CLI's `--handler-memory`), else `DEFAULT_MEMORY_MB`.
+The limit of a call is the handler's `timeout=` option when written, else its session's
+(`Limits`, handed to the call as `Call.limits`: the session's `handler_timeout`, the CLI's
+`--handler-timeout`), else `DEFAULT_TIMEOUT`. User Python functions run in worker processes
+instead, where a deadline stops them for real (`decomp.handlers.workers`); their memory limit is
+the handler's `memory=`, else the session's (`handler_memory_mb`, `--handler-memory`), else
+`DEFAULT_MEMORY_MB`.
 
 The wait for a worker thread is the call's queue time (`decomp.dsl.waits.waiting`), not its
 service time.
@@ -42,8 +43,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 
 from decomp.dsl.errors import HandlerError
 from decomp.dsl.waits import waiting
@@ -62,68 +63,47 @@ class TimeLimitError(HandlerError):
     """A call ran over its time limit, or was refused because earlier ones still run past theirs."""
 
 
-_RUN_TIMEOUT: contextvars.ContextVar[float | None] = contextvars.ContextVar("decomp_handler_timeout", default=None)
+@dataclass(frozen=True)
+class Limits:
+    """What one session lets each handler call use, handed to every call it makes (`Call.limits`)
+    and never set for the process: two sessions in one process keep their own.
+
+    timeout:   seconds one call's synchronous work may take when the handler writes no
+               `timeout=` (`--handler-timeout`; None: `DEFAULT_TIMEOUT`)
+    memory_mb: MiB one call of a user's Python function may add to its worker process when the
+               handler writes no `memory=` (`--handler-memory`; None: `DEFAULT_MEMORY_MB`)
+    answer_mb: MiB of text an answer made elsewhere (a worker process) may hold, refused there
+               before it reaches the run's process (the budget's `answer_mb`; None: no limit)
+    workers:   True: user Python runs in worker processes, stopped at its limits; False: in
+               threads of this process, not contained (for test doubles that patch a helper's
+               module in this process, and for a debugger)
+    """
+
+    timeout: float | None = None
+    memory_mb: float | None = None
+    answer_mb: float | None = None
+    workers: bool = True
+
+    def __post_init__(self) -> None:
+        for name, keyword, unit in (("timeout", "handler_timeout", "seconds"),
+                                    ("memory_mb", "handler_memory_mb", "MiB"), ("answer_mb", "answer_mb", "MiB")):
+            value = getattr(self, name)  # named as the session's keyword (Session, RunOptions, Budget)
+            if value is not None and not value > 0:
+                raise ValueError(f"{keyword} must be > 0 {unit}, got {value}")
+
+    @property
+    def seconds(self) -> float:
+        """The time limit of one call whose handler sets none."""
+        return DEFAULT_TIMEOUT if self.timeout is None else self.timeout
+
+    @property
+    def memory(self) -> float:
+        """The memory limit (MiB) of one python handler call whose handler sets none."""
+        return DEFAULT_MEMORY_MB if self.memory_mb is None else self.memory_mb
 
 
-def run_timeout() -> float:
-    """The run's time limit for one handler call (`timeout_scope`), else `DEFAULT_TIMEOUT`."""
-    seconds = _RUN_TIMEOUT.get()
-    return DEFAULT_TIMEOUT if seconds is None else seconds
-
-
-@contextmanager
-def timeout_scope(seconds: float | None) -> Iterator[None]:
-    """Within the block (and the tasks started in it), handlers that set no `timeout=` of their
-    own get `seconds` (None: `DEFAULT_TIMEOUT`)."""
-    with _setting(_RUN_TIMEOUT, seconds, "time limit", "seconds"):
-        yield
-
-
-_RUN_MEMORY: contextvars.ContextVar[float | None] = contextvars.ContextVar("decomp_handler_memory", default=None)
-
-
-def run_memory() -> float:
-    """The run's memory limit (MiB) for one call of a user's Python function (`memory_scope`),
-    else `DEFAULT_MEMORY_MB`."""
-    mb = _RUN_MEMORY.get()
-    return DEFAULT_MEMORY_MB if mb is None else mb
-
-
-@contextmanager
-def memory_scope(mb: float | None) -> Iterator[None]:
-    """Within the block (and the tasks started in it), python handlers that set no `memory=` of
-    their own get `mb` MiB per call (None: `DEFAULT_MEMORY_MB`)."""
-    with _setting(_RUN_MEMORY, mb, "memory limit", "MB"):
-        yield
-
-
-_RUN_ANSWER: contextvars.ContextVar[float | None] = contextvars.ContextVar("decomp_answer_limit", default=None)
-
-
-def answer_limit() -> float | None:
-    """The row's answer size limit (MiB of text) within `answer_scope`; None: none known here
-    (the engine still sizes every answer it receives)."""
-    return _RUN_ANSWER.get()
-
-
-@contextmanager
-def answer_scope(mb: float | None) -> Iterator[None]:
-    """Within the block, a kind whose answer is made elsewhere (a worker process) refuses there an
-    answer over `mb` MiB of text, before it reaches the run's process (None: no limit)."""
-    with _setting(_RUN_ANSWER, mb, "answer size limit", "MB"):
-        yield
-
-
-@contextmanager
-def _setting(var: contextvars.ContextVar, value: float | None, what: str, unit: str) -> Iterator[None]:
-    """`var` set to `value` (> 0, or None) within the block."""
-    if value is not None and not value > 0:
-        raise ValueError(f"the handler {what} must be > 0 {unit}, got {value}")
-    token = var.set(value)
-    try:
-        yield
-    finally:
-        var.reset(token)
+#: The limits of a call whose session says nothing: every default.
+DEFAULT_LIMITS = Limits()
 
 
 def overrun_message(what: str, limit: float, option: str | None) -> str:

@@ -51,7 +51,7 @@ from jinja2.runtime import Context, LoopContext, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
-from decomp.handlers.offload import run_timeout
+from decomp.handlers.offload import DEFAULT_TIMEOUT
 from decomp.handlers.template_limits import (MAX_DIGITS, MAX_LOOP, MAX_TEXT, RENDER, Render, TemplateLimitError,
                                              binop, check_counts, check_format, check_join, check_percent,
                                              check_replace, check_string_call, check_text, check_total, counted,
@@ -85,8 +85,9 @@ class BoundedTemplate(Template):
     """A template whose render counts its loops afresh and stops at its deadline."""
 
     def render(self, *args: Any, **kwargs: Any) -> str:
-        """`render_within` the run's handler time limit (`--handler-timeout`, default 10 s)."""
-        return self.render_within(run_timeout(), *args, **kwargs)
+        """`render_within` the default handler time limit (10 s); a kind renders within its
+        call's (`render_within(handler.time_limit(call), ...)`)."""
+        return self.render_within(DEFAULT_TIMEOUT, *args, **kwargs)
 
     def render_within(self, seconds: float | None, /, *args: Any, **kwargs: Any) -> str:
         """The rendered text (arguments as `render`'s), stopped with a `TemplateLimitError` once

@@ -74,7 +74,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import contextvars
 import importlib
 import json
 import multiprocessing
@@ -116,26 +115,6 @@ _NO_ROOM = 75
 _LINUX = sys.platform.startswith("linux")
 #: The modules a fresh worker starts with (the fork server imports them once).
 PRELOAD = ("decomp.handlers.kinds.python",)
-
-
-_IN_WORKERS: contextvars.ContextVar[bool] = contextvars.ContextVar("decomp_python_workers", default=True)
-
-
-def use_workers() -> bool:
-    """Whether user Python runs in worker processes here (`workers_scope`; default True)."""
-    return _IN_WORKERS.get()
-
-
-@contextlib.contextmanager
-def workers_scope(on: bool = True) -> Iterator[None]:
-    """Within the block (and the tasks started in it), user Python runs in worker processes
-    (`on`), or, with `on=False`, in threads of this process as before, not contained: for test
-    doubles that patch a helper's module in this process, and for a debugger."""
-    token = _IN_WORKERS.set(bool(on))
-    try:
-        yield
-    finally:
-        _IN_WORKERS.reset(token)
 
 
 class MemoryLimitError(HandlerError):

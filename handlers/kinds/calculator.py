@@ -122,7 +122,7 @@ class CalculatorHandler(Handler):
         return Float()
 
     async def run(self, call: Call) -> Any:
-        return await self.offload(self.calculate, call.query, call, what="the calculation")
+        return await self.offload(call, self.calculate, call.query, call, what="the calculation")
 
     def calculate(self, text: str, call: Call | None = None) -> int | float:
         """The value of the expression in `text`, as the handler answers it."""

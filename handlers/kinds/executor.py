@@ -116,7 +116,7 @@ class ExecutorHandler(ActsOnEnvironment):
         variables = {"role": role, **call.inputs, "task": call.query, "start": start, "state": state,
                      "inputs": dict(call.inputs)}
         try:
-            rendered = self._prepare().render_within(self.time_limit(), **variables)
+            rendered = self._prepare().render_within(self.time_limit(call), **variables)
         except Exception as err:  # a template can fail in any way
             raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
         return split_roles(rendered, nonce)
@@ -126,7 +126,7 @@ class ExecutorHandler(ActsOnEnvironment):
         env = call.environment(opts.environment)
         state = env.step(opts.state_action).observation if opts.state_action else ""
         start = env.start()  # the environment is the row's: it is used on the event loop only
-        text, messages = await self.offload(self._render_both, call, start, state, what="the template",
+        text, messages = await self.offload(call, self._render_both, call, start, state, what="the template",
                                             grace=RENDER_GRACE)
         prompt = text.rstrip("\n") + "\n"
         turns = list(messages or (Message("user", prompt.rstrip("\n")),))

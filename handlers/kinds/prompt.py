@@ -243,7 +243,7 @@ class PromptHandler(Handler):
         variables = {"role": role, **call.inputs, "query": call.query, "values": list(call.values),
                      "inputs": dict(call.inputs)}
         try:
-            rendered = self._template.render_within(self.time_limit(), **variables)
+            rendered = self._template.render_within(self.time_limit(call), **variables)
         except Exception as err:  # a template can fail in any way (1 // 0, bad filters, ...)
             raise HandlerError(f"template: {type(err).__name__}: {err}", call.span) from err
         text, messages = split_roles(rendered, nonce)
@@ -256,7 +256,7 @@ class PromptHandler(Handler):
         self._prepare()
         # a template renders off the event loop, under the handler's time limit (it stops itself
         # there: see `render`); few-shot text is put together at once
-        prompt = await self.offload(self.render_both, call, what="the template", grace=RENDER_GRACE) \
+        prompt = await self.offload(call, self.render_both, call, what="the template", grace=RENDER_GRACE) \
             if self.is_template else self.render_both(call)
         if self.declared_type is not None:
             return await self._typed(call, prompt, self.declared_type)
@@ -272,7 +272,7 @@ class PromptHandler(Handler):
                                         temperature=opts.temperature, n=opts.n, soft_prompt=handler_soft_prompt(self),
                                         constraint=constraint, messages=prompt[1])
         if opts.answer_regex:
-            answers = await self.offload(lambda: [self._extract(t, call) for t in texts], what="answer_regex")
+            answers = await self.offload(call, lambda: [self._extract(t, call) for t in texts], what="answer_regex")
         else:
             answers = [self._extract(t, call) for t in texts]
         return texts, answers

@@ -47,12 +47,12 @@ from decomp.dsl.text import shorten
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
-from decomp.handlers.offload import TimeLimitError, answer_limit, run_memory
+from decomp.handlers.offload import TimeLimitError
 from decomp.handlers.imports import (first_on_path, import_module, local_module_file, module_file,
                                      untrusted_folder)
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust, not_imported
-from decomp.handlers.workers import call_in_worker, capped, use_workers
+from decomp.handlers.workers import call_in_worker, capped
 
 #: What a function may ask for by naming a parameter.
 ARGUMENTS = ("query", "values", "inputs")
@@ -193,10 +193,10 @@ class PythonHandler(Handler):
         return parts
 
     # ---- running
-    def memory_limit(self) -> float:
-        """MiB one call may add to its worker process: the handler's `memory=` option when
-        written, else the run's setting (`--handler-memory`, default 1,024 MiB)."""
-        return self.options.memory if self.options.memory is not None else run_memory()
+    def memory_limit(self, call: Call) -> float:
+        """MiB `call` may add to its worker process: the handler's `memory=` option when
+        written, else its session's (`call.limits`: `--handler-memory`, default 1,024 MiB)."""
+        return self.options.memory if self.options.memory is not None else call.limits.memory
 
     async def run(self, call: Call) -> Any:
         fn, sources = self._current(call)
@@ -205,17 +205,17 @@ class PythonHandler(Handler):
         except TypeError as err:
             raise HandlerError(str(err), call.span) from err
         what = f"function {self.options.function}"
-        target = worker_target(fn) if use_workers() else None
+        target = worker_target(fn) if call.limits.workers else None
         if target is not None:
             return await self._contained(target, plan, sources, call, what)
         try:
             if inspect.iscoroutinefunction(fn):
                 args, kwargs = _arguments(plan, call)
-                result = _json_answer(await self.await_bounded(fn(*args, **kwargs), what=what))
+                result = _json_answer(await self.await_bounded(call, fn(*args, **kwargs), what=what))
             else:  # in a worker thread, its arguments copied and its answer converted there too
-                result = await self.offload(_call, fn, plan, call, what=what)
+                result = await self.offload(call, _call, fn, plan, call, what=what)
                 if inspect.isawaitable(result):
-                    result = _json_answer(await self.await_bounded(result, what=what))
+                    result = _json_answer(await self.await_bounded(call, result, what=what))
         except TimeLimitError:
             raise
         except _NotJSON as err:
@@ -231,8 +231,8 @@ class PythonHandler(Handler):
         payload = {"target": target, "folder": None if self._folder is None else str(self._folder),
                    "sources": [(s.module, str(s.path), s.sha256) for s in sources], "plan": plan,
                    "query": call.query, "values": list(call.values) if "values" in plan else None,
-                   "inputs": dict(call.inputs) if "inputs" in plan else None, "answer_mb": answer_limit()}
-        reply = await call_in_worker(WORKER_ENTRY, payload, limit=self.time_limit(), memory_mb=self.memory_limit(),
+                   "inputs": dict(call.inputs) if "inputs" in plan else None, "answer_mb": call.limits.answer_mb}
+        reply = await call_in_worker(WORKER_ENTRY, payload, limit=self.time_limit(call), memory_mb=self.memory_limit(call),
                                      what=what, option=self._timeout_option)
         if "answer" in reply:
             return Failed(reply["answer"]) if reply.get("failed") else reply["answer"]

@@ -140,10 +140,10 @@ class RegexHandler(Handler):
 
     async def run(self, call: Call) -> Any:
         pattern = self._compiled_or_fail(call)
-        limit = self.time_limit()
+        limit = self.time_limit(call)
         # the regex package stops the search itself at `limit` (its thread is then free); the
         # offload's own limit, a little later, is only the backstop
-        found = await self.offload(self._search, pattern, call.query, limit, call.span, what="the match", grace=1.0)
+        found = await self.offload(call, self._search, pattern, call.query, limit, call.span, what="the match", grace=1.0)
         if found is _NO_MATCH or (self.options.all and not found):
             return self._no_match(call)
         return found

@@ -46,7 +46,7 @@ class ScoreHandler(Handler):
         return (template_warnings(self, self.options.prefix, "prefix") if "{{" in self.options.prefix else []) + soft
 
     async def run(self, call: Call) -> Any:
-        prefix = await self.offload(self._prefix, call, what="the prefix template", grace=RENDER_GRACE) \
+        prefix = await self.offload(call, self._prefix, call, what="the prefix template", grace=RENDER_GRACE) \
             if "{{" in self.options.prefix else self.options.prefix
         logprob, tokens = await call.score(prefix, call.query, model=self.options.model,
                                            soft_prompt=handler_soft_prompt(self))
@@ -57,6 +57,6 @@ class ScoreHandler(Handler):
         if "{{" not in text:
             return text
         try:
-            return JINJA.from_string(text).render_within(self.time_limit(), **call.inputs, query=call.query)
+            return JINJA.from_string(text).render_within(self.time_limit(call), **call.inputs, query=call.query)
         except TemplateError as err:  # TemplateLimitError too: a render that would build too much
             raise HandlerError(f"prefix template: {err}", call.span) from err

@@ -20,6 +20,7 @@ from decomp.dsl.waits import Waits, counting_waits
 from decomp.handlers.kinds.environment import EnvironmentHandler
 from decomp.handlers.registry import Registry
 from decomp.handlers.service import Service
+from decomp.handlers.offload import Limits
 from decomp.handlers.trust import Trust
 from decomp.runtime.engine.budgets import current_row
 from decomp.runtime.engine.containment import run_kind
@@ -209,6 +210,10 @@ class EngineCall(Call):
     @property
     def trust(self) -> Trust:
         return self.session.trust
+
+    @property
+    def limits(self) -> Limits:
+        return self.session.limits
 
 
 def _model_facts(model: Service) -> dict:

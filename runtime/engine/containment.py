@@ -16,7 +16,7 @@ run's loop through `ContainedCall`, in the row's context, and its time there (mo
 nested handlers) is the engine's, not the kind's.
 
 **A deadline on the kind's own time.** The time the kind's code takes, not counting what it
-awaits of the engine, is bounded by the handler's time limit (`Handler.time_limit()`: its
+awaits of the engine, is bounded by the handler's time limit (`Handler.time_limit(call)`: its
 `timeout=` option, else `--handler-timeout`, default 10 s). Past it the call is a
 `TimeLimitError`, its task on the kind's loop is cancelled (which stops an endless await or a
 spin that awaits), and the row goes on; code that blocks its thread without awaiting cannot be
@@ -161,7 +161,7 @@ async def run_contained(handler: "Handler", call: Call) -> Any:
         task.add_done_callback(lambda t: _finished(t, outcome, worker))
 
     worker.loop.call_soon_threadsafe(start)
-    limit = handler.time_limit()
+    limit = handler.time_limit(call)
     waiting = asyncio.wrap_future(outcome)
     try:
         while True:
@@ -290,6 +290,10 @@ class ContainedCall(Call):
     @property
     def trust(self):
         return self._call.trust
+
+    @property
+    def limits(self):
+        return self._call.limits
 
 
 def _copy_outcome(task: asyncio.Task, result: concurrent.futures.Future) -> None:

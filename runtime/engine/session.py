@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.dsl.values import Failed, json_text, outcome
 from decomp.handlers.base import Handler
-from decomp.handlers.offload import answer_scope, memory_scope, timeout_scope
-from decomp.handlers.workers import workers_scope
+from decomp.handlers.offload import Limits
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
@@ -123,8 +122,6 @@ class Session:
                  on_note: Callable[[str], None] | None = None, apis: Mapping[str, str] | None = None,
                  default_temperature: float | None = None, max_output_tokens: int | None = None,
                  trust: Trust | None = None):
-        if handler_timeout is not None and not handler_timeout > 0:
-            raise ValueError(f"handler_timeout must be > 0 seconds, got {handler_timeout}")
         if temperature is not None and not temperature >= 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         if default_temperature is not None and not default_temperature >= 0:
@@ -133,8 +130,6 @@ class Session:
             raise ValueError(f"max_output_tokens must be >= 1, got {max_output_tokens}")
         if rollout < 0:
             raise ValueError(f"rollout must be >= 0, got {rollout}")
-        if handler_memory_mb is not None and not handler_memory_mb > 0:
-            raise ValueError(f"handler_memory_mb must be > 0 MiB, got {handler_memory_mb}")
         self.registry = load_plugins(registry or default_registry)
         #: What runs nested work for every call of this session (the interpreter).
         self.runner = RUNNER
@@ -149,14 +144,9 @@ class Session:
         self.budget = budget or Budget()
         self.max_depth = max_depth
         self.max_steps = max_steps
-        #: Seconds one handler call's synchronous work may take when the handler sets no
-        #: `timeout=` (None: `decomp.handlers.offload.DEFAULT_TIMEOUT`, 10 s).
-        self.handler_timeout = handler_timeout
-        #: MiB one python handler call may add to its worker process when the handler sets no
-        #: `memory=` (None: `decomp.handlers.offload.DEFAULT_MEMORY_MB`, 1,024 MiB).
-        self.handler_memory_mb = handler_memory_mb
-        #: Whether python handlers' functions run in worker processes (else in threads here).
-        self.python_workers = python_workers
+        #: What each handler call of this session may use (time, memory, answer size, worker
+        #: processes), handed to every call as `Call.limits`: never set for the process.
+        self.limits = Limits(handler_timeout, handler_memory_mb, self.budget.answer_mb, python_workers)
         #: The temperature of every model request, over the handlers' own (None: theirs).
         self.temperature = temperature
         #: The temperature, and the most tokens one call may generate, of model calls whose
@@ -454,13 +444,6 @@ class Session:
             self.cache.put(key, value)
 
     # ---- running
-    @contextlib.contextmanager
-    def _limits(self) -> Iterator[None]:
-        """The run's bounds on handler work, for the tasks started within."""
-        with timeout_scope(self.handler_timeout), memory_scope(self.handler_memory_mb), \
-                answer_scope(self.budget.answer_mb), workers_scope(self.python_workers):
-            yield
-
     async def arun(self, module: LoadedModule, fields: Mapping[str, Any], target: str | None = None,
                    index: int = 0) -> RunResult:
         """Run the module's main (or `target`) on one row; errors are caught into the result."""
@@ -468,8 +451,7 @@ class Session:
         token = CURRENT_ROW.set(row)
         trace = TraceNode("row", label=str(fields.get("id", "")), started=time.time())
         try:
-            with self._limits():
-                answer = await self._entry(module, target, fields, trace)
+            answer = await self._entry(module, target, fields, trace)
         except DecompError as err:
             trace.error, trace.details = str(err), getattr(err, "details", None)
             return RunResult(None, str(err), trace, row.usage, environments=_finish_environments(row),
@@ -503,8 +485,7 @@ class Session:
         trace = TraceNode("call", handler=handler.name, query=query)
         call = EngineCall(query, tuple(values), dict(inputs or {}), (), None, self, handler, trace)
         try:
-            with self._limits():
-                return await run_kind(handler, call)
+            return await run_kind(handler, call)
         except Exception as err:
             failure = named(err, handler, None)
             if failure is err:

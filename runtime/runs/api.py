@@ -221,7 +221,7 @@ class RunOptions:
                    cache_dir=cache.path.parent if cache is not None else None, max_calls=budget.run_calls,
                    max_tokens=budget.run_tokens, max_row_calls=budget.row_calls, max_row_tokens=budget.row_tokens,
                    max_depth=session.max_depth, max_steps=session.max_steps,
-                   handler_timeout=session.handler_timeout, handler_memory_mb=session.handler_memory_mb,
+                   handler_timeout=session.limits.timeout, handler_memory_mb=session.limits.memory_mb,
                    max_row_handler_calls=budget.row_handler_calls,
                    max_handler_calls=budget.run_handler_calls, max_memory_mb=budget.memory_mb,
                    max_answer_mb=budget.answer_mb, max_cost=budget.run_cost, temperature=session.temperature,

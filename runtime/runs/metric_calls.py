@@ -48,7 +48,7 @@ from typing import Any, Callable
 from decomp.dsl.errors import DecompError, HandlerError
 from decomp.handlers.kinds.python import function_sources, user_traceback, worker_function, worker_target
 from decomp.handlers.offload import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, TimeLimitError, bounded
-from decomp.handlers.workers import MemoryLimitError, call_in_worker, capped, mib, use_workers
+from decomp.handlers.workers import MemoryLimitError, call_in_worker, capped, mib
 
 #: Seconds one row's metric calls may take when nothing else says (a python handler's default).
 DEFAULT_METRIC_TIMEOUT = DEFAULT_TIMEOUT
@@ -66,11 +66,13 @@ class MetricError(DecompError, ValueError):
 
 @dataclass(frozen=True)
 class MetricLimits:
-    """How long (seconds) one row's metric calls may take, and how much memory (MiB) they may
-    add to their worker process."""
+    """How long (seconds) one row's metric calls may take, how much memory (MiB) they may add to
+    their worker process, and whether they run in one (`workers`; False: in threads of this
+    process, not contained, as a session's `python_workers=False` runs python handlers)."""
 
     timeout: float = DEFAULT_METRIC_TIMEOUT
     memory_mb: float = DEFAULT_METRIC_MEMORY_MB
+    workers: bool = True
 
     def __post_init__(self) -> None:
         for name, unit in (("timeout", "seconds"), ("memory_mb", "MiB")):
@@ -94,7 +96,7 @@ class ContainedMetric:
     async def scores(self, calls: list[list[Any]], subject: str) -> list[float]:
         """`function(*args)` for each `args` of `calls` (one row's), as floats; a `MetricError`
         naming `subject` (what the row is: "the prediction ... (gold ...)", "row q3") otherwise."""
-        target = worker_target(self.function) if use_workers() else None
+        target = worker_target(self.function) if self.limits.workers else None
         try:
             if target is None:
                 reply = await bounded(_in_thread, self.function, calls, limit=self.limits.timeout, owner=self,
@@ -144,7 +146,7 @@ class ContainedMetric:
     async def _batch(self, batch: list[tuple[list[list[Any]], str]]) -> list[list[float] | MetricError] | None:
         """The rows of `batch` scored in one request; None when it failed as a whole (or no worker
         can import the function: each row then runs on its own)."""
-        target = worker_target(self.function) if use_workers() else None
+        target = worker_target(self.function) if self.limits.workers else None
         if target is None:
             return None
         try:

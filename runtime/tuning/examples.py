@@ -22,6 +22,7 @@ from decomp.handlers.base import Handler
 from decomp.handlers.kinds.prompt import PromptHandler, source_text
 from decomp.handlers.kinds.score import ScoreHandler
 from decomp.handlers.registry import default_registry
+from decomp.handlers.offload import DEFAULT_LIMITS, Limits
 from decomp.handlers.trust import NO_TRUST, Trust
 from decomp.handlers.kinds.soft_prompt_option import pending_soft_prompts
 from decomp.runtime.engine.loader import load
@@ -60,6 +61,7 @@ class _RowCall:
     values: tuple = ()
     span: Any = None
     stack: tuple = ()
+    limits: Limits = DEFAULT_LIMITS  # a render's time limit: the default (`time_limit(call)`)
 
 
 def declared_soft_prompt(handler: Handler) -> Path | None:

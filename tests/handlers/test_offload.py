@@ -1,22 +1,24 @@
 """Bounded synchronous work (decomp.handlers.offload, Handler.offload / time_limit): blocking
 handler code runs in a worker thread under a time limit, so the event loop (every other row)
 goes on; an overrun is a clear error; a handler that leaves too many calls running is refused;
-async functions are bounded too; the limit comes from the handler, the run or the default."""
+async functions are bounded too; the limit comes from the handler, the session or the default."""
 from __future__ import annotations
 
 from decomp.handlers.plugins import builtin_registry
 import asyncio
+import contextvars
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from decomp.dsl.errors import HandlerError
 from decomp.handlers import offload
 from decomp.handlers.base import LoadContext
-from decomp.handlers.offload import (DEFAULT_TIMEOUT, MAX_OVERRUNS, TimeLimitError, bounded, bounded_await, overruns,
-                                     run_timeout, timeout_scope)
+from decomp.handlers.offload import (DEFAULT_TIMEOUT, MAX_OVERRUNS, Limits, TimeLimitError, bounded, bounded_await,
+                                     overruns)
 from decomp.handlers.kinds.python import PythonHandler
 from decomp.handlers.kinds.regex import RegexHandler
 
@@ -44,19 +46,22 @@ async def ticking(work, period=0.01):
         await ticker
 
 
+ROW = contextvars.ContextVar("test_row", default=None)
+
+
 def test_the_work_runs_in_a_worker_thread_with_the_callers_context():
     seen = []
 
     def work(x):
-        seen.append((threading.current_thread() is threading.main_thread(), run_timeout()))
+        seen.append((threading.current_thread() is threading.main_thread(), ROW.get()))
         return x * 2
 
     async def main():
-        with timeout_scope(3.0):
-            return await bounded(work, 21, limit=5, owner=Owner(), what="the work")
+        ROW.set("row 3")
+        return await bounded(work, 21, limit=5, owner=Owner(), what="the work")
 
     assert asyncio.run(main()) == 42
-    assert seen == [(False, 3.0)]  # not the loop's thread; the run's limit visible there
+    assert seen == [(False, "row 3")]  # not the loop's thread; the caller's context visible there
 
 
 def stuck_work():
@@ -166,21 +171,24 @@ def test_an_async_functions_own_timeout_error_is_not_taken_for_an_overrun():
     assert not isinstance(info.value, TimeLimitError)
 
 
-def test_the_limit_is_the_handlers_option_else_the_runs_else_the_default():
+def calls(**limits):
+    """A call's view of its session's limits (all `Handler.time_limit` reads of it)."""
+    return SimpleNamespace(limits=Limits(**limits))
+
+
+def test_the_limit_is_the_handlers_option_else_the_sessions_else_the_default():
     ctx = LoadContext(Path("."))
     plain = PythonHandler("p", PythonHandler.Options(function="capwords"), None, ctx)
     own = PythonHandler("p", PythonHandler.Options(function="capwords", timeout=2.5), None, ctx)
-    assert plain.time_limit() == DEFAULT_TIMEOUT == 10.0
-    with timeout_scope(30):
-        assert plain.time_limit() == 30 and own.time_limit() == 2.5
-    # a kind's tighter default (a regex search) holds unless the run's is tighter still
+    assert plain.time_limit(calls()) == DEFAULT_TIMEOUT == 10.0
+    assert plain.time_limit(calls(timeout=30)) == 30 and own.time_limit(calls(timeout=30)) == 2.5
+    # a kind's tighter default (a regex search) holds unless the session's is tighter still
     rx = RegexHandler("r", RegexHandler.Options(pattern="a"), None, ctx)
-    assert rx.time_limit() == 1.0
-    with timeout_scope(0.3):
-        assert rx.time_limit() == 0.3
-    with pytest.raises(ValueError, match="> 0"):
-        with timeout_scope(0):
-            pass
+    assert rx.time_limit(calls()) == 1.0
+    assert rx.time_limit(calls(timeout=0.3)) == 0.3
+    for bad in ({"timeout": 0}, {"memory_mb": -1}, {"answer_mb": 0}):
+        with pytest.raises(ValueError, match="> 0"):
+            Limits(**bad)
 
 
 def test_a_timeout_option_must_be_positive():

@@ -16,7 +16,6 @@ from jinja2 import StrictUndefined, TemplateError
 
 import decomp.handlers.kinds  # noqa: F401
 from decomp.handlers.kinds import executor, prompt, score
-from decomp.handlers.offload import timeout_scope
 from decomp.handlers.templates import JINJA, MAX_LOOP, MAX_TEXT, RENDER_GRACE, TemplateLimitError
 from decomp.runtime.engine.session import Session
 from decomp.runtime.testing.fake import FakeModel
@@ -148,10 +147,13 @@ def test_a_render_past_its_deadline_stops_itself_and_says_its_limit():
     assert time.monotonic() - started < 3
 
 
-def test_render_without_a_limit_takes_the_runs_handler_timeout():
-    template = JINJA.from_string(PROBES["macro recursion doubling"])
-    with timeout_scope(0.4), pytest.raises(TemplateLimitError, match="time limit of 0.4 s"):
-        template.render(n=60)
+def test_a_prompt_kind_renders_within_its_sessions_handler_timeout(tmp_path):
+    src = ('handler h = prompt(text="{% macro f(k) %}{% if k > 0 %}{{ f(k - 1) }}{{ f(k - 1) }}{% endif %}'
+           '{% endmacro %}{{ f(query|length) }}", template=true)\n'
+           'program p(question) {\n    QS: [h] #question\n}\nmain p\n')
+    session = Session(model=FakeModel(answers=["1"]), handler_timeout=0.4)
+    result = session.run(session.load(tmp_path / "main.decomp", text=src), {"question": "q" * 60})
+    assert "the template ran longer than its time limit of 0.4 s" in result.error
 
 
 MEMORY_CHILD = """

@@ -2,6 +2,8 @@
 each sees only its own (issue 45: trust is the session's, never the process's)."""
 from __future__ import annotations
 
+import asyncio
+import os
 import threading
 
 import pytest
@@ -59,6 +61,30 @@ def test_two_sessions_running_at_once_each_see_only_their_own_trust_and_limits(p
     assert "0.3" in (results["trusting"].error or "") and results["trusting"].answer is None  # its own 0.3 s
     assert results["confined"].error is None and results["confined"].answer == "ABC"  # its own 5 s
     assert confined.trust == Trust() and trusting.trust.modules == ("string",)
+
+
+PID = "import os\n\n\ndef pid(query):\n    return os.getpid()\n"
+
+
+def test_two_sessions_in_one_event_loop_each_run_python_under_their_own_limits(tmp_path):
+    write(tmp_path, "pid_helpers.py", PID)
+    program = write(tmp_path, "pid.decomp", 'handler p = python(function="pid_helpers:pid")\nmain p\n')
+    contained = Session(handler_timeout=30, handler_memory_mb=512)
+    threaded = Session(python_workers=False, handler_timeout=7)
+    assert (contained.limits.timeout, contained.limits.memory, contained.limits.workers) == (30, 512, True)
+    assert (threaded.limits.seconds, threaded.limits.memory, threaded.limits.workers) == (7, 1024, False)
+
+    async def both():
+        try:
+            return await asyncio.gather(contained.arun(contained.load(program), {"question": "q"}),
+                                        threaded.arun(threaded.load(program), {"question": "q"}))
+        finally:
+            await contained.aclose()
+            await threaded.aclose()
+
+    in_worker, in_thread = asyncio.run(both())
+    assert in_worker.error is None and in_thread.error is None
+    assert in_worker.answer != os.getpid() and in_thread.answer == os.getpid()
 
 
 def test_two_loaded_programs_keep_their_own_trust(programs):
