@@ -10,7 +10,8 @@ built-in kinds, and two plugins (TextCraft, search).
     imports.py          what `python(function="module:attr")` may import, and how
     kinds/              the built-in kinds, one module each, registered as one plugin
     offload.py          a handler's blocking work off the event loop, under a time limit
-    plugins.py          the plugin table: pluggy hooks, `BUILTIN_PLUGINS`, entry points
+    hooks.py            the plugin hooks (pluggy): `Specs`, `hookimpl`, the built-in table handed down
+    plugins.py          plugins loaded into registries: the built-in table, entry points, --plugin
     registry.py         the tables a run sees: kinds, functions, models, environments, metrics
     search/             search indexes for `retrieve` and `decomp index build` (a plugin)
     service.py          `Service`: anything a handler reaches over a connection

@@ -8,8 +8,8 @@ with the row's fields the first time a row uses it (one live instance per row an
     def register_environments(register):
         register("textcraft", TextCraft.from_row)
 
-(a plugin, see `decomp.handlers.plugins`), with the `environment` decorator, or from the
-entry-point group `decomp.environments`. In a .decomp file
+(a plugin, see `decomp.handlers.plugins`), or with the `environment` decorator. In a .decomp
+file
 
     handler craft = environment(name="textcraft")
 

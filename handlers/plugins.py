@@ -1,4 +1,4 @@
-"""The one plugin table: built-in and third-party plugins, read the same way.
+"""Plugins loaded into registries: built-in and third-party plugins, read the same way.
 
 A plugin is a module with hook implementations (pluggy, as in simonw/llm):
 
@@ -17,11 +17,14 @@ A plugin is a module with hook implementations (pluggy, as in simonw/llm):
     @hookimpl
     def register_commands(cli):              cli.add_command(...)      # a click group: `decomp ...`
 
-Built-ins are the modules of `BUILTIN_PLUGINS`; a third-party package names its module in the
-entry-point group `decomp` (`[project.entry-points.decomp] name = "module"`); `--plugin MODULE`
-adds one for a command. The older entry-point groups `decomp.handlers` (a `Handler` subclass:
-a kind; a function: a python function; a module: imported so its decorators run) and
-`decomp.environments` (a factory) are read too.
+The hooks and `hookimpl` live in `decomp.handlers.hooks` (re-exported here); the loading lives
+here; the table of built-in plugins lives at the top of the package, `decomp.plugins` (as
+simonw/llm keeps its default plugins), which hands it down when `decomp` is imported. A
+third-party package names its module in the entry-point group `decomp`
+(`[project.entry-points.decomp] name = "module"`); `--plugin MODULE` adds one for a command.
+A session registers the table's built-in plugins, then the entry points'; the built-in plugins
+that only add commands are imported when the command line first needs a command it does not
+hold (`register_commands`), never by a session.
 
 A plugin that fails to import, whose hook raises, or that registers a name already taken is
 refused by name: the problem is kept in `problems()` (the CLI prints each once as a warning) and
@@ -29,79 +32,27 @@ every other plugin goes on working.
 """
 from __future__ import annotations
 
-import importlib
 import inspect
-import sys
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-import click
 import pluggy
 
-from decomp.dsl.errors import DecompError
-from decomp.handlers.base import Handler
+from decomp.handlers import hooks
+from decomp.handlers.hooks import PROJECT, Specs, hookimpl, hookspec
 from decomp.handlers.registry import Registry, RegistryConflict, default_registry
 
-PROJECT = "decomp"
+__all__ = ["ENTRY_POINT_GROUP", "Plugin", "PluginSet", "Specs", "add_plugin_module", "builtin_registry", "hookimpl",
+           "hookspec", "load", "plugin_set", "plugins", "problems", "refresh", "register_commands"]
+
 #: The entry-point group of plugin modules (pluggy hooks).
 ENTRY_POINT_GROUP = "decomp"
-#: Older groups: kinds or functions (`decomp.handlers`), environment factories (`decomp.environments`).
-HANDLERS_GROUP = "decomp.handlers"
-ENVIRONMENTS_GROUP = "decomp.environments"
-
-#: The built-in plugins, in the order they register (read exactly like third-party ones).
-BUILTIN_PLUGINS = (
-    "decomp.handlers.kinds",
-    "decomp.handlers.textcraft.plugin",
-    "decomp.handlers.search.plugin",
-    "decomp.runtime.models.local",
-    "decomp.runtime.models.openai_backend",
-    "decomp.runtime.testing.fake",
-    "decomp.runtime.testing.scripted",
-    "decomp.runtime.runs.scoring",
-    "decomp.taskgraph.commands",
-    "decomp.runtime.tuning.command",
-    "decomp.runtime.optimize.command",
-    "decomp.runtime.lsp.command",
-)
-
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: hook name -> registry table it fills (commands have none: they go on the click group)
 _TABLES = {"register_kinds": "kinds", "register_models": "model_backends",
            "register_environments": "environments", "register_functions": "functions", "register_metrics": "metrics"}
-
-
-class Specs:
-    """The hooks a plugin may implement."""
-
-    @hookspec
-    def register_kinds(self, register: Callable[..., Any]) -> None:
-        """Call `register(HandlerSubclass, name=None)` for each handler kind."""
-
-    @hookspec
-    def register_models(self, register: Callable[..., Any]) -> None:
-        """Call `register(scheme, factory)`: `--model scheme:NAME` makes `factory(NAME, settings)`."""
-
-    @hookspec
-    def register_environments(self, register: Callable[..., Any]) -> None:
-        """Call `register(name, factory)`: `environment(name=...)` makes `factory(row_fields)` per row."""
-
-    @hookspec
-    def register_functions(self, register: Callable[..., Any]) -> None:
-        """Call `register(fn, name=None)`: `python(function="name")` calls `fn`."""
-
-    @hookspec
-    def register_metrics(self, register: Callable[..., Any]) -> None:
-        """Call `register(name, function)`: `decomp eval --metric name` scores with
-        `function(prediction, gold) -> float` (gold: one alternative, a list of strings)."""
-
-    @hookspec
-    def register_commands(self, cli: Any) -> None:
-        """Add click commands or groups to `cli`, the `decomp` command group."""
 
 
 @dataclass
@@ -109,7 +60,7 @@ class Plugin:
     """One plugin as loaded: its name, where it came from, what it registered."""
 
     name: str
-    source: str  # "builtin", "entry point", "--plugin", "entry point (decomp.handlers)", ...
+    source: str  # "builtin", "entry point MODULE", "--plugin SPEC"
     module: ModuleType | None = None
     registered: dict[str, list[str]] = field(default_factory=dict)
 
@@ -121,7 +72,10 @@ class PluginSet:
     manager: pluggy.PluginManager
     plugins: dict[str, Plugin] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-    legacy: list[tuple[str, str, Any]] = field(default_factory=list)  # (group, name, loaded object)
+    #: The table of built-in plugins these came from (`decomp.handlers.hooks.table`).
+    table: hooks.Table = field(default_factory=hooks.Table)
+    #: Whether the table's command plugins are in (`register_commands` adds them).
+    commands_loaded: bool = False
 
 
 _loaded: PluginSet | None = None
@@ -134,22 +88,25 @@ def _manager() -> pluggy.PluginManager:
 
 
 def plugin_set() -> PluginSet:
-    """The plugins of this process: the built-ins, then the entry points, loaded once."""
+    """The plugins of this process: the table's built-ins, then the entry points, loaded once."""
     global _loaded
-    if _loaded is None:
-        found = PluginSet(_manager())
-        for name in BUILTIN_PLUGINS:
-            _add_module(found, name, "builtin", lambda name=name: importlib.import_module(name))
+    if _loaded is None or _loaded.table is not hooks.table():
+        found = PluginSet(_manager(), table=hooks.table())
+        _add_builtins(found, found.table.plugins)
         for ep in _entry_points(found, ENTRY_POINT_GROUP):
             _add_module(found, ep.name, f"entry point {ep.value}", ep.load)
-        for group in (HANDLERS_GROUP, ENVIRONMENTS_GROUP):
-            for ep in _entry_points(found, group):
-                try:
-                    found.legacy.append((group, ep.name, ep.load()))
-                except Exception as err:  # the plugin's own import error, whatever it is
-                    found.problems.append(_import_problem(ep.name, f"entry point {ep.value}", err))
         _loaded = found
     return _loaded
+
+
+def _add_builtins(found: PluginSet, listed: Callable[[], Sequence[ModuleType]]) -> None:
+    try:
+        modules = listed()
+    except Exception as err:  # a built-in that cannot be imported (a broken installation)
+        found.problems.append(f"the built-in plugins cannot be loaded: {type(err).__name__}: {err}")
+        return
+    for module in modules:
+        _add_module(found, module.__name__, "builtin", lambda module=module: module)
 
 
 def refresh() -> None:
@@ -206,8 +163,6 @@ def load(registry: Registry = default_registry) -> Registry:
         registry.plugins_loaded = True
         found = plugin_set()
         _fill(registry, found, list(found.plugins.values()))
-        for group, name, obj in found.legacy:
-            _legacy(registry, found, group, name, obj)
     return registry
 
 
@@ -223,7 +178,9 @@ def problems() -> list[str]:
 
 
 def plugins() -> list[Plugin]:
-    """The loaded plugins, built-ins first (load the default registry first to see what each registered)."""
+    """The loaded plugins: the table's built-ins, the entry points', then the table's command plugins
+    once the command line asked for them (`register_commands`); the default registry is filled
+    first, so each says what it registered."""
     load(default_registry)
     return list(plugin_set().plugins.values())
 
@@ -262,6 +219,8 @@ def _register(registry: Registry, table: str, owner: str, *args: Any, **kwargs: 
 
 
 def _register_kind(registry: Registry, owner: str, cls: Any, name: str | None = None) -> Any:
+    from decomp.handlers.base import Handler  # (here: `import decomp` imports this module, and stays light)
+
     if not (inspect.isclass(cls) and issubclass(cls, Handler)):
         raise TypeError(f"register_kinds registers Handler subclasses, not {cls!r}")
     if not (name or cls.kind):
@@ -291,48 +250,36 @@ for _fn in _REGISTERS.values():  # a bad call's TypeError reads `register() miss
     _fn.__qualname__ = _fn.__name__ = "register"
 
 
-def _legacy(registry: Registry, found: PluginSet, group: str, name: str, obj: Any) -> None:
-    try:
-        if group == ENVIRONMENTS_GROUP:
-            registry.add_environment(name, obj, owner=name)
-        elif inspect.isclass(obj) and issubclass(obj, Handler):
-            registry.add_kind(obj, obj.kind or name, owner=name)
-        elif callable(obj) and not inspect.ismodule(obj):
-            registry.add_function(obj, name, owner=name)
-    except RegistryConflict as err:
-        found.problems.append(f"plugin {name!r} (entry point, {group}): {err}")
-
-
 def register_commands(cli: Any) -> list[str]:
-    """Let every plugin add its commands to the click group `cli`; the problems, in words (a
-    plugin whose commands fail to register, or that takes a command name already there)."""
+    """Let every plugin add its commands to the click group `cli` (the table's command plugins
+    imported first, once); the problems, in words (a plugin whose commands fail to register, or
+    that takes a command name already there). Only the command line calls it."""
     found = plugin_set()
     before = len(found.problems)
+    if not found.commands_loaded:
+        found.commands_loaded = True
+        _add_builtins(found, found.table.commands)
     for impl in found.manager.hook.register_commands.get_hookimpls():
-        had = dict(cli.commands)
-        subs = {name: set(getattr(group, "commands", ())) for name, group in had.items()}
-        try:
-            impl.function(cli=cli)
-        except Exception as err:
-            found.problems.append(f"plugin {impl.plugin_name!r}: register_commands failed: {type(err).__name__}: {err}")
-        for command, obj in list(cli.commands.items()):
-            if command in had and had[command] is not obj:  # replaced a command: the first one stands
-                cli.commands[command] = had[command]
-                found.problems.append(f"plugin {impl.plugin_name!r}: the command {command!r} is already taken; "
-                                      "not replaced")
-        plugin = found.plugins.get(impl.plugin_name)
-        added = [c for c in cli.commands if c not in had]
-        added += [f"{name} {sub}" for name, before in subs.items()
-                  for sub in getattr(cli.commands.get(name), "commands", ()) if sub not in before]
-        if plugin is not None and added:
-            plugin.registered["commands"] = added
+        _add_commands(found, impl, cli)
     return found.problems[before:]
 
 
-def fail(err: Exception) -> None:
-    """End a command on `err` as every `decomp` command does: its message on stderr (a positioned
-    `DecompError` as ``file:line:col: ...`` with its line and caret, any other as ``error: ...``),
-    exit status 1. For plugins' commands."""
-    said = err.format() if isinstance(err, DecompError) else str(err)
-    click.echo(said if getattr(err, "span", None) else f"error: {said}", err=True)
-    sys.exit(1)
+def _add_commands(found: PluginSet, impl, cli: Any) -> None:
+    """One plugin's `register_commands(cli)`: a command it replaces keeps the first one."""
+    had = dict(cli.commands)
+    subs = {name: set(getattr(group, "commands", ())) for name, group in had.items()}
+    try:
+        impl.function(cli=cli)
+    except Exception as err:
+        found.problems.append(f"plugin {impl.plugin_name!r}: register_commands failed: {type(err).__name__}: {err}")
+    for command, obj in list(cli.commands.items()):
+        if command in had and had[command] is not obj:  # replaced a command: the first one stands
+            cli.commands[command] = had[command]
+            found.problems.append(f"plugin {impl.plugin_name!r}: the command {command!r} is already taken; "
+                                  "not replaced")
+    plugin = found.plugins.get(impl.plugin_name)
+    added = [c for c in cli.commands if c not in had]
+    added += [f"{name} {sub}" for name, before in subs.items()
+              for sub in getattr(cli.commands.get(name), "commands", ()) if sub not in before]
+    if plugin is not None and added:
+        plugin.registered["commands"] = added

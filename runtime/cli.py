@@ -15,7 +15,6 @@ from click.core import ParameterSource
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.values import printable, storable_json
 from decomp.handlers import plugins
-from decomp.handlers.plugins import fail
 from decomp.handlers.trust import FolderTrust, Trust
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import PluginNotTrusted, load_plugin
@@ -44,7 +43,7 @@ from decomp.runtime.runs.resumed import recorded_run
 from decomp.runtime.runs.rundir import RunDir, RunDirError
 from decomp.runtime.runs.ray_rows import Cluster
 from decomp.runtime.runs.shards import Shard, merge_runs
-from decomp.runtime.testing.fake import ReplayModel
+from decomp.runtime.models.replay import ReplayModel
 from decomp.runtime.views.describe import describe
 
 
@@ -68,7 +67,34 @@ def resolve_program(name: str) -> Path:
         raise click.BadParameter(str(err)) from None
 
 
-class _Decomp(click.Group):
+def fail(err: Exception) -> None:
+    """End a command on `err` as every `decomp` command does: its message on stderr (a positioned
+    `DecompError` as ``file:line:col: ...`` with its line and caret, any other as ``error: ...``),
+    exit status 1. A plugin's command raises a `DecompError` instead: the `decomp` group ends it
+    here."""
+    said = err.format() if isinstance(err, DecompError) else str(err)
+    click.echo(said if getattr(err, "span", None) else f"error: {said}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+class _PluginCommands(click.Group):
+    """A group some of whose commands plugins add (`register_commands`): they are loaded the first
+    time the group is asked for a command it does not hold, or for the list of its commands, so a
+    command of its own (`decomp run`) imports no plugin's command module."""
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        found = super().get_command(ctx, name)
+        if found is None and not _plugin_commands_added:
+            _add_plugin_commands()
+            found = super().get_command(ctx, name)
+        return found
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        _add_plugin_commands()
+        return super().list_commands(ctx)
+
+
+class _Decomp(_PluginCommands):
     """The `decomp` group: a `DecompError` no command caught ends in its words (`fail`); any other
     exception a command raises is a bug, and goes on to Python's traceback with `BUG` after it."""
 
@@ -148,9 +174,10 @@ def check(file: str, as_json: bool, plugins: tuple[str, ...], trusted_folders: F
         checked = check_file(path, trusted_folders=trusted_folders, trust=Trust.of(trust, allow_roots))
     except (DecompError, OSError) as err:
         _refuse(err, path)
-    if checked.fake is not None:
-        click.echo(storable_json({"fake_model": checked.fake.summary()}, indent=2) if as_json
-                   else f"{path}: ok (fake model file: {checked.fake.counts()})")
+    if checked.model_file is not None:  # a model backend's own file (a fake model's answers)
+        found = checked.model_file
+        click.echo(storable_json({found.key: found.summary}, indent=2) if as_json
+                   else f"{path}: ok ({found.what}: {found.counts})")
         return
     fewshot, warnings = checked.fewshot, checked.warnings
     result = describe(fewshot) if fewshot is not None else describe(checked.module.module, warnings)
@@ -493,7 +520,7 @@ _PRED_HELP = "Predictions: a `decomp run --input` run directory, its results.jso
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-@main.group("eval", invoke_without_command=True, subcommand_metavar="[SUBCOMMAND] [ARGS]...")
+@main.group("eval", cls=_PluginCommands, invoke_without_command=True, subcommand_metavar="[SUBCOMMAND] [ARGS]...")
 @click.option("--gold", type=_FILE, help=_GOLD_HELP + " Without it: success rates only.")
 @click.option("--pred", type=click.Path(exists=True, path_type=Path),
               help=_PRED_HELP + " Required without a subcommand.")
@@ -763,9 +790,16 @@ def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: 
 def plugins_command() -> None:
     """List the plugins (the built-in ones too) and what each registered: kinds, model schemes,
     environments, functions, commands. Problems loading them are printed as warnings."""
+    for problem in _add_plugin_commands():
+        click.echo(f"warning: {problem}", err=True)
     for plugin in plugins.plugins():
-        what = "; ".join(f"{table.replace('_', ' ')}: {', '.join(names)}" for table, names in plugin.registered.items())
+        what = "; ".join(f"{table.replace('_', ' ')}: {', '.join(plugin.registered[table])}"
+                         for table in _REGISTERED if table in plugin.registered)
         click.echo(f"{plugin.name} ({plugin.source}){': ' + what if what else ''}")
+
+
+#: The order `decomp plugins` says what a plugin registered in.
+_REGISTERED = ("commands", "kinds", "model_backends", "environments", "functions", "metrics")
 
 
 @main.command()
@@ -779,8 +813,20 @@ def programs() -> None:
 
 _HAS_MAIN = re.compile(r"^main[ \t]+\w", re.MULTILINE)
 
-# Commands of plugins (the built-in `textcraft`, `index` and `eval steps|graph` among them).
-plugins.register_commands(main)
+
+def _add_plugin_commands() -> list[str]:
+    """Add the plugins' commands to `decomp` (the built-in `textcraft`, `index`, `eval steps|graph`,
+    `tune`, `optimize` and `lsp` among them), once; the problems doing so found (none when they
+    were in already)."""
+    global _plugin_commands_added
+    if _plugin_commands_added:
+        return []
+    _plugin_commands_added = True
+    return plugins.register_commands(main)
+
+
+#: Whether the plugins' commands are in (`_add_plugin_commands`).
+_plugin_commands_added = False
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,7 +7,7 @@ import click
 
 from decomp.dsl.errors import DecompError
 from decomp.dsl.values import storable_json
-from decomp.handlers.plugins import fail, hookimpl
+from decomp.handlers.plugins import hookimpl
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -44,8 +44,8 @@ def _taskgraph_eval(kind: str, gold: Path, pred: Path, encoder: str, rouge_type:
         gold_rows, pred_rows = data.read_jsonl(gold), data.read_predictions(pred)
         score = metrics.evaluate_steps if kind == "steps" else metrics.evaluate_graphs
         summary = score(gold_rows, pred_rows, similarity.get_similarity(encoder), rouge_type)
-    except (DecompError, OSError) as err:
-        fail(err)
+    except OSError as err:  # a DecompError ends in its words in the `decomp` group
+        raise DecompError(str(err)) from err
     click.echo(storable_json(summary))
 
 

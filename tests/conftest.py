@@ -1,7 +1,8 @@
 """Shared fixtures: the papers' data the tests read (tests/fixtures/, cut from the originals:
 tests/fixtures/README.md), a private step cache per test, a registry of plain functions, and
 what several test files share: the mock OpenAI server, the two OpenAI transports and a clean
-environment for the model tests, a headless Chromium for the page tests. The helpers that are
+environment for the model tests, a headless Chromium for the page tests; and the one stated
+exception to the per-test time limit that goes by marker (`local_model`). The helpers that are
 not fixtures (`registry_with`, `untimed`, `invoke`, the shared programs) are in tests/helpers.py:
 no test file imports this module."""
 import string
@@ -19,6 +20,22 @@ def capwords(query):
     """`python(function="capwords")`: a registered function for tests (a program may not call
     `string:capwords` itself unless the user trusts `string`)."""
     return string.capwords(query)
+
+
+#: Seconds a test marked `local_model` may take, instead of pyproject's `timeout` (120 s): it loads
+#: the embedded llama-cpp model and generates on the CPU, which took up to 69 s a test on a loaded
+#: 2-core machine (tests/runtime/models/test_local_soft_prompts.py, test_local_prefix_reuse.py,
+#: the local model benchmark's smoke test) and slows down with every process beside it.
+LOCAL_MODEL_TIMEOUT = 300
+
+
+def pytest_collection_modifyitems(items):
+    """The stated exception to the per-test time limit by marker: a `local_model` test gets
+    `LOCAL_MODEL_TIMEOUT` seconds unless it states its own `@pytest.mark.timeout`. Every other
+    exception is a `timeout` mark on its test or module, with its reason beside it."""
+    for item in items:
+        if item.get_closest_marker("local_model") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(LOCAL_MODEL_TIMEOUT))
 
 
 @pytest.fixture(autouse=True)
@@ -60,10 +77,12 @@ def dev_pool(dev_rows) -> list[str]:
 
 # ---- the mock OpenAI server and the model tests (tests/runtime/models/, tests/runtime/testing/)
 @pytest.fixture(scope="module")
-def server():
-    """One in-process mock OpenAI server (runtime/testing/mock_server.py, default replies) per
-    test module. test_resume.py and test_shards.py define their own `server`, with a responder."""
-    with MockOpenAIServer() as s:
+def server(request):
+    """One in-process mock OpenAI server (runtime/testing/mock_server.py) per test module, on
+    127.0.0.1. It answers with its default replies unless the module says otherwise in
+    `MOCK_SERVER`, a dict of `MockOpenAIServer`'s keyword arguments (`responder`, `apis`, `usage`,
+    `latency`...), e.g. `MOCK_SERVER = {"responder": student}`."""
+    with MockOpenAIServer(**getattr(request.module, "MOCK_SERVER", {})) as s:
         yield s
 
 

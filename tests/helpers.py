@@ -1,10 +1,11 @@
 """What many test files share that is not a fixture: the papers' data the tests read
 (tests/fixtures/), a registry of plain functions, the programs the counters' and trace tests run,
 `untimed`, the OpenAI environment's names, headless Chromium's options, and `invoke` (the
-`decomp` command line in-process). Test files import it as `from tests.helpers import ...`; the
-fixtures built on it are in tests/conftest.py."""
+`decomp` command line in-process) with `last_json` and `MODEL_ENV`. Test files import it as
+`from tests.helpers import ...`; the fixtures built on it are in tests/conftest.py."""
 import ast
 import inspect
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,14 +18,31 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
 
-def invoke(*args, env: dict[str, str] | None = None):
+def invoke(*args, env: dict[str, str] | None = None, check: bool = False, catch_exceptions: bool = True):
     """`decomp ARGS...` run in-process by click's CliRunner (each argument passed as `str`, so
-    paths may be given as they are), with `env` added to the environment; its `Result`."""
+    paths may be given as they are), with `env` added to the environment; its `Result`. With
+    `check`, the command must exit 0 (the test fails showing its output otherwise); without
+    `catch_exceptions`, an exception the command lets out is raised in the test."""
     from click.testing import CliRunner
 
     from decomp.runtime.cli import main
 
-    return CliRunner().invoke(main, [str(a) for a in args], env=env)
+    result = CliRunner().invoke(main, [str(a) for a in args], env=env, catch_exceptions=catch_exceptions)
+    if check:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def last_json(result) -> Any:
+    """The last line a command printed on stdout (a click `Result`, or the text itself), read as
+    JSON: the summary line of `decomp run`, `eval`, `dry-run`..."""
+    text = result if isinstance(result, str) else result.stdout
+    return json.loads(text.strip().splitlines()[-1])
+
+
+#: What a `decomp run` against the mock OpenAI server on 127.0.0.1 needs in its environment: a key
+#: (never checked) and no proxy in the way.
+MODEL_ENV = {"OPENAI_API_KEY": "dummy", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
 
 
 class FnOptions(Options):
@@ -68,8 +86,6 @@ TEXTCRAFT_DEV = FIXTURES / "textcraft" / "tasks_dev.jsonl"
 
 def load_dev_rows() -> list[dict]:
     """The 40 TextCraft dev tasks."""
-    import json
-
     return [json.loads(line) for line in TEXTCRAFT_DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 

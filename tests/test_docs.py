@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from docs_blocks import ROOT, Block, blocks, bundled_lines, pages
+from tests.docs_blocks import ROOT, Block, blocks, bundled_lines, pages
 
 BIN = Path(sys.executable).parent
 DECOMP = BIN / "decomp"
@@ -114,7 +114,7 @@ def test_every_block_is_run_or_marked():
 
 def test_the_markers_are_seen():
     """The marker is read only right before a block, and a fence's words are its options."""
-    from docs_blocks import _ILLUSTRATIVE
+    from tests.docs_blocks import _ILLUSTRATIVE
     assert _ILLUSTRATIVE.match("<!-- illustrative: installs -->\n").group(1) == "installs"
     assert _ILLUSTRATIVE.match("<!-- illustrative:  -->").group(1) == ""
     counted = [b for page in PAGES for b in blocks(page)]

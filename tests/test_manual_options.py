@@ -49,9 +49,10 @@ _EDGES = "[](){},;:.'\"`"
 
 def _commands(command: click.Command = main, path: tuple[str, ...] = ("decomp",)):
     yield path, command
-    if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
-            yield from _commands(sub, (*path, name))
+    if isinstance(command, click.Group):  # (list_commands: the plugins' commands too, added when first asked for)
+        ctx = click.Context(command)
+        for name in sorted(command.list_commands(ctx)):
+            yield from _commands(command.get_command(ctx, name), (*path, name))
 
 
 def _long_flags(command: click.Command) -> set[str]:
@@ -112,9 +113,10 @@ def _resolve(words: list[str]) -> tuple[tuple[str, ...], click.Command]:
     """The `decomp` command a command line runs: the longest chain of subcommand names."""
     path, command = ("decomp",), main
     for word in words[1:]:
-        if not isinstance(command, click.Group) or word not in command.commands:
+        found = command.get_command(click.Context(command), word) if isinstance(command, click.Group) else None
+        if found is None:  # (get_command: the plugins' commands are added when first asked for)
             break
-        path, command = (*path, word), command.commands[word]
+        path, command = (*path, word), found
     return path, command
 
 

@@ -1,5 +1,5 @@
-"""The built-in handler kinds, one module each, registered as a plugin (`BUILTIN_PLUGINS` in
-`decomp.handlers.plugins`) exactly as a third-party package registers its own.
+"""The built-in handler kinds, one module each, registered as a plugin (listed in the table of
+built-in plugins, `decomp.plugins`) exactly as a third-party package registers its own.
 
     calculator.py          `calculator`: safe arithmetic on the sub-query
     decomposer.py          `decomposer`: a model writes the program one `QS:` line at a time

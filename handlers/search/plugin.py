@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from decomp.dsl.values import storable_json
-from decomp.handlers.plugins import fail, hookimpl
+from decomp.dsl.errors import DecompError
+from decomp.handlers.plugins import hookimpl
 
 
 @hookimpl
@@ -35,15 +36,13 @@ def index_build(corpus: Path, out: Path | None, add: bool, force: bool, skip_bad
                 url: str | None, index_name: str | None, server: str) -> None:
     """Index CORPUS (JSON lines {"id", "title", "text"}) for BM25 retrieval; prints a JSON summary."""
     from decomp.handlers.search.build import bytes_progress, index_corpus
-    from decomp.handlers.search.corpus import CorpusError
-    from decomp.handlers.search.tantivy_index import SearchIndexError
 
     with bytes_progress(corpus.stat().st_size) as tick:
         try:
             summary = index_corpus(corpus, backend=backend, out=out, url=url, index_name=index_name, server=server,
                                    add=add, force=force, skip_bad=skip_bad, progress=tick)
-        except (CorpusError, SearchIndexError, OSError) as err:
-            fail(err)
+        except OSError as err:  # CorpusError, SearchIndexError: DecompErrors, said by the `decomp` group
+            raise DecompError(str(err)) from err
     for problem in summary.pop("skipped_lines", []):
         click.echo(f"skipped: {problem}", err=True)
     click.echo(storable_json(summary))

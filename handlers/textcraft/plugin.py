@@ -9,7 +9,7 @@ import click
 
 from decomp.dsl.errors import DecompError
 from decomp.dsl.values import storable_json
-from decomp.handlers.plugins import fail, hookimpl
+from decomp.handlers.plugins import hookimpl
 from decomp.handlers.textcraft.env import make_textcraft
 from decomp.handlers.textcraft.symbolic import TextCraftExecutor, TextCraftPlanner
 
@@ -51,8 +51,8 @@ def textcraft_generate(source: Path, depth: int, count: int, seed: int, distract
     try:
         pool = command_pool(source)
         rows = generate_tasks(list(pool), depth, count, seed=seed, distractors=distractors)
-    except (DecompError, OSError) as err:
-        fail(err)
+    except OSError as err:  # a DecompError ends in its words in the `decomp` group
+        raise DecompError(str(err)) from err
     for row in rows:
         click.echo(storable_json(row))
 

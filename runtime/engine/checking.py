@@ -1,9 +1,10 @@
-"""`decomp check` as a library call: what a file is (a module, a few-shot file, a fake model's
-JSON file, or neither), its problems and its warnings (the source's, and each handler's own: `Handler.warnings`, such as a
-prompt template whose output can grow without bound), without running anything.
+"""`decomp check` as a library call: what a file is (a module, a few-shot file, a model backend's
+own file such as a fake model's answers, or neither), its problems and its warnings (the
+source's, and each handler's own: `Handler.warnings`, such as a prompt template whose output can
+grow without bound), without running anything.
 
     checked = check_file(path)       # raises DecompError (often Diagnostics) with every problem
-    checked.module, checked.fewshot, checked.fake, checked.warnings
+    checked.module, checked.fewshot, checked.model_file, checked.warnings
 
 `decomp check` and `decomp lsp` pass the folders the user trusts (`FolderTrust`): a program's
 own Python modules elsewhere are not imported, and each handler that names one says so once.
@@ -22,11 +23,11 @@ from decomp.dsl.errors import CheckError, CheckWarning, DecompError, Diagnostics
 from decomp.dsl.limits import MAX_SOURCE_CHARS, normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.handlers.kinds.python import PythonHandler
-from decomp.handlers.registry import default_registry
+from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust, inside
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.session import Session
-from decomp.runtime.testing.fake_file import FakeSpec, looks_like_fake_file, read_fake_file
+from decomp.runtime.models.base import Backend, ModelFile
 
 
 @dataclass
@@ -36,8 +37,9 @@ class Checked:
     path: Path
     module: LoadedModule | None = None
     fewshot: nodes.FewShot | None = None
-    #: A fake model file's checked content (`decomp.runtime.testing.fake_file`).
-    fake: FakeSpec | None = None
+    #: A model backend's own file as its backend checked it (`Backend.check_file`: a fake
+    #: model's answers, `decomp.runtime.testing.fake_file`).
+    model_file: ModelFile | None = None
     warnings: list[CheckWarning] = field(default_factory=list)
 
     @property
@@ -103,15 +105,16 @@ def _function_entry(handler: PythonHandler) -> dict:
 
 def check_file(path: str | Path, session: Session | None = None, text: str | None = None,
                trusted_folders: FolderTrust | None = None, trust: Trust | None = None) -> Checked:
-    """Check a .decomp module, a few-shot prompt file or a fake model file (a JSON object with
-    one of the keys `answers`, `mapping`, `script`, `patterns`, `default`; a `.json` file that
-    is not JSON is checked as one too). A .decomp file that declares nothing and a file that is
-    none of these (Python, other JSON, JSON Lines, empty) are refused; text with no example in
-    it passes with a warning (it can only be a plain prompt, such as a word list). A fake model
-    file's problems raise `FakeFileError`, each with its line and column.
+    """Check a .decomp module, a few-shot prompt file or a file a registered model backend claims
+    (`Backend.check_file`: the `fake:` backend's JSON object with one of the keys `answers`,
+    `mapping`, `script`, `patterns`, `default`, or a `.json` file that is not JSON). A .decomp
+    file that declares nothing and a file that is none of these (Python, other JSON, JSON Lines,
+    empty) are refused; text with no example in it passes with a warning (it can only be a plain
+    prompt, such as a word list). A backend's file raises its backend's error (`FakeFileError`),
+    each problem with its line and column.
 
     `text`: the file's content as an editor holds it, unsaved (`decomp lsp`); the files it
-    imports or names are read from disk. A fake model file is always read from disk.
+    imports or names are read from disk. A backend's file is always read from disk.
 
     `trusted_folders`: the folders whose Python modules the check may import (`decomp check`
     and `decomp lsp` always pass them); a `python(function="helpers:f")` of any other folder is
@@ -119,26 +122,31 @@ def check_file(path: str | Path, session: Session | None = None, text: str | Non
     `trust`: the modules and folders allowed beyond the program's (`--trust`, `--allow-root`),
     for the session made here (a `session` given has its own)."""
     path = Path(path)
-    if path.suffix != ".decomp" and text is None and _is_fake_file(path):
-        return Checked(path, fake=read_fake_file(path)[0])
+    session = session or Session(trust=trust)
+    found = model_file(path, session.registry) if path.suffix != ".decomp" and text is None else None
+    if found is not None:
+        return Checked(path, model_file=found)
     fewshot, warnings = (None, []) if path.suffix == ".decomp" else _fewshot_or_module(path, text)
     if fewshot is not None:
         return Checked(path, fewshot=fewshot, warnings=warnings)
-    session = session or Session(trust=trust)
     loaded = _checked_module(path, session, text, trusted_folders)
     return Checked(path, module=loaded,
                    warnings=file_warnings(path, text, session.trust) + handler_warnings(loaded))
 
 
-def _is_fake_file(path: Path) -> bool:
-    """A JSON object with a fake model file's keys, or a `.json` file that is not JSON at all."""
+def model_file(path: Path, registry: Registry) -> ModelFile | None:
+    """`path` checked by the first model backend of `registry` that claims it as its own
+    (`Backend.check_file`: the `fake:` backend's answer files); None when none does, or when it
+    cannot be read (the check that follows says why)."""
     try:
         text = read_text(path)
     except (DecompError, OSError):
-        return False
-    if looks_like_fake_file(text):
-        return True
-    return path.suffix == ".json" and _sniff(path, text) not in ("json", "jsonl", "empty")
+        return None
+    for backend in registry.model_backends.values():
+        found = backend.check_file(path, text) if isinstance(backend, Backend) else None
+        if found is not None:
+            return found
+    return None
 
 
 def looks_like(path: Path) -> str | None:

@@ -29,8 +29,7 @@ from decomp.handlers.plugins import add_plugin_module, load as load_plugins
 from decomp.handlers.registry import Registry, RegistryConflict, default_registry
 from decomp.handlers.trust import (NO_TRUST, TRUSTED_FOLDERS_ENV, FolderTrust, PathRefused, Trust, inside, not_imported,
                                    refusal, trust_list_file)
-from decomp.runtime.models.base import CONSTRAIN_MODES
-from decomp.runtime.testing.fake import FOLDER_OPTION, RESPONDER
+from decomp.runtime.models.base import CONSTRAIN_MODES, Backend
 
 
 @dataclass
@@ -49,7 +48,8 @@ class LoadedModule:
     #: The files the module was built from: itself, its imports, and every file its handlers
     #: named (prompt files, program files), whether or not they exist.
     files: set[Path] = field(default_factory=set)
-    #: Warnings of the load itself: a check's fake model responder not imported (untrusted folder).
+    #: Warnings of the load itself: a model backend's at a declaration (a check's fake model
+    #: responder not imported from an untrusted folder), a metric not imported, types.
     notices: list[CheckWarning] = field(default_factory=list)
 
 
@@ -161,7 +161,7 @@ class _Loader:
         #: paths outside them are refused unread (see `decomp.handlers.trust`).
         self.roots = roots
         self.errors: list[DecompError] = []
-        #: Warnings of the load itself (a check's fake responder not imported), kept on the module.
+        #: Warnings of the load itself (a backend's at a model declaration), kept on the module.
         self.notices: list[CheckWarning] = []
         self.sources: dict[str, nodes.HandlerDecl | nodes.Program | nodes.ModelDecl] = {}
         self.declared: set[str] = set()
@@ -241,44 +241,37 @@ class _Loader:
 
     # ---- declarations
     def _models(self, loaded: LoadedModule, modules) -> None:
-        """Model declarations: their own namespace, a known backend, known options."""
+        """Model declarations: their own namespace, a known backend that checks them, known options."""
         for module, file in modules:
+            ctx = LoadContext(file.parent, None, loaded, self.registry, loaded.files, self.roots,
+                              self.trusted_folders, self.trust)
             for decl in module.models:
                 if decl.name in loaded.models:
                     self.errors.append(CheckError(f"model '{decl.name}' is already declared", decl.span))
                     continue
-                spec = self._model_spec(decl, file)
-                options = {o.name: o.value.plain() for o in decl.options}
+                spec, added = self._model_spec(decl, ctx)
                 self.errors += _model_option_errors(decl)
-                if spec.startswith("fake:") and RESPONDER.fullmatch(spec[5:]):  # where its module is looked for
-                    options[FOLDER_OPTION] = os.pathsep.join(map(str, (file.parent, *(self.roots or ())[:1])))
+                written = {o.name: o.value.plain() for o in decl.options}
                 loaded.models[decl.name] = spec
-                loaded.model_decls[decl.name] = (spec, options)
+                loaded.model_decls[decl.name] = (spec, {**written, **added})
         # the name, not the spec: the session resolves it with the declaration's options
         loaded.default_model = "default" if "default" in loaded.models else None
 
-    def _model_spec(self, decl: nodes.ModelDecl, file: Path) -> str:
-        scheme, _, rest = decl.spec.partition(":")
-        if scheme != "fake" and self.registry.model_backend(scheme) is None:
-            known = ", ".join(sorted({"fake", *self.registry.model_backends}))
+    def _model_spec(self, decl: nodes.ModelDecl, ctx: LoadContext) -> tuple[str, dict[str, Any]]:
+        """The declared spec as its backend checked it (`Backend.check`: a path resolved, a
+        module allowed) and the options the backend adds; its problems placed at the declaration."""
+        scheme, _, name = decl.spec.partition(":")
+        backend = self.registry.model_backend(scheme)
+        if backend is None:
+            known = ", ".join(sorted(self.registry.model_backends))
             self.errors.append(CheckError(f"unknown model backend '{scheme}' in {decl.spec!r}", decl.span,
                                           expected=f"SCHEME:NAME with SCHEME one of: {known}"))
-        if scheme == "fake" and RESPONDER.fullmatch(rest):  # a Python responder: allowed as python handlers are
-            local = tuple((self.roots or ())[:1])
-            untrusted = untrusted_folder(rest, file.parent, local, self.trusted_folders, self.trust)
-            if untrusted is not None:  # a check: never imported from a folder the user has not trusted
-                self.notices.append(CheckWarning(f"fake model {not_imported(rest, untrusted)}", decl.span))
-                return decl.spec
-            problem = import_function(rest, file.parent, local, self.trust)
-            if isinstance(problem, str):
-                self.errors.append(CheckError(f"fake model {rest!r}: {problem}", decl.span))
-            return decl.spec
-        if scheme == "fake" and rest:
-            path = Path(rest) if Path(rest).is_absolute() else file.parent / rest  # relative to the .decomp file
-            if self.roots is not None and not inside(path, self.roots):  # never read: its text stays out of messages
-                self.errors.append(CheckError(refusal(rest, "the fake model file", self.roots), decl.span))
-            return f"fake:{path}"
-        return decl.spec
+        if not isinstance(backend, Backend):  # a plain factory: nothing to check before it is called
+            return decl.spec, {}
+        found = backend.check(name, ctx)
+        self.errors += [CheckError(message, decl.span) for message in found.errors]
+        self.notices += [CheckWarning(message, decl.span) for message in found.warnings]
+        return f"{scheme}:{found.name}", found.options
 
     def _metric_function(self, name: str, folder: Path, module: nodes.Module) -> Any:
         """The function a `metric module:function` statement names, imported as python handlers'

@@ -8,8 +8,7 @@ import sys
 
 import click
 
-from decomp.dsl.errors import DecompError
-from decomp.handlers.plugins import fail, hookimpl
+from decomp.handlers.plugins import hookimpl
 from decomp.handlers.trust import FolderTrust, Trust
 from decomp.runtime.engine.loader import PluginNotTrusted, load_plugin
 from decomp.runtime.runs.command_options import folder_trust_option, trust_options
@@ -54,8 +53,6 @@ def lsp_command(plugins: tuple[str, ...], check_timeout: float, log_file: str | 
             load_plugin(plugin, trusted_folders=trusted_folders)
         except PluginNotTrusted as err:  # said once, in the server's log (the editor's output)
             click.echo(f"warning: {err.message}", err=True)
-        except DecompError as err:
-            fail(err)
     os.environ["PYTHONSAFEPATH"] = "1"  # the checker's process (spawned): no working folder on its import path
     policy = Trust.of(trust, allow_roots)  # --trust and --allow-root, for the checker's process too
     folders = tuple(str(folder) for folder in trusted_folders.folders)

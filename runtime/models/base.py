@@ -5,12 +5,17 @@ and retry/concurrency policy in the scheduler (DSPy's split).
 A model is an outbound `Service` of kind "model". Backends raise `TransientModelError` for
 failures worth retrying (rate limits, 5xx, timeouts, garbage replies) and `ModelError` for final
 ones (unknown model, bad key, context too long); both are `Failure`s of the one error hierarchy.
+
+A plugin registers a scheme with a factory `factory(name, settings) -> Model`, or with a
+`Backend`, which also checks a declaration before any model is made (`SpecCheck`) and may claim
+files of its own for `decomp check` (`ModelFile`).
 """
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from decomp.dsl.errors import ModelError, TransientModelError
@@ -20,11 +25,13 @@ from decomp.handlers.service import CURRENT_SLOT, Service, Slot
 from decomp.handlers.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:  # pragma: no cover
+    from decomp.handlers.base import LoadContext
     from decomp.handlers.soft_prompts import SoftPrompt
 
-__all__ = ["CONSTRAIN_MODES", "CURRENT_SLOT", "Completion", "Constraint", "DEFAULT_ATTEMPT_DEADLINE", "DEFAULT_CALL_DEADLINE", "MAX_REPLY_TOKENS",
-           "Message", "Model", "ModelError", "ModelSettings", "Reply", "Request", "Score", "Slot", "Tool", "ToolCall",
-           "TransientModelError", "sendable", "token_count"]
+__all__ = ["Backend", "CONSTRAIN_MODES", "CURRENT_SLOT", "Completion", "Constraint", "DEFAULT_ATTEMPT_DEADLINE",
+           "DEFAULT_CALL_DEADLINE", "MAX_REPLY_TOKENS", "Message", "Model", "ModelError", "ModelFile", "ModelSettings",
+           "Reply", "Request", "Score", "Slot", "SpecCheck", "Tool", "ToolCall", "TransientModelError", "sendable",
+           "token_count"]
 
 #: Seconds one request may take in all, from when it leaves to the last byte of its reply
 #: (`ModelSettings.attempt_deadline`), however often the server sends a little.
@@ -191,3 +198,50 @@ class Model(Service):
         """The log-likelihood of `continuation` after `prompt` (after `soft_prompt`'s embeddings,
         for a backend that takes one)."""
         raise ModelError(f"model {self.name!r} cannot score text (no log-likelihoods)")
+
+
+@dataclass
+class SpecCheck:
+    """What a backend's check of a declared model (`model m = "scheme:NAME"`) found: the NAME to
+    use (a path resolved from the program's folder, say), options the loader adds to the
+    declaration's own (the backend's, never written by a user), and the problems in words, which
+    the loader places at the declaration (`errors` fail the load, `warnings` do not)."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A file of a backend's own (a fake model's answers) as `decomp check FILE` read it: what it
+    is, the key `--json` prints its summary under, the summary, and what it holds in words."""
+
+    what: str
+    key: str
+    summary: dict[str, Any]
+    counts: str
+
+
+class Backend:
+    """A model scheme as a plugin may register it (`register_models`: `register(scheme, backend)`)
+    when a plain `factory(name, settings) -> Model` is not enough: a backend checks a declaration
+    before any model is made (`check`) and may claim files of its own for `decomp check`
+    (`check_file`). Calling it makes the model, as a factory does; the loader and `decomp check`
+    ask every registered backend the same way, whichever plugin registered it."""
+
+    def __call__(self, name: str, settings: ModelSettings | None = None) -> Model:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def check(self, name: str, ctx: LoadContext) -> SpecCheck:
+        """The declared `scheme:name` of a file loaded in `ctx` (its folder `ctx.base_dir`, the
+        program's allowed folders `ctx.roots`, the session's `ctx.trust`, a check's
+        `ctx.trusted_folders`), checked; by default taken as written."""
+        return SpecCheck(name)
+
+    def check_file(self, path: Path, text: str) -> ModelFile | None:
+        """`path` (its content `text`) checked as a file of this backend; None when it is none of
+        this backend's. A file that is this backend's but wrong raises a `DecompError` naming
+        every problem's place."""
+        return None

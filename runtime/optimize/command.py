@@ -10,7 +10,7 @@ import click
 
 from decomp.dsl.errors import DecompError
 from decomp.dsl.values import storable_json
-from decomp.handlers.plugins import fail, hookimpl
+from decomp.handlers.plugins import hookimpl
 from decomp.runtime.engine.loader import load_plugin
 from decomp.runtime.runs.command_options import given_again, session_options, trust_options
 
@@ -90,8 +90,8 @@ def optimize_command(program: str, train: Path, dev: Path, out: Path, teacher: s
                         main=main_name, force=force, progress=None if not quiet else False, on_note=note)
     except OptimizeInterrupted as stop:
         _interrupted(stop)
-    except (DecompError, OSError) as err:
-        fail(err)
+    except OSError as err:  # a DecompError ends in its words in the `decomp` group
+        raise DecompError(str(err)) from err
     click.echo(storable_json(done.to_dict()))
 
 

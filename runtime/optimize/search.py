@@ -51,7 +51,7 @@ from decomp.runtime.runs.api import RunOptions, arun_dataset, find_program, use_
 from decomp.runtime.runs.datasets import Row, read_rows, window
 from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.runs.rundir import RunDir, sha256_file
-from decomp.runtime.testing.fake import ReplayModel
+from decomp.runtime.models.replay import ReplayModel
 
 __all__ = ["OptimizeError", "OptimizeInterrupted", "OptimizeResult", "OptimizeSettings", "optimize"]
 

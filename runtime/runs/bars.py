@@ -1,4 +1,4 @@
-"""The progress bars of the Python API: `decomp.run(program, dataset=...)` and `decomp.evaluate`.
+"""The progress bars of the Python API: `Program.run_dataset` and `decomp.evaluate`.
 
 `progress=None` (their default) draws a bar in a Jupyter kernel and when stderr is a terminal;
 True always, False never. The bar is tqdm's when tqdm is installed (in Jupyter a widget when
@@ -48,7 +48,7 @@ def has_tqdm() -> bool:
 
 
 def run_bar(progress: bool | None) -> bool | RowBar:
-    """What `run_dataset` takes as its `progress` for `decomp.run(..., progress=progress)`:
+    """What `run_dataset` takes as its `progress` for `Program.run_dataset(..., progress=progress)`:
     False, a tqdm bar, a text line (Jupyter without tqdm), or True (rich, on stderr)."""
     if not wanted(progress):
         return False

@@ -13,10 +13,9 @@ import click
 from click.core import ParameterSource
 
 from decomp.handlers.trust import TRUSTED_FOLDERS_ENV, folder_trust
-from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS
 from decomp.runtime.engine.cache import MODES
-from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE
 from decomp.runtime.models.prices import load_prices
+from decomp.runtime.runs.api import RunOptions
 from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
 
 __all__ = ["folder_trust_option", "given_again", "metric_options", "session_options", "trust_options"]
@@ -55,6 +54,12 @@ def folder_trust_option(command):
                              "one folder per line).")(wrapped)
 
 
+def _default(name: str):
+    """`RunOptions`' default of the setting `name`: each setting's default is written once, on
+    `RunOptions`, and the command line, the Python API and run.json's record all take it there."""
+    return RunOptions.__dataclass_fields__[name].default
+
+
 class _FiniteRange(click.FloatRange):
     """A `FloatRange` that also refuses `nan` and `inf` (a usage error, exit status 2)."""
 
@@ -69,12 +74,12 @@ def _metric_options() -> list:
     """`--metric-timeout SECONDS` and `--metric-memory MB`: the limits of a metric that is not
     decomp's own, per row (keyword arguments `metric_timeout`, `metric_memory_mb`)."""
     return [
-        click.option("--metric-timeout", type=_FiniteRange(min=0, min_open=True), default=DEFAULT_METRIC_TIMEOUT,
+        click.option("--metric-timeout", type=_FiniteRange(min=0, min_open=True), default=_default("metric_timeout"),
                      show_default=True, metavar="SECONDS",
                      help="Seconds a metric of a plugin's or a module:function may take to score one row (it runs "
                           "in a worker process, killed past it); past it, that row's metric error."),
         click.option("--metric-memory", "metric_memory_mb", type=_FiniteRange(min=1),
-                     default=DEFAULT_METRIC_MEMORY_MB, show_default=True, metavar="MB",
+                     default=_default("metric_memory_mb"), show_default=True, metavar="MB",
                      help="MiB such a metric may add to its worker process to score one row; past it, that row's "
                           "metric error."),
     ]
@@ -109,20 +114,21 @@ def session_options(command):
     options = [
         click.option("--model", help="Model for handlers that name none: local:..., openai:NAME, fake:FILE.json."),
         click.option("--base-url", help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL)."),
-        click.option("--transport", type=click.Choice(["auto", "aiohttp", "openai"]), default="auto",
+        click.option("--transport", type=click.Choice(["auto", "aiohttp", "openai"]), default=_default("transport"),
                      show_default=True, help="How openai: models send requests: aiohttp (auto) or the official "
                                              "openai client. A model declaration's transport= wins."),
-        click.option("--api", type=click.Choice(["auto", "chat", "completions"]), default="auto", show_default=True,
+        click.option("--api", type=click.Choice(["auto", "chat", "completions"]), default=_default("api"),
+                     show_default=True,
                      help="Which API openai: models use: chat (/chat/completions), completions, or auto: chat at "
                           "api.openai.com, completions at a --base-url, switching once to chat when the endpoint "
                           "refuses completions as a chat model's (said on one line, and kept in a run's run.json "
                           "for --resume). A model declaration's api= wins."),
-        click.option("--attempt-deadline", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_ATTEMPT_DEADLINE,
-                     show_default=True, metavar="SECONDS",
+        click.option("--attempt-deadline", type=click.FloatRange(min=0, min_open=True),
+                     default=_default("attempt_deadline"), show_default=True, metavar="SECONDS",
                      help="Seconds one request of an openai: model may take in all, however slowly its reply "
                           "comes (then retried). A model declaration's attempt_deadline= wins."),
-        click.option("--call-deadline", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_CALL_DEADLINE,
-                     show_default=True, metavar="SECONDS",
+        click.option("--call-deadline", type=click.FloatRange(min=0, min_open=True),
+                     default=_default("call_deadline"), show_default=True, metavar="SECONDS",
                      help="Seconds one openai: model call may take in all, its retries and backoff included. "
                           "A model declaration's call_deadline= wins."),
         click.option("--temperature", "default_temperature", type=_FiniteRange(min=0), metavar="T",
@@ -132,10 +138,11 @@ def session_options(command):
                      help="The most tokens one model call may generate, for handlers that write no max_tokens= "
                           "of their own [default: the kind's: prompt 200, decomposer 200, executor 64]. A "
                           "handler's max_tokens= wins. Not the run's token budget: that is --max-tokens."),
-        click.option("--concurrency", default=8, show_default=True, help="Model calls in flight at once, per endpoint."),
+        click.option("--concurrency", default=_default("concurrency"), show_default=True,
+                     help="Model calls in flight at once, per endpoint."),
         click.option("--rpm", type=float, help="At most this many requests per minute, per endpoint."),
         click.option("--tpm", type=float, help="At most this many tokens per minute, per endpoint."),
-        click.option("--cache", "cache_mode", type=click.Choice(MODES), default="read-write", show_default=True,
+        click.option("--cache", "cache_mode", type=click.Choice(MODES), default=_default("cache_mode"), show_default=True,
                      help="Step cache: reuse results, recompute them, ignore the cache, or only replay it."),
         click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
                      help="Where the step cache lives (default: $DECOMP_CACHE_DIR or ~/.cache/decomp)."),
@@ -150,16 +157,17 @@ def session_options(command):
                      metavar="FILE", help="Prices per million tokens (JSON or TOML: model name -> price_in, "
                                           "price_out and optionally price_cached): a cost figure in summaries, "
                                           "progress and dry runs."),
-        click.option("--max-depth", type=int, default=64, show_default=True, help="Deepest nesting of programs."),
+        click.option("--max-depth", type=int, default=_default("max_depth"), show_default=True,
+                     help="Deepest nesting of programs."),
         click.option("--max-steps", type=int, help="Most steps any decomposer may take."),
-        click.option("--max-row-handler-calls", type=click.IntRange(1), default=DEFAULT_ROW_HANDLER_CALLS,
+        click.option("--max-row-handler-calls", type=click.IntRange(1), default=_default("max_row_handler_calls"),
                      show_default=True, help="Budget: handler calls of every kind (symbolic ones too) per row."),
         click.option("--max-handler-calls", type=click.IntRange(1),
                      help="Budget: handler calls of every kind for the whole run."),
         click.option("--max-memory", "max_memory_mb", type=click.FloatRange(min=1), metavar="MB",
                      help="Budget: past this resident memory (MiB) of the process, a row's next call ends it."),
         click.option("--max-answer-size", "max_answer_mb", type=click.FloatRange(min=0, min_open=True),
-                     default=DEFAULT_ANSWER_MB, show_default=True, metavar="MB",
+                     default=_default("max_answer_mb"), show_default=True, metavar="MB",
                      help="Limit: a handler answer holding more text than this (MiB of characters) ends its row "
                           "before it is kept, cached or traced."),
         click.option("--handler-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",

@@ -11,7 +11,7 @@ Three formats are recognised (see :func:`read_rows`):
 * DROP-style JSON (the DecomP datasets): one object
   ``{pid: {"passage": str, "qa_pairs": [{"question", "answer", "query_id", ...}]}}``.
 
-Rows in memory (`decomp.run(program, dataset=...)`) are written as JSONL by :func:`jsonl_text`:
+Rows in memory (`Program.run_dataset(rows)`) are written as JSONL by :func:`jsonl_text`:
 an iterable of dicts (a list, a generator) or a pandas DataFrame, whose missing cells (NaN,
 None, NaT, NA) are left out of their row, as a CSV file's empty cells are.
 
@@ -48,7 +48,7 @@ MAX_DEPTH = 100
 _TOO_DEEP = f"the row nests deeper than {MAX_DEPTH} levels (lists or objects inside each other)"
 _DROP_SKIPPED = frozenset({"answer", "query_id", "validated_answers", "question"})
 _JSONL_SKIPPED = frozenset({"id", "answer"})
-#: What a dataset given in Python may be (`decomp.run(program, dataset=...)`), for messages.
+#: What a dataset given in Python may be (`Program.run_dataset(data)`), for messages.
 ACCEPTED = ("a JSONL, CSV or DROP-style JSON file's path, a list (or any iterable) of row dicts, "
             "or a pandas DataFrame")
 

@@ -3,8 +3,8 @@ count the model calls a real run would make, estimate their tokens and cost, and
 that would fail.
 
 Token estimates (no tokenizer is loaded: a dry run stays instant and offline): prompt tokens
-are the rendered prompts' characters / 4, rounded up (`fake_tokens`, the usual rule of thumb for
-English text); completion tokens are the stand-in's answers (the prompts' own examples) at
+are the rendered prompts' characters / 4, rounded up (`estimated_tokens`, the usual rule of thumb
+for English text); completion tokens are the stand-in's answers (the prompts' own examples) at
 characters / 4, and `max_completion_tokens` is the requests' `max_tokens` summed, an upper bound.
 With a price for the run's model, `estimated_cost` prices the estimates and `max_cost` the upper
 bound; without one there is no cost figure.
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from decomp.runtime.models.prices import Price
+from decomp.runtime.models.replay import ReplayModel
 from decomp.runtime.runs.datasets import Row
-from decomp.runtime.testing.fake import ReplayModel
 
 
 @dataclass

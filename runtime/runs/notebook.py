@@ -1,66 +1,70 @@
-"""The notebook API: load a program, run it on one question or a dataset, read a run back.
+"""The one way in from Python: load a program, run it on one question or a dataset, read a run back.
 
     import decomp
 
-    program = decomp.load("decomp/letter_cat_symbolic")          # a file or a bundled program
-    result = decomp.run(program, question="Take the letters ...")  # a RunResult
-    run = decomp.run(program, dataset="rows.jsonl")               # a Run (its run directory)
+    program = decomp.load("decomp/letter_cat_symbolic")       # a file or a bundled program
+    result = program.run("Take the letters ...")               # one question: a RunResult
+    run = program.run_dataset("rows.jsonl")                    # a dataset: a Run (its run directory)
     run.rows(), run.trace("q1"), run.summary, run.to_pandas()
-    run = decomp.open_run("runs/letter_cat_symbolic-rows-...")     # any run directory
+    run = decomp.open_run("runs/letter_cat_symbolic-rows-...")  # any run directory
 
-`run` and the other synchronous calls work inside a running event loop too (a Jupyter cell):
-the work then runs on a worker thread with a loop of its own (`decomp.runtime.engine.syncrun`);
-`await decomp.arun(...)` runs it in the caller's loop. Everything here delegates: a question
-runs through `Session.arun`, a dataset through `arun_dataset`, a run directory is read with
-`RunDir`; trust (`--trust`) and allowed folders (`--allow-root`) are the `RunOptions` of the
-program's session (`Session.trust`, its own: two programs never share it). A dataset
-given in memory is written as JSONL by `datasets.jsonl_text`; the progress bar is
-`decomp.runtime.runs.bars`'. `decomp.evaluate` and `decomp.compare` read runs back as figures
-(`notebook_evaluate`, `decomp.runtime.views.notebook_compare`).
+`Program.run` and the other synchronous calls work inside a running event loop too (a Jupyter
+cell): the work then runs on a worker thread with a loop of its own
+(`decomp.runtime.engine.syncrun`); `await program.arun(...)` runs it in the caller's loop.
+Everything here delegates: a question runs through `Session.arun`, a dataset through
+`api.arun_dataset`, a run directory is read with `RunDir`; trust (`--trust`) and allowed
+folders (`--allow-root`) are the `RunOptions` of the program's session (`Session.trust`, its
+own: two programs never share it). A dataset given in memory is written as JSONL by
+`datasets.jsonl_text`; the progress bar is `decomp.runtime.runs.bars`'. `decomp.evaluate` and
+`decomp.compare` read runs back as figures (`notebook_evaluate`,
+`decomp.runtime.views.notebook_compare`).
+
+The old top-level calls `decomp.run`, `decomp.arun`, `decomp.run_dataset` and
+`decomp.arun_dataset` are here for one release more, each a thin alias that warns
+(`DeprecationWarning`) and calls the `Program` method that replaces it.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.session import RunResult, Session
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import Model
-from decomp.runtime.runs.api import (
-    RunOptions,
-    RunSummary,
-    arun_dataset,
-    find_program,
-    interrupts_said,
-    use_main,
-    user_folders,
-)
+from decomp.runtime.runs import api
+from decomp.runtime.runs.api import RunOptions, RunSummary, find_program, interrupts_said, use_main, user_folders
 from decomp.runtime.runs.bars import run_bar
 from decomp.runtime.runs.datasets import ACCEPTED, jsonl_text, read_rows
+from decomp.runtime.runs.ray_rows import Cluster
 from decomp.runtime.runs.rundir import RunDir, RunDirError, read_manifest, runs_root, sha256_file
+from decomp.runtime.runs.shards import Shard
 
-__all__ = ["Program", "Run", "arun", "load", "open_run", "run"]
+__all__ = ["Program", "Run", "load", "open_run"]
 
-#: The settings `load` and `run` take besides the model: the `RunOptions` fields (`trust` and
+#: The settings `load` takes besides the model: the `RunOptions` fields (`trust` and
 #: `allow_roots` among them).
 SETTINGS = tuple(f.name for f in dataclasses.fields(RunOptions) if f.name != "model")
-#: What only a dataset run takes (an error with a question).
-_DATASET_ONLY = ("run_dir", "resume", "force", "output", "shard", "offset", "limit")
+#: What only a dataset run takes (`Program.run_dataset`), for the deprecated `decomp.run`.
+_DATASET_ONLY = ("run_dir", "resume", "force", "output", "progress", "shard", "offset", "limit", "metric")
 
 
 @dataclass(frozen=True)
 class Program:
-    """A loaded and checked program, ready to run: `decomp.run(program, ...)` or `program.run(...)`.
+    """A loaded and checked program, ready to run (`decomp.load` makes one): `run(question)` for
+    one question (a `RunResult`), `run_dataset(data)` for a dataset (a `Run`); `arun` and
+    `arun_dataset` are the same in the caller's event loop.
 
-    Its `session` (built from its settings) runs every question given to it, so its usage
-    (`program.session.usage`) and step cache carry over from one question to the next; a
-    dataset run gets a session of its own, as `decomp run --input` does."""
+    Its `session` runs every question given to it, so its usage (`program.session.usage`) and
+    step cache carry over from one question to the next. A dataset run gets a session of its
+    own built from `options`, as `decomp run --input` does; a program loaded with `session=`
+    runs its datasets in that session too."""
 
     path: Path
     module: LoadedModule
@@ -68,6 +72,8 @@ class Program:
     options: RunOptions
     model: str | Model | None = None
     main: str | None = None
+    #: True when the caller gave the session (`load(..., session=)`): its settings are the session's.
+    own_session: bool = False
 
     @property
     def trust(self) -> tuple[str, ...]:
@@ -85,25 +91,99 @@ class Program:
         roots = f", allow_roots={list(self.allow_roots)}" if self.allow_roots else ""
         return f"<decomp.Program {self.path.name} main={self.module.main!r} model={model!r}{trusted}{roots}>"
 
-    def run(self, question: str | None = None, **kwargs: Any) -> RunResult | Run:
-        """`decomp.run(self, question, ...)`."""
-        return run(self, question, **kwargs)
+    def run(self, question: str | None = None, *, fields: Mapping[str, Any] | None = None) -> RunResult:
+        """Run the program on one question: its `RunResult` (answer, error, usage, trace).
 
-    async def arun(self, question: str | None = None, **kwargs: Any) -> RunResult | Run:
-        """`await decomp.arun(self, question, ...)`."""
-        return await arun(self, question, **kwargs)
+        question: the row's question; fields: the row's other inputs (a field naming an
+                  existing folder is the caller's: handlers may read it, as with --allow-root)
+
+        A row's error is in the result (`RunResult.error`), not raised. Inside a running event
+        loop (Jupyter) this runs on a worker thread; `await program.arun(...)` runs in the
+        caller's loop."""
+        return run_sync(lambda: self.arun(question, fields=fields))
+
+    async def arun(self, question: str | None = None, *, fields: Mapping[str, Any] | None = None) -> RunResult:
+        """`run` in the caller's event loop: `await program.arun(question)`."""
+        if question is not None and not isinstance(question, str):
+            raise TypeError(f"run() takes one question (text), not {type(question).__name__}; "
+                            f"a dataset of rows runs with run_dataset()")
+        fields = dict(fields or {})
+        if question is None and not fields:
+            raise TypeError("give the question (or the row's fields=...); a dataset runs with run_dataset()")
+        row = {**fields, "question": question} if question is not None else fields
+        with self.session.trusting(user_folders(fields)):  # a folder the caller gives is the caller's
+            try:
+                return await self.session.arun(self.module, row)
+            finally:
+                await self.session.aclose()
+
+    def run_dataset(self, data: str | Path | Iterable[Mapping[str, Any]] | Any, *,
+                    fields: Mapping[str, Any] | None = None, run_dir: str | Path | None = None,
+                    resume: bool = False, force: bool = False, output: str | Path | None = None,
+                    progress: bool | None = None, shard: Shard | str | None = None, offset: int = 0,
+                    limit: int | None = None, metric: str | Callable[..., Any] | None = None,
+                    otlp: str | None = None, cluster: Cluster | None = None) -> Run:
+        """Run the program on every row of `data` into a run directory, as `decomp run PROGRAM
+        --input DATA` does: the `Run` (its directory, read: `rows()`, `summary`, `trace(row)`).
+
+        data:     a JSONL, CSV or DROP-style JSON file; or rows in memory: a list (or any
+                  iterable, a generator) of row dicts ({id, question, ..., answer?}) or a pandas
+                  DataFrame (its columns the fields; a missing cell, NaN, None, NaT or NA, is a
+                  field the row lacks; its index is not a field), written once to
+                  `inputs/rows-HASH.jsonl` beside the run directory so that the run records its
+                  input file like any other (and can be resumed)
+        fields:   input fields given to every row (`--field NAME=VALUE`)
+        run_dir:  the run directory (None: runs/PROGRAM-INPUT-TIME, under $DECOMP_RUNS_DIR)
+        resume, force: finish the run in `run_dir` (`--resume`), or start it over (`--force`)
+        output:   also write every row's results line to this file, in input order
+        progress: a progress bar on stderr: None, when in a Jupyter kernel or stderr is a
+                  terminal; True always; False never. tqdm's when tqdm is installed
+                  (`decomp.runtime.runs.bars`)
+        shard, offset, limit: run only shard "I/N" of the rows, or the rows at input positions
+                  `offset` to `offset + limit - 1` (`--shard`, `--offset`, `--limit`)
+        metric:   what rows with gold are scored with, over the program's `metric`: a name or a
+                  function (docs/runs.md, "The metric function")
+        otlp:     also send each row's tree to this OpenTelemetry endpoint (`--otlp`)
+        cluster:  run the rows on Ray actors (`--ray`; `decomp.runtime.runs.ray_rows.Cluster`)
+
+        What each does in detail: `decomp.runtime.runs.api.run_dataset`. A row's error is in its
+        line (a row's `error` in `Run.rows()`), not raised; an interrupt (Ctrl-C, the stop
+        button) raises `RunInterrupted`, the rows done kept for `resume=True`."""
+        with interrupts_said():  # a dataset run stopped: `RunInterrupted`, its rows kept and left
+            return run_sync(lambda: self.arun_dataset(
+                data, fields=fields, run_dir=run_dir, resume=resume, force=force, output=output, progress=progress,
+                shard=shard, offset=offset, limit=limit, metric=metric, otlp=otlp, cluster=cluster))
+
+    async def arun_dataset(self, data: str | Path | Iterable[Mapping[str, Any]] | Any, *,
+                           fields: Mapping[str, Any] | None = None, run_dir: str | Path | None = None,
+                           resume: bool = False, force: bool = False, output: str | Path | None = None,
+                           progress: bool | None = None, shard: Shard | str | None = None, offset: int = 0,
+                           limit: int | None = None, metric: str | Callable[..., Any] | None = None,
+                           otlp: str | None = None, cluster: Cluster | None = None) -> Run:
+        """`run_dataset` in the caller's event loop: `await program.arun_dataset(data)`."""
+        runner = {"session": self.session} if self.own_session else {"model": self.model, "options": self.options}
+        done = await api.arun_dataset(self.path, _dataset_file(data, run_dir), **runner, main=self.main,
+                                      run_dir=run_dir, resume=resume, force=force, output=output,
+                                      progress=run_bar(progress), fields=dict(fields or {}), shard=shard,
+                                      offset=offset, limit=limit, metric=metric, otlp=otlp, cluster=cluster)
+        return Run(done.run_dir, done)
 
     def changed(self, **changes: Any) -> "Program":
-        """This program loaded again with some of its settings changed (a new session)."""
+        """This program loaded again with some of its settings (what `load` takes) changed: a
+        new session. A program loaded with `session=` is loaded again with another session."""
+        if self.own_session:
+            raise TypeError("this program runs in the session given to load(session=...): load it again with "
+                            "another session instead of changing its settings")
         settings = {name: getattr(self.options, name) for name in SETTINGS}
         given = {"model": self.model, "main": self.main, **settings, **changes}
         return load(self.path, **given)
 
 
 def load(program: str | Path, *, model: str | Model | None = None, main: str | None = None,
-         trust: Iterable[str] = (), allow_roots: Iterable[str | Path] = (), **settings: Any) -> Program:
+         trust: Iterable[str] = (), allow_roots: Iterable[str | Path] = (), session: Session | None = None,
+         **settings: Any) -> Program:
     """Load and check `program` (a .decomp file, or a bundled program such as
-    `decomp/letter_cat_symbolic`) into a `Program` to run.
+    `decomp/letter_cat_symbolic`) into a `Program`: the one way to run a program from Python.
 
     model:       the model of every handler naming none (`openai:NAME`, `fake:FILE.json`, a
                  `Model` instance such as a `FakeModel`, which runs uncached); None: the
@@ -113,14 +193,21 @@ def load(program: str | Path, *, model: str | Model | None = None, main: str | N
     allow_roots: folders it may read files in besides its own (`--allow-root DIR`)
     settings:    any `RunOptions` field (`cache_mode="off"`, `concurrency=4`, `max_calls=100`,
                  ...), with the command line's defaults: the step cache is on
+    session:     a `Session` of one's own to run in, instead of one built from the above: it
+                 owns the model, the limits, the cache and the trust, so none of model, trust,
+                 allow_roots or settings goes with it. Its datasets run in it too
 
     Raises `DecompError` for a program that does not load or check (often `Diagnostics`,
     each problem positioned), `TypeError` for a setting that does not exist.
     """
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
-        raise TypeError(f"load() got unknown settings {', '.join(unknown)} (known: model, main, "
+        raise TypeError(f"load() got unknown settings {', '.join(unknown)} (known: model, main, session, "
                         f"{', '.join(SETTINGS)})")
+    if session is not None:
+        owned = {"model": model, "trust": trust, "allow_roots": allow_roots, **settings}
+        return _in_session(program, session, main, [name for name, value in owned.items()
+                                                   if name in settings or value not in (None, (), [])])
     options = RunOptions(model=model if isinstance(model, str) else None, trust=_names(trust, "trust"),
                          allow_roots=_names(allow_roots, "allow_roots"), **settings)
     session = options.session(model if isinstance(model, Model) else None)
@@ -129,79 +216,32 @@ def load(program: str | Path, *, model: str | Model | None = None, main: str | N
     return Program(path, module, session, options, model, main)
 
 
-def run(program: Program | str | Path, question: str | None = None, *, fields: Mapping[str, Any] | None = None,
-        dataset: str | Path | Iterable[Mapping[str, Any]] | Any = None, run_dir: str | Path | None = None,
-        resume: bool = False, force: bool = False, output: str | Path | None = None, progress: bool | None = None,
-        shard: str | None = None, offset: int = 0, limit: int | None = None, **settings: Any) -> RunResult | Run:
-    """Run `program` on one question (a `RunResult`) or on every row of `dataset` (a `Run`).
-
-    program:  a `Program` from `load`, or what `load` takes (loaded here with `settings`)
-    question: the question of one row; `fields` are that row's other inputs (or every row's,
-              with `dataset`: `decomp run --field NAME=VALUE`)
-    dataset:  a JSONL, CSV or DROP-style JSON file; or rows in memory: a list (or any iterable,
-              a generator) of row dicts ({id, question, ..., answer?}) or a pandas DataFrame
-              (its columns the fields; a missing cell, NaN, None, NaT or NA, is a field the
-              row lacks; its index is not a field), written once to `inputs/rows-HASH.jsonl`
-              beside the run directory so that the run records its input file like any other
-              (and can be resumed)
-    progress: a progress bar on stderr (a dataset only): None, when in a Jupyter kernel or
-              stderr is a terminal; True always; False never. tqdm's when tqdm is installed
-              (`decomp.runtime.runs.bars`)
-    run_dir, resume, force, output, shard, offset, limit: as `run_dataset` takes them (a
-              dataset only)
-    settings: what `load` takes (model, main, trust, allow_roots, `RunOptions` fields); given
-              with a `Program`, it is loaded again with them changed
-
-    A row's error is in its result (`RunResult.error`, a row's `error` in `Run.rows()`), not
-    raised. Inside a running event loop (Jupyter) this runs on a worker thread; `await arun(...)`
-    runs in the caller's loop.
-    """
-    with interrupts_said():  # a dataset run stopped: `RunInterrupted`, its rows kept and left
-        return run_sync(lambda: arun(program, question, fields=fields, dataset=dataset, run_dir=run_dir,
-                                     resume=resume, force=force, output=output, progress=progress, shard=shard,
-                                     offset=offset, limit=limit, **settings))
-
-
-async def arun(program: Program | str | Path, question: str | None = None, *,
-               fields: Mapping[str, Any] | None = None,
-               dataset: str | Path | Iterable[Mapping[str, Any]] | Any = None, run_dir: str | Path | None = None,
-               resume: bool = False, force: bool = False, output: str | Path | None = None,
-               progress: bool | None = None, shard: str | None = None, offset: int = 0, limit: int | None = None,
-               **settings: Any) -> RunResult | Run:
-    """`run` in the caller's event loop: `await decomp.arun(program, question=...)`."""
-    metric = settings.pop("metric", None)  # a dataset run's (`run_dataset`): no reason to load the program again
-    program = _program(program, settings)
-    fields = dict(fields or {})
-    if dataset is None:
-        given = [name for name, value in zip((*_DATASET_ONLY, "metric"),
-                                             (run_dir, resume, force, output, shard, offset, limit, metric)) if value]
-        if given:
-            raise TypeError(f"{', '.join(given)} go with dataset=..., not with one question")
-        return await _one(program, question, fields)
-    if question is not None:
-        raise TypeError("give question=... (one row) or dataset=... (every row has its own question), not both")
-    data = _dataset_file(dataset, run_dir)
-    done = await arun_dataset(program.path, data, model=program.model, options=program.options,
-                              main=program.main, run_dir=run_dir, resume=resume, force=force, output=output,
-                              progress=run_bar(progress), fields=fields, shard=shard,
-                              offset=offset, limit=limit, metric=metric)
-    return Run(done.run_dir, done)
+def _in_session(program: str | Path, session: Session, main: str | None, given: list[str]) -> Program:
+    """`program` loaded in the caller's `session`, which owns every setting (none may be `given`)."""
+    if given:
+        raise TypeError(f"load() takes a session or the settings to build one, not both: the session owns "
+                        f"{', '.join(sorted(given))}")
+    path = find_program(program)
+    return Program(path, use_main(session.load(path), main, path), session, RunOptions.of(session), None, main,
+                   own_session=True)
 
 
 def open_run(path: str | Path) -> Run:
-    """The run directory `path` (as `decomp run --input` or `decomp.run(..., dataset=...)`
-    wrote it), to read: `RunDirError` when it is not one."""
+    """The run directory `path` (as `decomp run --input` or `Program.run_dataset` wrote it), to
+    read: `RunDirError` when it is not one."""
     return Run(Path(path))
 
 
 class Run:
-    """A run directory, read: `rows()`, `trace(row)`, `summary`, `to_pandas()`.
+    """A dataset run: its run directory (`path`), read: `rows()`, `trace(row)`, `summary`,
+    `to_pandas()`. `Program.run_dataset` returns one, `decomp.open_run` opens one.
 
     Each call reads the directory again, so a run still being written shows its rows so far."""
 
     def __init__(self, path: Path, done: RunSummary | None = None):
         self.path = Path(path)
-        #: What `decomp.run` returned for the run that wrote it (None for `open_run`).
+        #: What the run that wrote it ended with (`Program.run_dataset`): the totals, the
+        #: `output` file written, and the `notes` opening the directory found (None for `open_run`).
         self.result = done
         self._open().close()  # refuse now what is not a run directory
 
@@ -261,26 +301,6 @@ class Run:
         return pandas.DataFrame(self.rows())
 
 
-def _program(program: Program | str | Path, settings: dict[str, Any]) -> Program:
-    if isinstance(program, Program):
-        return program.changed(**settings) if settings else program
-    if isinstance(program, (str, Path)):
-        return load(program, **settings)
-    raise TypeError(f"run() takes a Program from decomp.load, or a program's path or name, not "
-                    f"{type(program).__name__}")
-
-
-async def _one(program: Program, question: str | None, fields: dict[str, Any]) -> RunResult:
-    if question is None and not fields:
-        raise TypeError("give question=... (or the row's fields=...) for one row, or dataset=... for many")
-    row = {**fields, "question": question} if question is not None else fields
-    with program.session.trusting(user_folders(fields)):  # a folder the caller gives is the caller's
-        try:
-            return await program.session.arun(program.module, row)
-        finally:
-            await program.session.aclose()
-
-
 def _dataset_file(dataset: Any, run_dir: str | Path | None) -> Path:
     """The file of `dataset`: its own (a path), else its rows written by `_rows_file`."""
     if not isinstance(dataset, (str, Path)):
@@ -338,3 +358,60 @@ def _names(values: Iterable[Any] | str, what: str) -> tuple[str, ...]:
     except TypeError:
         raise TypeError(f"{what} is a list of names, not {type(values).__name__}") from None
 
+
+# One release more: the old top-level entry points, each a thin alias of the `Program` method
+# that replaces it (served by `decomp.__getattr__`, not in `decomp.__all__`).
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated and goes in the next release: use {new}", DeprecationWarning, stacklevel=3)
+
+
+def run(program: Program | str | Path, question: str | None = None, **given: Any) -> RunResult | Run:
+    """Deprecated: `decomp.load(program).run(question)`, or `.run_dataset(dataset)` for a dataset."""
+    _deprecated("decomp.run", "decomp.load(program, ...).run(question) or .run_dataset(data, ...)")
+    with interrupts_said():
+        return run_sync(lambda: _either(program, question, **given))
+
+
+async def arun(program: Program | str | Path, question: str | None = None, **given: Any) -> RunResult | Run:
+    """Deprecated: `await decomp.load(program).arun(question)`, or `.arun_dataset(dataset)`."""
+    _deprecated("decomp.arun", "decomp.load(program, ...).arun(question) or .arun_dataset(data, ...)")
+    return await _either(program, question, **given)
+
+
+def run_dataset(program: str | Path | LoadedModule, data: str | Path, **given: Any) -> RunSummary:
+    """Deprecated: `decomp.load(program, ...).run_dataset(data, ...)` (a `Run`); this returns
+    `decomp.runtime.runs.api.run_dataset`'s `RunSummary`, as it did."""
+    _deprecated("decomp.run_dataset", "decomp.load(program, ...).run_dataset(data, ...)")
+    return api.run_dataset(program, data, **given)
+
+
+async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, **given: Any) -> RunSummary:
+    """Deprecated: `await decomp.load(program, ...).arun_dataset(data, ...)` (a `Run`)."""
+    _deprecated("decomp.arun_dataset", "decomp.load(program, ...).arun_dataset(data, ...)")
+    return await api.arun_dataset(program, data, **given)
+
+
+async def _either(program: Program | str | Path, question: str | None, *, fields: Mapping[str, Any] | None = None,
+                  dataset: Any = None, **given: Any) -> RunResult | Run:
+    """What the old `decomp.arun` did: one question, or a dataset, of `program` loaded with the
+    settings `given` (again, with them changed, when it is a `Program`)."""
+    options = {name: given.pop(name) for name in _DATASET_ONLY if name in given}
+    program = _loaded(program, given)
+    if dataset is None:
+        named = [name for name, value in options.items() if value and name != "progress"]
+        if named:
+            raise TypeError(f"{', '.join(named)} go with dataset=..., not with one question")
+        return await program.arun(question, fields=fields)
+    if question is not None:
+        raise TypeError("give question=... (one row) or dataset=... (every row has its own question), not both")
+    return await program.arun_dataset(dataset, fields=fields, **options)
+
+
+def _loaded(program: Program | str | Path, settings: dict[str, Any]) -> Program:
+    if isinstance(program, Program):
+        return program.changed(**settings) if settings else program
+    if isinstance(program, (str, Path)):
+        return load(program, **settings)
+    raise TypeError(f"run() takes a Program from decomp.load, or a program's path or name, not "
+                    f"{type(program).__name__}")

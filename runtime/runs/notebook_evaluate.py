@@ -27,7 +27,7 @@ from decomp.runtime.runs.notebook import Run
 __all__ = ["Evaluation", "evaluate"]
 
 #: What predictions may be, for messages.
-PREDICTIONS = "a Run (decomp.run or decomp.open_run), a run directory, or a results JSONL file ({id, answer} lines)"
+PREDICTIONS = "a Run (Program.run_dataset or decomp.open_run), a run directory, or a results JSONL file ({id, answer} lines)"
 
 
 @dataclass(frozen=True)

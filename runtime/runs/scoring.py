@@ -293,7 +293,7 @@ def exact(pred: Any, gold: Any) -> float:
 # --- scoring rows ----------------------------------------------------------------------------
 
 #: The built-in metrics, registered through the plugin table like any other (`register_metrics`
-#: below; `decomp.handlers.plugins.BUILTIN_PLUGINS` names this module).
+#: below; the table at the top of the package, `decomp.plugins`, lists this module).
 METRICS: dict[str, Callable[[Any, Any], float]] = {"em": em, "set_em": set_em, "f1": f1, "exact": exact}
 
 #: A metric: its name (built-in, a plugin's, `module:function`) or a function of one's own.

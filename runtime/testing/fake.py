@@ -37,7 +37,8 @@ closures of one function over different data look alike, so give them different 
 
 Where a `fake:PATH` file may be: `--model fake:PATH` (and `run_dataset(model="fake:PATH")`) is
 the user's own argument, read wherever it points, as any file named on the command line is. A
-`.decomp` file's `model NAME = "fake:PATH"` is the program's: the loader resolves PATH from the
+`.decomp` file's `model NAME = "fake:PATH"` is the program's: the scheme's backend
+(`FakeBackend.check`, which the loader asks as it asks every backend) resolves PATH from the
 program's folder and confines it like `file=` (inside the program's folder, the bundled programs
 or a folder allowed with --allow-root). The file is checked as it is read
 (`decomp.runtime.testing.fake_file`, also `decomp check FILE.json`): every problem is named with
@@ -57,14 +58,16 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from decomp.handlers.imports import import_function, module_file
-from decomp.handlers.trust import NO_TRUST, Trust
+from decomp.handlers.imports import import_function, module_file, untrusted_folder
+from decomp.handlers.trust import NO_TRUST, Trust, inside, not_imported, refusal
 from decomp.handlers.kinds.python import code_fingerprint
 from decomp.handlers.plugins import hookimpl
-from decomp.runtime.models.base import Completion, Model, ModelError, Request, Score
-from decomp.runtime.testing.fake_file import Pattern, read_fake_file
+from decomp.runtime.models.base import Backend, Completion, Model, ModelError, ModelFile, Request, Score, SpecCheck
+from decomp.runtime.models.replay import decomposition_state, estimated_tokens
+from decomp.runtime.testing.fake_file import Pattern, is_fake_file, read_fake_file
 
 if TYPE_CHECKING:  # pragma: no cover
+    from decomp.handlers.base import LoadContext
     from decomp.handlers.soft_prompts import SoftPrompt
 
 Answer = str | Callable[[Request], str]
@@ -140,7 +143,7 @@ class FakeModel(Model):
     def _scripted(self, request: Request) -> Answer | None:
         if not self.script or not request.prompt.rstrip(" ").endswith("QS:"):
             return None
-        question, done = _decomposition_state(request.prompt)
+        question, done = decomposition_state(request.prompt)
         lines = self.script.get(question)
         if lines is None or done >= len(lines):
             return None
@@ -156,7 +159,7 @@ class FakeModel(Model):
         """The reply of the first pattern that matches the last question and has one for this
         prompt (an answer; or, for a prompt asking for a `QS:` line, the step not yet written)."""
         steps_wanted = request.prompt.rstrip(" ").endswith("QS:")
-        question, done = _decomposition_state(request.prompt) if steps_wanted else (last_question(request.prompt), 0)
+        question, done = decomposition_state(request.prompt) if steps_wanted else (last_question(request.prompt), 0)
         for pattern in self.patterns:
             if pattern.steps is not None and (not steps_wanted or done >= len(pattern.steps)):
                 continue
@@ -188,23 +191,14 @@ class FakeModel(Model):
         return model
 
 
-def fake_tokens(text: str) -> int:
-    """The fake model's token count: one token per 4 characters, rounded up (cheap, like the
-    usual rule of thumb for English)."""
-    return (len(text) + 3) // 4
+#: The fake model's token count: the estimate of dry runs, one token per 4 characters, rounded up.
+fake_tokens = estimated_tokens
 
 
 def last_question(prompt: str) -> str:
     """The text of the last `Q:` or `QC:` line of a prompt (the whole prompt if none)."""
     found = _LAST_QUESTION.findall(prompt)
     return found[-1].strip() if found else prompt.strip()
-
-
-def _decomposition_state(prompt: str) -> tuple[str, int]:
-    """The question of the last `QC:` block and how many `QS:` lines it already has."""
-    block = prompt[prompt.rfind("QC:"):] if "QC:" in prompt else prompt
-    first, _, rest = block.partition("\n")
-    return first[3:].strip(), len(re.findall(r"(?m)^QS:.*\S", rest))
 
 
 def _callable_identity(value: Any) -> str:
@@ -216,46 +210,6 @@ def _callable_identity(value: Any) -> str:
 
 def _apply(answer: Answer, request: Request) -> str:
     return answer(request) if callable(answer) else answer
-
-
-class ReplayModel(FakeModel):
-    """Answers every prompt from its own few-shot examples, for `decomp run --dry-run`.
-
-    A decomposer prompt (ending in `QS:`) gets the next line of its first example program, then
-    `[EOQ]`; a Q/A prompt gets its first example's answer. The calls a row makes this way
-    estimate what it costs on a real model. A decomposer asked again, within one row, about
-    another question (a recursive program calling itself on a part) replays its shortest
-    example instead (the base case), so recursion ends as it would on a real model. Call
-    `new_row()` between rows.
-    """
-
-    def __init__(self):
-        super().__init__(name="dry-run")
-        self._first: dict[str, str] = {}  # examples' text -> the row's first question for them
-
-    def new_row(self) -> None:
-        """Forget the questions of the row before."""
-        self._first.clear()
-
-    def _answer(self, request: Request) -> str:
-        from decomp.dsl.errors import DecompError
-        from decomp.dsl.parser import parse_fewshot
-
-        head = request.prompt[: max(request.prompt.rfind("\nQC:"), request.prompt.rfind("\nQ:"))]
-        try:
-            examples = parse_fewshot(head).examples
-        except DecompError:
-            examples = ()
-        if request.prompt.rstrip(" ").endswith("QS:"):
-            question, done = _decomposition_state(request.prompt)
-            programs = [e for e in examples if e.steps]
-            first = self._first.setdefault(head, question)
-            program = (programs[0] if first == question else min(programs, key=lambda e: len(e.steps))) \
-                if programs else None
-            lines = [s.step.text for s in program.steps] if program else []
-            return " " + (lines[done] if done < len(lines) else "[EOQ]")
-        answer = next((e.answer for e in examples if e.answer is not None), None)
-        return " " + (answer.text if answer is not None else '""')
 
 
 def responder_model(spec: str, folder: str | Path | None = None, local: tuple[Path, ...] = (),
@@ -361,8 +315,8 @@ def _source_sha256(fn: Callable) -> str:
         return ""
 
 
-#: The option a `.decomp` declaration's responder carries (set by the loader, never written by
-#: a user): the program's folder, where its module is looked for.
+#: The option a `.decomp` declaration's responder carries (set by `FakeBackend.check`, never
+#: written by a user): the program's folder, where its module is looked for.
 FOLDER_OPTION = "responder_folder"
 
 
@@ -385,6 +339,55 @@ def fake_model(name: str, settings: object = None) -> FakeModel:
     return FakeModel.from_file(name) if name else FakeModel()
 
 
+class FakeBackend(Backend):
+    """The `fake:` scheme: makes fake models (`fake_model`), checks their declarations, and reads
+    fake model files for `decomp check FILE.json`."""
+
+    def __call__(self, name: str, settings: object = None) -> FakeModel:
+        return fake_model(name, settings)
+
+    def check(self, name: str, ctx: LoadContext) -> SpecCheck:
+        """A declared `fake:module:function`: its module allowed as a python handler's is (a
+        check imports none of a folder the user has not trusted: a warning); a declared
+        `fake:PATH`: the path from the declaring file's folder, inside the program's allowed
+        folders (a path outside is refused unread: its text stays out of every message)."""
+        if RESPONDER.fullmatch(name):
+            return _check_responder(name, ctx)
+        if not name:
+            return SpecCheck(name)
+        path = Path(name) if Path(name).is_absolute() else ctx.base_dir / name
+        if ctx.roots is not None and not inside(path, ctx.roots):
+            return SpecCheck(str(path), errors=[refusal(name, "the fake model file", ctx.roots)])
+        return SpecCheck(str(path))
+
+    def check_file(self, path: Path, text: str) -> ModelFile | None:
+        """A fake model file's content, checked (`FakeFileError` names every problem's place);
+        None for a file that is none (`is_fake_file`)."""
+        if not is_fake_file(path, text):
+            return None
+        spec = read_fake_file(path)[0]
+        return ModelFile("fake model file", "fake_model", spec.summary(), spec.counts())
+
+
+def _check_responder(name: str, ctx: LoadContext) -> SpecCheck:
+    """A declared responder: where its module is looked for (the declaring file's folder, then
+    the main program's), and whether it may be imported."""
+    local = tuple((ctx.roots or ())[:1])
+    found = SpecCheck(name, {FOLDER_OPTION: os.pathsep.join(map(str, (ctx.base_dir, *local)))})
+    untrusted = untrusted_folder(name, ctx.base_dir, local, ctx.trusted_folders, ctx.trust)
+    if untrusted is not None:  # a check: never imported from a folder the user has not trusted
+        found.warnings.append(f"fake model {not_imported(name, untrusted)}")
+        return found
+    problem = import_function(name, ctx.base_dir, local, ctx.trust)
+    if isinstance(problem, str):
+        found.errors.append(f"fake model {name!r}: {problem}")
+    return found
+
+
+#: The `fake:` scheme's backend, registered once.
+BACKEND = FakeBackend()
+
+
 @hookimpl
 def register_models(register):
-    register("fake", fake_model)
+    register("fake", BACKEND)

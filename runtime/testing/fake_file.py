@@ -209,6 +209,29 @@ def read_fake_file(path: str | Path) -> tuple[FakeSpec, bytes]:
     return _Reader(str(path), text).spec(), raw
 
 
+def is_fake_file(path: str | Path, text: str) -> bool:
+    """Whether `decomp check` reads the file `path` (its content `text`) as a fake model file: a
+    JSON object with one of its keys, or a `.json` file that is not JSON data at all (read as one
+    to say where it breaks)."""
+    return looks_like_fake_file(text) or (Path(path).suffix == ".json" and bool(text.strip())
+                                          and not _json_data(text.strip()))
+
+
+def _json_data(stripped: str) -> bool:
+    """Whether `stripped` is a JSON array or object, or JSON Lines."""
+    if stripped[0] not in "[{":
+        return False
+    return _parses(stripped) or all(_parses(line) for line in stripped.splitlines() if line.strip())
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):  # (nested past Python's stack: not JSON here)
+        return False
+    return True
+
+
 def looks_like_fake_file(text: str) -> bool:
     """Whether `text` is a JSON object with at least one of a fake model file's keys."""
     try:

@@ -9,8 +9,7 @@ from typing import Iterator
 
 import click
 
-from decomp.dsl.errors import DecompError
-from decomp.handlers.plugins import fail, hookimpl
+from decomp.handlers.plugins import hookimpl
 from decomp.handlers.soft_prompts import MAX_TOKENS
 from decomp.handlers.trust import Trust
 from decomp.runtime.engine.loader import load_plugin
@@ -91,15 +90,12 @@ def tune_command(ctx: click.Context, program: str, handler: str, data: Path, out
                                            str(value) if isinstance(value, Path) else value)
                 for key, value in ctx.params.items()}
     _threads(threads, quiet)
-    try:
-        with _progress(quiet) as progress:
-            for plugin in plugins:
-                load_plugin(plugin, Path(program).parent)
-            tuned = tune(program, handler, data, out, options, model=model, validation=validation,
-                         validation_split=validation_split, query=query, target=target, init_text=init_text,
-                         recorded=recorded, progress=progress, trust=Trust.of(trust, allow_roots))
-    except DecompError as err:  # a TuneError, a program that does not load, a plugin that fails
-        fail(err)
+    with _progress(quiet) as progress:  # a TuneError or a plugin that fails: said by the `decomp` group
+        for plugin in plugins:
+            load_plugin(plugin, Path(program).parent)
+        tuned = tune(program, handler, data, out, options, model=model, validation=validation,
+                     validation_split=validation_split, query=query, target=target, init_text=init_text,
+                     recorded=recorded, progress=progress, trust=Trust.of(trust, allow_roots))
     if tuned.stopped == "max_seconds":
         click.echo(f"note: stopped at the time limit (--max-seconds {max_seconds:g}); the soft prompt as trained "
                    "so far was written", err=True)

@@ -24,7 +24,7 @@ from decomp.runtime.views.compare import format_table, write_html
 __all__ = ["Comparison", "Difference", "MetricComparison", "RunInfo", "RunScore", "compare"]
 
 #: What a run given to `compare` may be, for messages.
-RUNS = "Run objects (decomp.run, decomp.open_run) or run directories"
+RUNS = "Run objects (Program.run_dataset, decomp.open_run) or run directories"
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,12 @@ named where it was opened, and `decomp check` refuses what is no program. Positi
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
 from decomp.dsl.checker import module_warnings, program_warnings
 from decomp.dsl.errors import CheckWarning, DecompError, DecompSyntaxError, Diagnostics, UnclosedError
 from decomp.dsl.parser import parse_fewshot, parse_module, parse_step_line
-from decomp.runtime.cli import main
 from decomp.runtime.engine.session import Session
+from tests.helpers import invoke
 
 
 def _error(parse, src: str, path: str = "t.decomp") -> DecompError:
@@ -21,10 +20,6 @@ def _error(parse, src: str, path: str = "t.decomp") -> DecompError:
 
 def _at(span) -> tuple[int, int]:
     return span.line, span.column
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, list(args))
 
 
 # ------------------------------------------------------------------ 1. a comment after a QS line

@@ -1,5 +1,7 @@
-"""The one plugin table (`decomp.handlers.plugins`): built-ins and third parties registered the
-same way; a broken or clashing plugin is named and refused, and the rest goes on."""
+"""The one plugin table (`decomp.plugins` at the top of the package, loaded by
+`decomp.handlers.plugins`): built-ins and third parties registered the same way; a broken or
+clashing plugin is named and refused, and the rest goes on; a session imports no command
+module, and the command line only the ones it needs."""
 from __future__ import annotations
 
 import json
@@ -12,11 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from decomp.handlers import plugins
+import decomp.plugins
+from decomp.handlers import hooks, plugins
 from decomp.handlers.base import Handler
 from decomp.handlers.registry import Registry, RegistryConflict
+from decomp.plugins import builtin_plugins, command_plugins
 from tests.handlers.plugin_helpers import DECOMP, plugin_package
 
+REPO = Path(__file__).resolve().parents[2]
+LETTER_CAT = REPO / "programs" / "decomp" / "letter_cat.decomp"
+COMMAND_MODULES = ["decomp.runtime.lsp.command", "decomp.runtime.optimize.command", "decomp.runtime.tuning.command",
+                   "decomp.taskgraph.commands"]
 
 
 def test_every_builtin_is_registered_by_a_builtin_plugin():
@@ -27,7 +35,55 @@ def test_every_builtin_is_registered_by_a_builtin_plugin():
     assert "textcraft" in reg.environments
     owners = {owner for owner in reg.owners.values()}
     assert owners >= {"decomp.handlers.kinds", "decomp.handlers.textcraft.plugin", "decomp.runtime.models.local"}
-    assert owners <= set(plugins.BUILTIN_PLUGINS) | {p.name for p in plugins.plugins()}
+    assert owners <= {module.__name__ for module in builtin_plugins()} | {p.name for p in plugins.plugins()}
+
+
+def test_the_table_at_the_top_is_handed_down_to_the_hooks():
+    assert hooks.table() is decomp.plugins.TABLE
+    names = [module.__name__ for module in builtin_plugins()]
+    assert names[0] == "decomp.handlers.kinds" and "decomp.runtime.testing.fake" in names
+    assert sorted(module.__name__ for module in command_plugins()) == COMMAND_MODULES
+    assert not set(names) & set(COMMAND_MODULES)
+    assert not hasattr(plugins, "fail")  # the command line's (decomp.runtime.cli.fail)
+
+
+def _loaded_after(code: str, cwd: Path, env: dict | None = None) -> dict:
+    """What `code` (which sets `result`) leaves, with the command modules and the CLI it imported."""
+    code = textwrap.dedent(code) + textwrap.dedent(f'''
+        import json, sys
+        result["imported"] = sorted(m for m in sys.modules if m in {COMMAND_MODULES + ["decomp.runtime.cli"]!r})
+        print(json.dumps(result))
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_session_imports_no_command_module(tmp_path):
+    found = _loaded_after(f'''
+        import decomp
+        from decomp.runtime.engine.session import Session
+        session = Session(python_workers=False)
+        session.load({str(LETTER_CAT)!r})
+        decomp.load({str(LETTER_CAT)!r})
+        result = {{"kinds": "decomposer" in session.registry.kinds, "fake": "fake" in session.registry.model_backends}}
+    ''', tmp_path)
+    assert found == {"kinds": True, "fake": True, "imported": []}
+
+
+def test_the_command_line_imports_a_command_module_only_when_it_needs_one(tmp_path):
+    found = _loaded_after('''
+        import sys
+        from click.testing import CliRunner
+        from decomp.runtime.cli import main
+        programs = CliRunner().invoke(main, ["programs"])
+        before = sorted(m for m in sys.modules if m.endswith((".command", ".commands")))
+        steps = CliRunner().invoke(main, ["eval", "steps", "--help"])
+        result = {"programs": programs.exit_code, "before": before, "steps": [steps.exit_code, "--gold" in steps.output]}
+    ''', tmp_path)
+    assert found["programs"] == 0 and found["before"] == [] and found["steps"] == [0, True]
+    assert found["imported"] == sorted(COMMAND_MODULES + ["decomp.runtime.cli"])
 
 
 def test_a_taken_name_is_refused_naming_both_owners():
@@ -233,3 +289,65 @@ def test_a_plugin_file_taking_a_builtin_name_is_refused_in_one_line(tmp_path):
         "'decomp.handlers.kinds'" in result.output
     assert "Traceback" not in result.output
     assert plugins.load().kinds["prompt"].__module__ == "decomp.handlers.kinds.prompt"
+
+
+# ---- a package on the import path with entry points (no pip: its metadata written by hand)
+MODERN = '''
+import click
+from decomp import Handler, hookimpl
+from decomp.dsl.errors import DecompError
+
+
+class Modern(Handler):
+    kind = "modern"
+
+
+@hookimpl
+def register_kinds(register):
+    register(Modern)
+
+
+@hookimpl
+def register_commands(cli):
+    @cli.command()
+    def boom():
+        """Fail the way a plugin's command does."""
+        raise DecompError("the boom went off")
+'''
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A folder for PYTHONPATH with a distribution naming a module in the group `decomp` and, in the
+    two groups of before (`decomp.handlers`, `decomp.environments`), a kind and an environment."""
+    site = tmp_path_factory.mktemp("site")
+    (site / "modern_plugin.py").write_text(MODERN)
+    (site / "legacy_plugin.py").write_text('from decomp import Handler\n\nclass Legacy(Handler):\n    kind = "legacy"\n\n'
+                                           'def environment(fields):\n    return None\n')
+    info = site / "decomp_mixed-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: decomp-mixed\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[decomp]\nmodern_plugin = modern_plugin\n\n"
+                                           "[decomp.handlers]\nlegacy = legacy_plugin:Legacy\n\n"
+                                           "[decomp.environments]\nold_env = legacy_plugin:environment\n")
+    return site
+
+
+def _with(site: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_only_the_decomp_group_is_read(site, tmp_path):
+    found = _loaded_after('''
+        from decomp.handlers.plugins import builtin_registry, problems
+        registry = builtin_registry()
+        result = {"modern": "modern" in registry.kinds, "legacy": "legacy" in registry.kinds,
+                  "old_env": "old_env" in registry.environments, "problems": problems()}
+    ''', tmp_path, _with(site))
+    assert found == {"modern": True, "legacy": False, "old_env": False, "problems": [], "imported": []}
+
+
+def test_a_plugins_command_ends_on_a_decomp_error_in_its_words(site, tmp_path):
+    done = subprocess.run([str(DECOMP), "boom"], capture_output=True, text=True, cwd=tmp_path, env=_with(site),
+                          timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", "error: the boom went off\n")

@@ -52,9 +52,10 @@ def test_decorated_python_function(tmp_path):
 
 
 def test_entry_point_group_registers_kinds_and_functions(tmp_path, monkeypatch):
-    """A real installed distribution (a dist-info folder on sys.path) declaring decomp.handlers."""
+    """A real installed distribution (a dist-info folder on sys.path) naming its plugin module in
+    the group `decomp`."""
     (tmp_path / "decomp_plugin_demo.py").write_text(textwrap.dedent('''
-        from decomp import Handler
+        from decomp import Handler, hookimpl
 
         class Reverse(Handler):
             kind = "reverse_text"
@@ -63,12 +64,19 @@ def test_entry_point_group_registers_kinds_and_functions(tmp_path, monkeypatch):
 
         def count_words(query):
             return len(query.split())
+
+        @hookimpl
+        def register_kinds(register):
+            register(Reverse)
+
+        @hookimpl
+        def register_functions(register):
+            register(count_words)
     '''))
     info = tmp_path / "decomp_plugin_demo-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: decomp-plugin-demo\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        "[decomp.handlers]\nreverse_text = decomp_plugin_demo:Reverse\ncount_words = decomp_plugin_demo:count_words\n")
+    (info / "entry_points.txt").write_text("[decomp]\ndecomp_plugin_demo = decomp_plugin_demo\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     refresh()  # installed after this process read the entry points
     reg = builtin_registry()

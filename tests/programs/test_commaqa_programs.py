@@ -9,7 +9,8 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from decomp import FakeModel, Session, run_dataset
+from decomp import FakeModel, Session
+from decomp.runtime.runs.api import run_dataset
 from decomp.dsl.parser import read_fewshot
 from decomp.programs.commaqa import facts
 from decomp.runtime.cli import PROGRAMS_DIR, main

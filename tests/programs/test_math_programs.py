@@ -6,7 +6,8 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from decomp import FakeModel, Session, run_dataset
+from decomp import FakeModel, Session
+from decomp.runtime.runs.api import run_dataset
 from decomp.dsl.parser import read_fewshot
 from decomp.runtime.cli import PROGRAMS_DIR, main
 from decomp.runtime.runs.datasets import read_rows

@@ -6,7 +6,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from decomp import FakeModel, Session, run_dataset
+from decomp import FakeModel, Session
+from decomp.runtime.runs.api import run_dataset
 from decomp.handlers.search.corpus import read_corpus
 from decomp.handlers.search.tantivy_index import TantivyIndex, safe_query
 from decomp.runtime.cli import PROGRAMS_DIR, main

@@ -4,15 +4,10 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
-from decomp.runtime.cli import main
+from tests.helpers import invoke
 
 LETTER_Q = 'Take the letters at position 3 of the words in "Donna Guan Nascimento" and concatenate them using a space.'
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, list(args))
 
 
 def test_help_lists_the_commands():
@@ -248,8 +243,7 @@ def test_steps_failing_together_print_each_error_with_its_own_traceback(tmp_path
     (tmp_path / "together.py").write_text(TOGETHER_PLUGIN)
     (tmp_path / "two.decomp").write_text(TOGETHER)
     (tmp_path / "rows.jsonl").write_text('{"id": "r1", "question": "q"}\n')
-    result = CliRunner().invoke(main, ["run", str(tmp_path / "two.decomp"), "--plugin", str(tmp_path / "together.py"),
-                                       "-q", "q", "--cache", "off"])
+    result = invoke("run", tmp_path / "two.decomp", "--plugin", tmp_path / "together.py", "-q", "q", "--cache", "off")
     assert result.exit_code == 1
     lines = result.stderr.splitlines()
     assert lines[0] == f"error: [calc] cli_together, {tmp_path / 'two.decomp'}:5:5: division by zero"
@@ -257,9 +251,8 @@ def test_steps_failing_together_print_each_error_with_its_own_traceback(tmp_path
                         "function most raised ValueError: no most")
     assert lines[2:] == ["Traceback (most recent call last):", "ValueError: no most"]  # under [most] only
     # a dataset run keeps both in the row's line, and -v prints both, each under its step
-    result = CliRunner().invoke(main, ["run", str(tmp_path / "two.decomp"), "--plugin", str(tmp_path / "together.py"),
-                                       "--input", str(tmp_path / "rows.jsonl"), "--run-dir", str(tmp_path / "run"),
-                                       "--cache", "off", "-v"])
+    result = invoke("run", tmp_path / "two.decomp", "--plugin", tmp_path / "together.py", "--input",
+                    tmp_path / "rows.jsonl", "--run-dir", tmp_path / "run", "--cache", "off", "-v")
     assert result.exit_code == 3
     record = json.loads((tmp_path / "run" / "results.jsonl").read_text())
     assert record["error"].startswith("[calc] cli_together") and record["also_failed"][0].startswith("[most]")

@@ -9,16 +9,16 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 import decomp
-from decomp import RunOptions, run_dataset
-from decomp.runtime.cli import main
+from decomp import RunOptions
+from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.engine.session import Session
 from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.testing.fake import FakeModel
 from decomp.runtime.testing.mock_server import MockOpenAIServer
+from tests.helpers import MODEL_ENV, invoke
 
 PROGRAM = '''handler plain = prompt(text="Q: 1?\\nA: 1\\n")
 handler own   = prompt(text="Q: 2?\\nA: 2\\n", temperature=0.2, max_tokens=7)
@@ -32,7 +32,6 @@ main p
 RESPONDER = '''def echo(request):
     return f"t={request.temperature} m={request.max_tokens}"
 '''
-ENV = {"OPENAI_API_KEY": "unused", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
 
 
 @pytest.fixture
@@ -95,7 +94,7 @@ def test_the_python_api_takes_them_as_settings(program, tmp_path):
     (tmp_path / "answers.json").write_text('{"default": "1"}')
     loaded = decomp.load(program, model=f"fake:{tmp_path / 'answers.json'}", default_temperature=0.7,
                          max_output_tokens=33, cache_mode="off")
-    done = decomp.run(loaded, "x")
+    done = loaded.run("x")
     assert [(n.facts["temperature"], n.facts["max_tokens"]) for n in done.trace.walk() if n.kind == "model"] == \
         [(0.7, 33), (0.2, 7)]
 
@@ -108,43 +107,39 @@ def test_bad_values_are_refused():
 
 
 # ---- the command line
-def _invoke(*args: str, env: dict | None = None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {})
-
-
 def test_the_flags_reach_a_fake_models_request_and_max_tokens_stays_the_budget(program, monkeypatch):
     monkeypatch.chdir(program.parent)  # where a --model fake:module:function responder is looked for
-    done = _invoke("run", program, "-q", "x", "--model", "fake:responder:echo", "--cache", "off",
-                   "--temperature", "0.7", "--max-output-tokens", "33", "--max-tokens", "100000")
+    done = invoke("run", program, "-q", "x", "--model", "fake:responder:echo", "--cache", "off",
+                  "--temperature", "0.7", "--max-output-tokens", "33", "--max-tokens", "100000")
     assert done.exit_code == 0, done.output
     assert done.output.strip() == "t=0.2 m=7"  # the second step, [own], answers: its own options
-    done = _invoke("run", program, "-q", "x", "--model", "fake:responder:echo", "--cache", "off",
-                   "--temperature", "0.7", "--max-output-tokens", "33", "--main", "plain")
+    done = invoke("run", program, "-q", "x", "--model", "fake:responder:echo", "--cache", "off",
+                  "--temperature", "0.7", "--max-output-tokens", "33", "--main", "plain")
     assert done.output.strip() == "t=0.7 m=33"
-    done = _invoke("run", program, "-q", "x", "--model", "fake:responder:echo", "--cache", "off",
-                   "--max-tokens", "100000", "--main", "plain")
+    done = invoke("run", program, "-q", "x", "--model", "fake:responder:echo", "--cache", "off",
+                  "--max-tokens", "100000", "--main", "plain")
     assert done.output.strip() == "t=0.0 m=200", "--max-tokens is the run's budget, not a reply's length"
 
 
 @pytest.mark.parametrize("flag, value", [("--temperature", "-1"), ("--temperature", "nan"),
                                          ("--max-output-tokens", "0"), ("--max-output-tokens", "many")])
 def test_bad_flag_values_are_usage_errors(program, flag, value):
-    done = _invoke("run", program, "-q", "x", "--model", "fake:", flag, value)
+    done = invoke("run", program, "-q", "x", "--model", "fake:", flag, value)
     assert done.exit_code == 2 and flag in done.output and "Traceback" not in done.output
 
 
 @pytest.mark.network
 def test_the_flags_reach_an_openai_endpoints_wire(program):
     with MockOpenAIServer() as server:
-        done = _invoke("run", program, "-q", "x", "--model", "openai:m", "--base-url", server.base_url,
-                       "--cache", "off", "--temperature", "0.7", "--max-output-tokens", "33", env=ENV)
+        done = invoke("run", program, "-q", "x", "--model", "openai:m", "--base-url", server.base_url,
+                      "--cache", "off", "--temperature", "0.7", "--max-output-tokens", "33", env=MODEL_ENV)
         assert done.exit_code == 0, done.output
         sent = [(body["temperature"], body["max_tokens"]) for body in server.requests]
     assert sent == [(0.7, 33), (0.2, 7)]
 
 
 def test_optimize_takes_them_too():
-    done = _invoke("optimize", "--help")
+    done = invoke("optimize", "--help")
     assert "--temperature" in done.output and "--max-output-tokens" in done.output
 
 
@@ -161,7 +156,7 @@ def test_a_dataset_run_records_them_and_a_resume_takes_them(program, tmp_path):
     lines = (done.run_dir / "results.jsonl").read_text().splitlines()
     (done.run_dir / "results.jsonl").write_text(lines[0] + "\n")
     (done.run_dir / "summary.json").unlink()
-    resumed = _invoke("run", program, "--input", data, "--run-dir", tmp_path / "run", "--resume")
+    resumed = invoke("run", program, "--input", data, "--run-dir", tmp_path / "run", "--resume")
     assert resumed.exit_code == 0 and '"failed": 0' in resumed.output, resumed.output
     rerun = dict(RunDir.open(done.run_dir).traces())[1]  # the row the resume ran
     assert [(n.facts["temperature"], n.facts["max_tokens"]) for n in rerun.walk() if n.kind == "model"] == [(0.7, 33)]

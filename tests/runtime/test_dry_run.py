@@ -7,23 +7,13 @@ import json
 import os
 from pathlib import Path
 
-from click.testing import CliRunner
-
 from decomp.runtime.models.base import Request
-from decomp.runtime.testing.fake import ReplayModel
-from decomp.runtime.cli import main
+from decomp.runtime.models.replay import ReplayModel
 from decomp.runtime.runs.dryrun import dry_run_estimate
+from tests.helpers import invoke, last_json
 
 PROMPTS = Path(__file__).resolve().parents[2] / "programs" / "decomp" / "prompts"
 LETTER_Q = 'Take the last letters of the words in "Ada Lovelace" and concatenate them using a space.'
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, list(args))
-
-
-def last_json(output: str) -> dict:
-    return json.loads(output.strip().splitlines()[-1])
 
 
 def tree(folder: Path) -> list[str]:
@@ -36,7 +26,7 @@ def test_dry_run_of_letter_cat_counts_nine_calls(tmp_path):
     before = tree(env_cache)
     result = invoke("run", "decomp/letter_cat_llm", "--dry-run", "-q", LETTER_Q, "--cache-dir", str(cache_dir))
     assert result.exit_code == 0, result.output
-    estimate = last_json(result.output)
+    estimate = last_json(result)
     # 4 decomposer lines (split, foreach, merge, [EOQ]) + split + 3 letters + merge: the split
     # prompt's first example has three words
     assert {k: estimate[k] for k in ("rows", "calls_per_row", "max_calls_per_row", "estimated_calls")} == \
@@ -55,7 +45,7 @@ def test_dry_run_does_not_touch_the_default_cache_dir():
     before = tree(env_cache)
     result = invoke("run", "decomp/letter_cat_llm", "--dry-run", "-q", LETTER_Q)
     assert result.exit_code == 0, result.output
-    assert last_json(result.output)["calls_per_row"] == 9
+    assert last_json(result)["calls_per_row"] == 9
     assert tree(env_cache) == before
 
 
@@ -63,7 +53,7 @@ def test_dry_run_ignores_the_real_model_and_replay_cache(tmp_path):
     result = invoke("run", "decomp/letter_cat_llm", "--dry-run", "-q", LETTER_Q, "--model", "openai:gpt-4o-mini",
                     "--base-url", "http://127.0.0.1:9", "--cache", "replay", "--cache-dir", str(tmp_path / "c"))
     assert result.exit_code == 0, result.output
-    assert last_json(result.output)["calls_per_row"] == 9
+    assert last_json(result)["calls_per_row"] == 9
     assert not (tmp_path / "c").exists()
 
 
@@ -71,7 +61,7 @@ def test_dry_run_of_a_symbolic_program_makes_no_calls():
     q = 'Take the letters at position 3 of the words in "Donna Guan Nascimento" and concatenate them using a space.'
     result = invoke("run", "decomp/letter_cat_symbolic", "--dry-run", "-q", q)
     assert result.exit_code == 0, result.output
-    assert last_json(result.output) == {"rows": 1, "calls_per_row": 0, "max_calls_per_row": 0,
+    assert last_json(result) == {"rows": 1, "calls_per_row": 0, "max_calls_per_row": 0,
                                         "estimated_calls": 0, "estimated_prompt_tokens": 0,
                                         "estimated_completion_tokens": 0, "max_completion_tokens": 0}
 
@@ -85,7 +75,7 @@ def test_dry_run_over_an_input_file(tmp_path):
     cache_dir = tmp_path / "cache"
     result = invoke("run", "decomp/letter_cat_llm", "--dry-run", "--input", str(data), "--cache-dir", str(cache_dir))
     assert result.exit_code == 0, result.output
-    estimate = last_json(result.output)
+    estimate = last_json(result)
     assert estimate["rows"] == 3
     assert estimate["estimated_calls"] == 27
     assert estimate["calls_per_row"] == 9 and estimate["max_calls_per_row"] == 9
@@ -164,5 +154,5 @@ def test_a_recursive_decomposer_ends_in_a_dry_run_and_each_row_starts_afresh(tmp
                             for i, q in enumerate(["a, b, c, d, e", "f, g, h, i, j"])))
     result = invoke("run", "decomp/reverse", "--dry-run", "--input", str(data))
     assert result.exit_code == 0, result.output
-    estimate = json.loads(result.output.strip().splitlines()[-1])
+    estimate = last_json(result)
     assert estimate["rows"] == 2 and estimate["max_calls_per_row"] * 2 == estimate["estimated_calls"] > 2

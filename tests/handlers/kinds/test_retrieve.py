@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from decomp import Session, run_dataset
+from decomp import Session
+from decomp.runtime.runs.api import run_dataset
 from decomp.dsl.errors import DecompError, HandlerError
 from decomp.handlers.base import LoadContext
 from decomp.handlers.kinds.retrieve import RetrieveHandler, RetrieveOptions

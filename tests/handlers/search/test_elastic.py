@@ -16,7 +16,7 @@ from decomp.handlers.search.elastic import ElasticService, build_elastic, servic
 from decomp.handlers.search.tantivy_index import SearchIndexError
 from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.engine.scheduler import Scheduler
-from search_fixtures import PARAGRAPHS, corpus, index_name, opensearch_url, write_corpus  # noqa: F401
+from tests.handlers.search.search_fixtures import PARAGRAPHS, corpus, index_name, opensearch_url, write_corpus  # noqa: F401
 
 pytestmark = pytest.mark.network
 
@@ -92,7 +92,7 @@ def test_cached_by_the_version_stamped_at_build(opensearch_url, index_name, corp
 
 
 def test_an_index_made_by_other_means_is_never_cached(opensearch_url, index_name, tmp_path):
-    from search_fixtures import opensearch_server
+    from tests.handlers.search.search_fixtures import opensearch_server
 
     server = opensearch_server()
     server.request("PUT", f"/{index_name}", {"mappings": {"properties": {"title": {"type": "text"},

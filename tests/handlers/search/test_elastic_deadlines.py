@@ -19,7 +19,7 @@ from decomp.handlers.search.elastic import DEFAULT_CALL_DEADLINE, ElasticService
 from decomp.handlers.search.tantivy_index import SearchIndexError
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.testing.misbehaving import MisbehavingServer
-from search_fixtures import corpus  # noqa: F401
+from tests.handlers.search.search_fixtures import corpus  # noqa: F401
 
 pytestmark = pytest.mark.network
 

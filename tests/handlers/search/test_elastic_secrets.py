@@ -13,7 +13,7 @@ from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.models.base import ModelSettings
 from decomp.runtime.models.openai_backend import OpenAIModel
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from search_fixtures import corpus, index_name, opensearch_url  # noqa: F401
+from tests.handlers.search.search_fixtures import corpus, index_name, opensearch_url  # noqa: F401
 
 pytestmark = [pytest.mark.network, pytest.mark.usefixtures("clean_env")]
 

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from decomp.handlers.search.tantivy_index import TantivyIndex, read_manifest
-from search_fixtures import PARAGRAPHS, corpus, index_name, opensearch_url, write_corpus  # noqa: F401
+from tests.handlers.search.search_fixtures import PARAGRAPHS, corpus, index_name, opensearch_url, write_corpus  # noqa: F401
 from tests.helpers import invoke
 
 

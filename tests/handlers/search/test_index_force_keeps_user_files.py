@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from search_fixtures import corpus, tantivy_folder, write_corpus  # noqa: F401
+from tests.handlers.search.search_fixtures import corpus, tantivy_folder, write_corpus  # noqa: F401
 from decomp.handlers.search.corpus import Record, read_corpus
 from decomp.handlers.search.tantivy_index import MANIFEST, SearchIndexError, build_index, read_manifest
 

@@ -4,7 +4,7 @@ import asyncio
 import threading
 import time
 
-from search_fixtures import PARAGRAPHS, corpus, tantivy_folder, write_corpus  # noqa: F401
+from tests.handlers.search.search_fixtures import PARAGRAPHS, corpus, tantivy_folder, write_corpus  # noqa: F401
 from decomp.handlers.search import services
 from decomp.handlers.search.services import TantivyService
 from decomp.handlers.search.tantivy_index import TantivyIndex, safe_query

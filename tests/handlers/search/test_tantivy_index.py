@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from search_fixtures import PARAGRAPHS, corpus, tantivy_folder, write_corpus  # noqa: F401
+from tests.handlers.search.search_fixtures import PARAGRAPHS, corpus, tantivy_folder, write_corpus  # noqa: F401
 from decomp.handlers.search.corpus import CorpusError, Record, read_corpus
 from decomp.handlers.search.services import TantivyService
 from decomp.handlers.search.tantivy_index import (MANIFEST, SearchIndexError, TantivyIndex, build_index,

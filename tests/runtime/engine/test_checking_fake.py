@@ -1,5 +1,6 @@
 """Tests of `decomp check FILE.json` on a fake model file (decomp.runtime.engine.checking.check_file
-and the CLI command): ok with what it holds counted, or every problem positioned."""
+and the CLI command): the `fake:` backend claims it (`Backend.check_file`, asked through the
+registry as every backend is); ok with what it holds counted, or every problem positioned."""
 from __future__ import annotations
 
 import json
@@ -24,7 +25,8 @@ def write(tmp_path, name: str, text: str):
 def test_check_file_reads_a_fake_model_file(tmp_path):
     checked = check_file(write(tmp_path, "fake.json", json.dumps(GOOD)))
     assert checked.module is None and checked.fewshot is None
-    assert checked.fake.summary() == {"patterns": 1, "scripts": 1, "mapping": 0, "answers": 0, "default": True}
+    assert checked.model_file.summary == {"patterns": 1, "scripts": 1, "mapping": 0, "answers": 0, "default": True}
+    assert (checked.model_file.what, checked.model_file.key) == ("fake model file", "fake_model")
 
 
 def test_check_file_raises_every_problem_of_a_fake_file(tmp_path):
@@ -50,7 +52,7 @@ def test_the_cli_prints_ok_with_the_counts(tmp_path):
     assert ran.exit_code == 0, ran.output
     assert ran.output == f"{path}: ok (fake model file: 1 pattern, 1 script, 0 mapping keys, 0 answers, a default)\n"
     ran = CliRunner().invoke(main, ["check", "--json", str(path)])
-    assert json.loads(ran.output) == {"fake_model": check_file(path).fake.summary()}
+    assert json.loads(ran.output) == {"fake_model": check_file(path).model_file.summary}
 
 
 def test_the_cli_prints_each_problem_with_its_line_and_exits_1(tmp_path):
@@ -61,3 +63,29 @@ def test_the_cli_prints_each_problem_with_its_line_and_exits_1(tmp_path):
     assert lines[0] == f"{path}:2:38: bad template for the pattern '(?P<n>\\\\d+)': unknown group name 'm'"
     assert lines[1] == '      {"match": "(?P<n>\\\\d+)", "answer": "\\\\g<m>"}]}'
     assert lines[3] == "    expected a group of the regular expression: \\1, \\g<n>"
+
+
+def test_any_registered_backend_may_claim_a_file_of_its_own(tmp_path):
+    from decomp.handlers.plugins import builtin_registry
+    from decomp.runtime.engine.session import Session
+    from decomp.runtime.models.base import Backend, ModelFile
+
+    class Cards(Backend):
+        def __call__(self, name, settings=None):  # pragma: no cover - not called here
+            raise NotImplementedError
+
+        def check_file(self, path, text):
+            if path.suffix != ".cards":
+                return None
+            return ModelFile("card deck", "cards", {"cards": len(text.split())}, f"{len(text.split())} cards")
+
+    registry = builtin_registry()
+    registry.add_model_backend("cards", Cards(), owner="test")
+    deck = write(tmp_path, "deck.cards", "ace king queen")
+    checked = check_file(deck, Session(registry=registry))
+    assert checked.model_file == ModelFile("card deck", "cards", {"cards": 3}, "3 cards")
+    fake = write(tmp_path, "fake.json", json.dumps(GOOD))
+    assert check_file(fake, Session(registry=registry)).model_file.what == "fake model file"
+    del registry.model_backends["fake"]  # no backend claims it: the check goes on, and refuses JSON data
+    with pytest.raises(DecompError, match="looks like JSON data"):
+        check_file(fake, Session(registry=registry))

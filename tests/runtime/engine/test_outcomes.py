@@ -10,7 +10,8 @@ import json
 import pytest
 
 import decomp
-from decomp import Environment, Failed, FakeModel, StepResult, run_dataset
+from decomp import Environment, Failed, FakeModel, StepResult
+from decomp.runtime.runs.api import run_dataset
 from decomp.dsl.values import outcome
 from decomp.handlers.registry import Registry
 from decomp.runtime.engine.budgets import Budget

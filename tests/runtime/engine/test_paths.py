@@ -7,19 +7,14 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 from decomp import Session
 from decomp.dsl.errors import DecompError
 from decomp.handlers.trust import Trust
-from decomp.runtime.cli import PROGRAMS_DIR, main
+from decomp.runtime.cli import PROGRAMS_DIR
+from tests.helpers import invoke
 
 SECRET = "sk-decomp-test-secret-4f9a1c"
-
-
-def invoke(*args, env=None):
-    result = CliRunner().invoke(main, [str(a) for a in args], env=env)
-    return result, result.output + (result.stderr if result.stderr_bytes is not None else "")
 
 
 def write(path, text):
@@ -55,10 +50,10 @@ def test_import_of_proc_self_environ_is_refused_and_never_echoed(tmp_path):
 def test_prompt_file_outside_the_folder_is_refused_by_check_and_run(tmp_path):
     path = write(tmp_path / "p" / "m.decomp", 'handler q = prompt(file="/etc/passwd")\nmain q\n')
     for args in (["check", path], ["run", path, "-q", "x", "--model", "fake:none.json"]):
-        result, out = invoke(*args)
+        result = invoke(*args)
         assert result.exit_code == 1
-        assert "the path '/etc/passwd' is outside the program's folder" in out
-        assert "root:" not in out
+        assert "the path '/etc/passwd' is outside the program's folder" in result.output
+        assert "root:" not in result.output
     with pytest.raises(DecompError, match="'/etc/passwd' is outside"):
         Session().load(path)
 
@@ -71,10 +66,10 @@ def test_prompt_file_outside_the_folder_is_refused_by_check_and_run(tmp_path):
 ])
 def test_relative_paths_leaving_the_folder_are_refused_unread(tmp_path, outside, line):
     path = write(tmp_path / "p" / "m.decomp", line)
-    result, out = invoke("check", path)
+    result = invoke("check", path)
     assert result.exit_code == 1
-    assert "../outside/" in out and "is outside the program's folder" in out
-    assert SECRET not in out and SECRET.replace("-", "_") not in out
+    assert "../outside/" in result.output and "is outside the program's folder" in result.output
+    assert SECRET not in result.output and SECRET.replace("-", "_") not in result.output
 
 
 def test_a_symlink_that_leaves_the_folder_counts_as_leaving(tmp_path, outside):
@@ -83,10 +78,10 @@ def test_a_symlink_that_leaves_the_folder_counts_as_leaving(tmp_path, outside):
     (folder / "examples.txt").symlink_to(outside / "secret.txt")
     (folder / "lib.decomp").symlink_to(outside / "lib.decomp")
     path = write(folder / "m.decomp", 'import "lib.decomp"\nhandler q = prompt(file="examples.txt")\nmain q\n')
-    result, out = invoke("check", path)
+    result = invoke("check", path)
     assert result.exit_code == 1
-    assert "import 'lib.decomp' is outside" in out and "the path 'examples.txt' is outside" in out
-    assert SECRET not in out and SECRET.replace("-", "_") not in out
+    assert "import 'lib.decomp' is outside" in result.output and "the path 'examples.txt' is outside" in result.output
+    assert SECRET not in result.output and SECRET.replace("-", "_") not in result.output
 
 
 def test_subfolders_and_the_bundled_programs_are_inside(tmp_path):
@@ -95,21 +90,21 @@ def test_subfolders_and_the_bundled_programs_are_inside(tmp_path):
     bundled = PROGRAMS_DIR / "decomp" / "reverse_symbolic.decomp"
     path = write(tmp_path / "p" / "m.decomp", f'import "lib/more.decomp"\nhandler r = program(file="{bundled}")\n'
                                               'main r\n')
-    result, out = invoke("check", path)
-    assert result.exit_code == 0, out
-    ran, out = invoke("run", path, "-q", 'Reverse the sequence "a, b, c".')
-    assert ran.exit_code == 0, out
+    result = invoke("check", path)
+    assert result.exit_code == 0, result.output
+    ran = invoke("run", path, "-q", 'Reverse the sequence "a, b, c".')
+    assert ran.exit_code == 0, ran.output
     assert ran.stdout.strip() == "c, b, a"
 
 
 def test_allow_root_option_and_environment_variable(tmp_path, outside, monkeypatch):
     path = write(tmp_path / "p" / "m.decomp", 'handler q = prompt(file="../outside/secret.txt")\nmain q\n')
-    assert invoke("check", path)[0].exit_code == 1
-    result, out = invoke("check", path, "--allow-root", outside)
-    assert result.exit_code == 0, out
-    assert invoke("check", path)[0].exit_code == 1  # for that command only
+    assert invoke("check", path).exit_code == 1
+    result = invoke("check", path, "--allow-root", outside)
+    assert result.exit_code == 0, result.output
+    assert invoke("check", path).exit_code == 1  # for that command only
     monkeypatch.setenv("DECOMP_ALLOW_ROOTS", os.pathsep.join([str(tmp_path / "nothing"), str(outside)]))
-    assert invoke("check", path)[0].exit_code == 0
+    assert invoke("check", path).exit_code == 0
     monkeypatch.delenv("DECOMP_ALLOW_ROOTS")
     assert Session(trust=Trust.of(roots=[outside])).load(path).handlers["q"] is not None
     with pytest.raises(DecompError):  # another session's trust is its own
@@ -121,26 +116,26 @@ def test_a_refused_import_adds_no_warning_from_the_file(tmp_path, outside):
                                      f'program p(question) {{\n    QS: [h] #question # {SECRET}\n}}\n')
     path = write(tmp_path / "p" / "m.decomp", 'import "../outside/warned.decomp"\n'
                                               'handler q = python(function="capwords")\nmain q\n')
-    result, out = invoke("run", path, "-q", "x")
+    result = invoke("run", path, "-q", "x")
     assert result.exit_code == 1
-    assert SECRET not in out
+    assert SECRET not in result.output
 
 
 def test_the_run_directory_never_copies_a_refused_file(tmp_path, outside):
     path = write(tmp_path / "p" / "m.decomp", 'handler q = prompt(file="../outside/secret.txt")\nmain q\n')
     data = write(tmp_path / "rows.jsonl", '{"id": "1", "question": "x"}\n')
-    result, out = invoke("run", path, "--input", data, "--run-dir", tmp_path / "run", "--model", "fake:none.json")
+    result = invoke("run", path, "--input", data, "--run-dir", tmp_path / "run", "--model", "fake:none.json")
     assert result.exit_code == 1
-    assert SECRET not in out
+    assert SECRET not in result.output
     for file in (tmp_path / "run").rglob("*") if (tmp_path / "run").exists() else ():
         assert not file.is_file() or SECRET.encode() not in file.read_bytes()
 
 
 def test_any_kind_resolving_a_path_is_confined(tmp_path):
     path = write(tmp_path / "p" / "m.decomp", 'handler r = retrieve(index="/etc")\nmain r\n')
-    result, out = invoke("check", path)
+    result = invoke("check", path)
     assert result.exit_code == 1
-    assert f"{path}:1:28: the path '/etc' is outside the program's folder" in out
+    assert f"{path}:1:28: the path '/etc' is outside the program's folder" in result.output
 
 
 def test_a_fake_model_file_outside_the_folder_is_refused_and_never_read(tmp_path, outside):
@@ -148,17 +143,17 @@ def test_a_fake_model_file_outside_the_folder_is_refused_and_never_read(tmp_path
     path = write(tmp_path / "p" / "m.decomp", f'model default = "fake:{fake}"\nhandler q = prompt(text="Q: x\\nA: y\\n")\n'
                                               'main q\n')
     for args in (["check", path], ["run", path, "-q", "x"]):
-        result, out = invoke(*args)
-        assert result.exit_code == 1, out
-        assert f"the fake model file '{fake}' is outside the program's folder" in out
-        assert SECRET not in out
-    result, out = invoke("run", path, "-q", "x", "--allow-root", outside)
-    assert result.exit_code == 0 and SECRET in out
+        result = invoke(*args)
+        assert result.exit_code == 1, result.output
+        assert f"the fake model file '{fake}' is outside the program's folder" in result.output
+        assert SECRET not in result.output
+    result = invoke("run", path, "-q", "x", "--allow-root", outside)
+    assert result.exit_code == 0 and SECRET in result.output
 
 
 def test_a_fake_model_file_beside_the_program_is_read(tmp_path):
     write(tmp_path / "p" / "answers.json", '{"default": "yes"}')
     path = write(tmp_path / "p" / "m.decomp", 'model default = "fake:answers.json"\n'
                                               'handler q = prompt(text="Q: x\\nA: y\\n")\nmain q\n')
-    result, out = invoke("run", path, "-q", "x")
-    assert result.exit_code == 0 and "yes" in out, out
+    result = invoke("run", path, "-q", "x")
+    assert result.exit_code == 0 and "yes" in result.output, result.output

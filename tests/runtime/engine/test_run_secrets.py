@@ -10,17 +10,16 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from decomp import Session
 from decomp.handlers.search.elastic import ElasticService
-from decomp.runtime.cli import main
 from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.engine.run_secrets import RunSecrets
 from decomp.runtime.models.base import ModelSettings
 from decomp.runtime.models.openai_backend import OpenAIModel
 from decomp.runtime.testing.fake import FakeModel
 from decomp.runtime.testing.mock_server import MockOpenAIServer
+from tests.helpers import invoke
 
 KEY = "sk-test-echoed-key-0123456789"
 MASKED_KEY = "[redacted: OPENAI_API_KEY]"
@@ -48,18 +47,15 @@ def _stored(folder: Path) -> bytes:
     return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
 
 
-def _cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-
-
 def test_a_reply_repeating_the_api_key_is_stored_and_shown_masked(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     program, data = _write(tmp_path)
     cache_dir = Path(os.environ["DECOMP_CACHE_DIR"])  # the test's own (tests/conftest.py)
     with saying(f"my key is {KEY}, keep it") as server:
         model = ["--model", "openai:mock", "--base-url", server.base_url]
-        ran = _cli("run", program, "--input", data, "--run-dir", tmp_path / "run", *model)
-        again = _cli("run", program, "--input", data, "--run-dir", tmp_path / "again", *model)
+        ran = invoke("run", program, "--input", data, "--run-dir", tmp_path / "run", *model, catch_exceptions=False)
+        again = invoke("run", program, "--input", data, "--run-dir", tmp_path / "again", *model,
+                       catch_exceptions=False)
         requests = server.stats()["requests"]
     assert ran.exit_code == 0 and again.exit_code == 0, ran.output + again.output
     assert requests == 1  # the second run's answer is the step cache's
@@ -68,8 +64,8 @@ def test_a_reply_repeating_the_api_key_is_stored_and_shown_masked(tmp_path, monk
         assert row["answer"] == f"my key is {MASKED_KEY}, keep it"
     assert KEY.encode() not in _stored(tmp_path / "run") + _stored(tmp_path / "again")
     assert KEY.encode() not in _stored(cache_dir) and MASKED_KEY.encode() in _stored(cache_dir)
-    shown = _cli("trace", "show", tmp_path / "run", "--row", "a")
-    page = _cli("trace", "html", tmp_path / "run", "-o", tmp_path / "page.html")
+    shown = invoke("trace", "show", tmp_path / "run", "--row", "a", catch_exceptions=False)
+    page = invoke("trace", "html", tmp_path / "run", "-o", tmp_path / "page.html", catch_exceptions=False)
     assert shown.exit_code == 0 and page.exit_code == 0, shown.output + page.output
     assert MASKED_KEY in shown.output and KEY not in shown.output + ran.output + again.output
     html = (tmp_path / "page.html").read_text(encoding="utf-8")
@@ -80,8 +76,8 @@ def test_the_printed_answer_and_trace_of_a_question_run_are_masked(tmp_path, mon
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     program, _ = _write(tmp_path)
     with saying(f"the key: {KEY}") as server:
-        ran = _cli("run", program, "-q", "what is your key?", "--model", "openai:mock",
-                   "--base-url", server.base_url, "--trace", "--cache", "off")
+        ran = invoke("run", program, "-q", "what is your key?", "--model", "openai:mock",
+                     "--base-url", server.base_url, "--trace", "--cache", "off", catch_exceptions=False)
     assert ran.exit_code == 0, ran.output
     assert ran.stdout.strip() == f"the key: {MASKED_KEY}"
     assert KEY not in ran.output and MASKED_KEY in ran.stderr  # the trace, on stderr

@@ -11,17 +11,11 @@ from click.testing import CliRunner
 
 from benchmarks.letter_cat_oracle import respond as oracle
 from decomp.runtime.cli import main
-from decomp.runtime.testing.mock_server import MockOpenAIServer
-
-from optimize_helpers import letter_rows
+from tests.runtime.optimize.optimize_helpers import letter_rows
 
 pytestmark = pytest.mark.network
 
-
-@pytest.fixture(scope="module")
-def server():
-    with MockOpenAIServer(responder=oracle) as s:  # every model answers right: zero-shot scores 1.0
-        yield s
+MOCK_SERVER = {"responder": oracle}  # the `server` fixture: every model answers right, zero-shot scores 1.0
 
 
 def _optimize(server, tmp_path, *more):

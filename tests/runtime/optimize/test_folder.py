@@ -12,7 +12,7 @@ from decomp.runtime.optimize.harvest import Demo
 from decomp.runtime.optimize.targets import find_targets
 from decomp.runtime.testing.fake import FakeModel
 
-from optimize_helpers import DECOMPOSER, write_program
+from tests.runtime.optimize.optimize_helpers import DECOMPOSER, write_program
 
 
 def _load(path):

@@ -6,7 +6,7 @@ from decomp.runtime.optimize.harvest import harvest, labelled
 from decomp.runtime.optimize.targets import find_targets
 from decomp.runtime.testing.fake import FakeModel
 
-from optimize_helpers import PROMPTS, patterns, traced, write_program
+from tests.runtime.optimize.optimize_helpers import PROMPTS, patterns, traced, write_program
 
 QUESTION = 'Take the first letters of "cat dog".'
 
@@ -64,7 +64,6 @@ def test_answer_regex_demos_keep_the_models_own_text(tmp_path):
     prompts = {"letter.txt": 'Q: What is the first letter of "owl"?\nA: The first letter is o\n'}
     model = FakeModel(patterns=[patterns()[0], patterns()[1], patterns()[3],
                                 {"match": r'first letter of "(\w)\w*"', "answer": r" The first letter is \1"}])
-    from optimize_helpers import PROMPTS
     demos, targets, _ = _demos(tmp_path, source=DECOMPOSER_WITH_REGEX, prompts={**PROMPTS, **prompts}, model=model)
     assert targets["letter"].raw
     assert [d.text for d in demos if d.handler == "letter"] == [
@@ -82,7 +81,6 @@ main outer
 
 
 def test_a_nested_decomposer_gives_its_own_demonstration(tmp_path):
-    from optimize_helpers import PROMPTS
     outer = ('QC: Shout the first letters of "ant bee".\n'
              'QS: [inner] Take the first letters of "ant bee".\nA: "ab"\nQS: [EOQ]\n')
     model = FakeModel(patterns=[{"match": r'^Shout the first letters of "([^"]*)"', "steps": [

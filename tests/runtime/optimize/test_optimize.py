@@ -11,19 +11,13 @@ import pytest
 
 from decomp.runtime.optimize import OptimizeError, optimize
 from decomp.runtime.runs.api import PROGRAMS_DIR, RunOptions, run_dataset
-from decomp.runtime.testing.mock_server import MockOpenAIServer
-
-from optimize_helpers import letter_rows, student
+from tests.runtime.optimize.optimize_helpers import letter_rows, student
 
 pytestmark = pytest.mark.network
 
 PROGRAM = "decomp/letter_cat_llm"
 
-
-@pytest.fixture(scope="module")
-def server():
-    with MockOpenAIServer(responder=student) as s:
-        yield s
+MOCK_SERVER = {"responder": student}  # the `server` fixture (tests/conftest.py)
 
 
 def _options(server, tmp_path, **kw):

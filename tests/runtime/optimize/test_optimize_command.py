@@ -8,17 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 from decomp.runtime.cli import main
-from decomp.runtime.testing.mock_server import MockOpenAIServer
-
-from optimize_helpers import letter_rows, student
+from tests.runtime.optimize.optimize_helpers import letter_rows, student
 
 pytestmark = pytest.mark.network
 
-
-@pytest.fixture(scope="module")
-def server():
-    with MockOpenAIServer(responder=student) as s:
-        yield s
+MOCK_SERVER = {"responder": student}  # the `server` fixture (tests/conftest.py)
 
 
 def _args(server, tmp_path, *more):

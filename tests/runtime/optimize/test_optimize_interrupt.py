@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from optimize_helpers import letter_rows
+from tests.runtime.optimize.optimize_helpers import letter_rows
 from tests.runtime.interrupt_helpers import RESPONDER, interrupt, lines, run_printed
 
 pytestmark = pytest.mark.slow

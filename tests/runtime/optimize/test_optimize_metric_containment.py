@@ -10,9 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from decomp.runtime.cli import main
-from decomp.runtime.testing.mock_server import MockOpenAIServer
-
-from optimize_helpers import letter_rows, student
+from tests.runtime.optimize.optimize_helpers import letter_rows, student
 
 pytestmark = pytest.mark.network
 
@@ -26,11 +24,7 @@ def score(row, answer, trace):
     return 1.0 if answer == row["answer"] else 0.0
 '''
 
-
-@pytest.fixture(scope="module")
-def server():
-    with MockOpenAIServer(responder=student) as s:
-        yield s
+MOCK_SERVER = {"responder": student}  # the `server` fixture (tests/conftest.py)
 
 
 def test_a_looping_and_an_exiting_metric_fail_only_their_rows(server, tmp_path, monkeypatch):

@@ -16,12 +16,11 @@ import pytest
 
 from decomp.runtime.runs.rundir import RunDir
 from tests.helpers import invoke as invoke_cli
-from tests.helpers import untimed
+from tests.helpers import MODEL_ENV, untimed
 
 HERE = Path(__file__).resolve().parent
 HOOKED = HERE / "resume_helpers.py"
 TIMEOUT = 120       # seconds any one `decomp run` may take before the test gives up on it (a hang guard)
-MODEL_ENV = {"OPENAI_API_KEY": "dummy", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
 
 
 # ------------------------------------------------------------------------------ letter_cat on the mock server

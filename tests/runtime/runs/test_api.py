@@ -1,5 +1,6 @@
-"""decomp.run_dataset: what `decomp run FILE --input DATA` does, from Python: the same run
-directory, resume, refusals and --output file as the command line."""
+"""run_dataset (decomp.runtime.runs.api, under `Program.run_dataset` and the CLI): what `decomp run
+FILE --input DATA` does, from Python: the same run directory, resume, refusals and --output file
+as the command line."""
 import asyncio
 import json
 import shutil
@@ -8,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 from tests.helpers import registry_with, untimed
 
-from decomp import FakeModel, RunOptions, RunSummary, Session, run_dataset
+from decomp import FakeModel, RunOptions, Session
+from decomp.runtime.runs.api import RunSummary, run_dataset
 from decomp.dsl.errors import DecompError
 from decomp.runtime.cli import main
 from decomp.runtime.runs.api import arun_dataset

@@ -10,26 +10,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from decomp import RunOptions, run_dataset
-from decomp.runtime.cli import main
+from decomp import RunOptions
+from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.runs.resumed import Recorded
-from decomp.runtime.testing.mock_server import MockOpenAIServer
+from tests.runtime.runs.run_helpers import MODEL_ENV, invoke
 
 HERE = Path(__file__).parent
 PROGRAM = ('handler ask = prompt(text="Q: What is 1+1?\\nA: 2\\n\\nQ: What is 2+2?\\nA: 4\\n", max_tokens=8)\n'
            'program p(question) {\n    QS: [ask] #question\n}\nmain p\n')
 ROWS = 5
-ENV = {"OPENAI_API_KEY": "unused", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
 FOUND = "refused the completions API"  # the words of the one note line (runtime/models/openai_backend.py)
 
-
-@pytest.fixture(scope="module")
-def server():
-    """A chat-only server: a completions request gets OpenAI's 404 for a chat model."""
-    with MockOpenAIServer(apis=("chat",), responder=lambda prompt, request: "42") as srv:
-        yield srv
+# A chat-only server (the `server` fixture, tests/conftest.py): a completions request gets OpenAI's
+# 404 for a chat model.
+MOCK_SERVER = {"apis": ("chat",), "responder": lambda prompt, request: "42"}
 
 
 @pytest.fixture
@@ -44,10 +39,6 @@ def files(tmp_path):
 
 def model(server, *more: str) -> list[str]:
     return ["--model", "openai:gpt-4o-mini", "--base-url", server.base_url, "--cache", "off", *more]
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], env=ENV)
 
 
 def sent(server) -> tuple[int, int]:
@@ -81,7 +72,7 @@ def test_a_question_finds_the_chat_api_and_says_so_on_one_line(files, server):
     server.reset_stats()
     done = subprocess.run([sys.executable, "-m", "decomp", "run", str(program), "-q", "What is 3+3?",
                            *model(server)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **ENV})
+                          env={**os.environ, **MODEL_ENV})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "42"
     found = notes(done.stderr)
@@ -92,7 +83,7 @@ def test_a_question_finds_the_chat_api_and_says_so_on_one_line(files, server):
 def test_api_chat_answers_with_no_note_and_no_completions_request(files, server):
     program, _ = files
     server.reset_stats()
-    done = invoke("run", program, "-q", "What is 3+3?", *model(server, "--api", "chat"))
+    done = invoke(["run", program, "-q", "What is 3+3?", *model(server, "--api", "chat")])
     assert done.exit_code == 0, done.output
     assert done.stdout.strip() == "42" and notes(done.stderr) == []
     assert sent(server) == (1, 0)
@@ -100,7 +91,7 @@ def test_api_chat_answers_with_no_note_and_no_completions_request(files, server)
 
 def test_api_completions_on_a_chat_only_server_fails_naming_api_chat(files, server):
     program, _ = files
-    done = invoke("run", program, "-q", "What is 3+3?", *model(server, "--api", "completions"))
+    done = invoke(["run", program, "-q", "What is 3+3?", *model(server, "--api", "completions")])
     assert done.exit_code == 1
     assert "pass --api chat" in done.stderr and "Traceback" not in done.output
     assert notes(done.stderr) == []
@@ -112,7 +103,7 @@ def test_a_dataset_run_records_the_found_api_and_a_killed_runs_resume_starts_on_
     server.reset_stats()
     killed = subprocess.run([sys.executable, str(HERE / "resume_helpers.py"), "trace-only", "3", "run", str(program),
                              "--input", str(data), "--run-dir", str(run_dir), "--concurrency", "1", *model(server)],
-                            capture_output=True, text=True, timeout=120, env={**os.environ, **ENV})
+                            capture_output=True, text=True, timeout=120, env={**os.environ, **MODEL_ENV})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert len(notes(killed.stderr)) == 1
     options = manifest(run_dir)["options"]
@@ -120,7 +111,7 @@ def test_a_dataset_run_records_the_found_api_and_a_killed_runs_resume_starts_on_
     assert len((run_dir / "results.jsonl").read_text().splitlines()) == 2
 
     server.reset_stats()
-    resumed = invoke("run", program, "--input", data, "--run-dir", run_dir, "--resume")
+    resumed = invoke(["run", program, "--input", data, "--run-dir", run_dir, "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert json.loads(resumed.stdout)["rows"] == ROWS and json.loads(resumed.stdout)["score"] == 1.0
     assert notes(resumed.stderr) == []
@@ -152,10 +143,10 @@ def test_a_python_run_says_the_note_through_on_note_and_its_resume_takes_the_api
 def test_a_resume_given_api_again_does_not_take_the_found_apis(files, server, tmp_path):
     program, data = files
     run_dir = tmp_path / "run"
-    assert invoke("run", program, "--input", data, "--run-dir", run_dir, *model(server)).exit_code == 0
+    assert invoke(["run", program, "--input", data, "--run-dir", run_dir, *model(server)]).exit_code == 0
     cut(run_dir)
     server.reset_stats()
-    again = invoke("run", program, "--input", data, "--run-dir", run_dir, "--resume", "--api", "auto")
+    again = invoke(["run", program, "--input", data, "--run-dir", run_dir, "--resume", "--api", "auto"])
     assert again.exit_code == 0, again.output
     assert len(notes(again.stderr)) == 1 and sent(server)[1] >= 1
 
@@ -196,10 +187,10 @@ def test_a_resume_takes_only_well_formed_found_apis():
 
 @pytest.mark.parametrize("command", [["run"], ["optimize"]])
 def test_every_command_taking_model_lists_api(command):
-    shown = CliRunner().invoke(main, [*command, "--help"]).output
+    shown = invoke([*command, "--help"]).output
     assert "--model" in shown and "--api [auto|chat|completions]" in shown
 
 
 def test_eval_runs_no_model_so_takes_no_api():
-    shown = CliRunner().invoke(main, ["eval", "--help"]).output
+    shown = invoke(["eval", "--help"]).output
     assert "--model" not in shown and "--api" not in shown

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from compare_helpers import make_run, scored
+from tests.runtime.runs.compare_helpers import make_run, scored
 from decomp.runtime.runs.compare import (
     ALL,
     CompareError,

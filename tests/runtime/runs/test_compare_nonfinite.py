@@ -14,7 +14,7 @@ from decomp.runtime.cli import main
 from decomp.runtime.runs.compare import compare_runs
 from decomp.runtime.runs.rundir import RESULTS, RunDir, RunDirError
 
-from compare_helpers import make_run, scored
+from tests.runtime.runs.compare_helpers import make_run, scored
 
 
 def _strict(text: str):

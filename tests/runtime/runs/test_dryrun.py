@@ -13,7 +13,7 @@ from decomp.runtime.models.prices import Price
 from decomp.runtime.runs.api import RunOptions, find_program
 from decomp.runtime.runs.datasets import Row
 from decomp.runtime.runs.dryrun import dry_run, dry_run_estimate
-from decomp.runtime.testing.fake import ReplayModel, fake_tokens
+from decomp.runtime.models.replay import ReplayModel, estimated_tokens as fake_tokens
 
 LETTER_Q = 'Take the last letters of the words in "Ada Lovelace" and concatenate them using a space.'
 

@@ -24,7 +24,7 @@ from decomp.runtime.cli import main
 from decomp.runtime.runs.metric_calls import ContainedMetric, MetricError, MetricLimits
 from decomp.runtime.runs.scoring import Scorer, score_predictions
 
-from compare_helpers import make_run
+from tests.runtime.runs.compare_helpers import make_run
 
 #: A metric that misbehaves on some predictions, as the prediction says, and else is exact match.
 JUDGE = '''

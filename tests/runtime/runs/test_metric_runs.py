@@ -5,7 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from decomp import FakeModel, run_dataset
+from decomp import FakeModel
+from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.runs.evaluation import evaluate_files, run_metric

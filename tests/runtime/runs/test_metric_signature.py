@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 import decomp
-from decomp import FakeModel, run_dataset
+from decomp import FakeModel
+from decomp.runtime.runs.api import run_dataset
 from decomp.dsl.checker import PAIR_FORM, ROW_FORM, metric_form
 from decomp.runtime.cli import main
 from decomp.runtime.runs.compare import Settings, compare_runs
@@ -183,14 +184,14 @@ def test_decomp_run_takes_a_metric_function(folder):
     def strict(row, answer, trace):
         return float(answer == row["answer"] and trace["kind"] == "row")
 
-    done = decomp.run(str(program), dataset=str(folder / "rows.jsonl"), model=FAKE, run_dir=folder / "nb",
-                      metric=strict)
+    done = decomp.load(str(program), model=FAKE).run_dataset(str(folder / "rows.jsonl"), run_dir=folder / "nb",
+                                                             metric=strict)
     assert done.summary["metric"] == metric_name(strict) and done.summary["score"] == pytest.approx(2 / 3)
     loaded = decomp.load(str(program), model=FAKE, metric="sig_metrics:pair")
-    again = decomp.run(loaded, dataset=ROWS, run_dir=folder / "nb2")
+    again = loaded.run_dataset(ROWS, run_dir=folder / "nb2")
     assert again.summary["metric"] == "sig_metrics:pair" and again.summary["score"] == pytest.approx(2 / 3)
-    with pytest.raises(TypeError, match="metric go with dataset"):
-        decomp.run(loaded, question="Capital of France?", metric=strict)
+    with pytest.raises(TypeError, match="metric"):  # a dataset's: one question has no gold to score
+        loaded.run("Capital of France?", metric=strict)
 
 
 def test_run_dataset_refuses_a_bad_metric_before_making_the_run_directory(folder):

@@ -7,11 +7,10 @@ import re
 
 import pandas
 import pytest
-from click.testing import CliRunner
 
 import decomp
-from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import RunDirError
+from tests.helpers import invoke, last_json
 
 ROWS = [{"id": f"r{i}", "question": f"word{i}", "answer": f"word{i}" if i % 3 else f"word{i} word{i}"}
         for i in range(6)]
@@ -29,19 +28,13 @@ def folders(tmp_path, monkeypatch):
 
 @pytest.fixture
 def run(tmp_path):
-    return decomp.run("same.decomp", dataset=ROWS, run_dir=tmp_path / "run", output=tmp_path / "out.jsonl",
-                      progress=False)
-
-
-def _cli(*args: str) -> dict:
-    done = CliRunner().invoke(main, ["eval", *args])
-    assert done.exit_code == 0, done.output
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return decomp.load("same.decomp").run_dataset(ROWS, run_dir=tmp_path / "run", output=tmp_path / "out.jsonl",
+                                                  progress=False)
 
 
 def test_the_figures_are_the_ones_decomp_eval_prints(run, tmp_path):
     found = decomp.evaluate("gold.jsonl", run)
-    assert found.to_dict() == _cli("--gold", "gold.jsonl", "--pred", str(run.path))
+    assert found.to_dict() == last_json(invoke("eval", "--gold", "gold.jsonl", "--pred", run.path, check=True))
     assert (found.metric, found.score, found.n, found.missing, found.metric_errors) == ("em", 4 / 6, 6, 0, 0)
     assert repr(found) == "Evaluation(metric='em', score=0.6667, n=6, missing=0)"
     assert found.warnings == ()
@@ -57,8 +50,8 @@ def test_gold_and_predictions_of_every_kind_give_the_same_figures(run, tmp_path)
 
 
 def test_a_metric_by_name_and_as_functions_of_both_forms(run):
-    assert decomp.evaluate(ROWS, run, "f1").to_dict() == _cli("--gold", "gold.jsonl", "--pred", str(run.path),
-                                                              "--metric", "f1")
+    printed = invoke("eval", "--gold", "gold.jsonl", "--pred", run.path, "--metric", "f1", check=True)
+    assert decomp.evaluate(ROWS, run, "f1").to_dict() == last_json(printed)
 
     def first_two(row, answer, trace):  # the row form: the gold file's row, the answer, the row's trace
         assert trace is not None and row["question"] == answer
@@ -74,7 +67,7 @@ def test_a_metric_by_name_and_as_functions_of_both_forms(run):
 
 def test_without_gold_the_success_rates(run):
     found = decomp.evaluate(None, run)
-    assert found.to_dict() == _cli("--pred", str(run.path))
+    assert found.to_dict() == last_json(invoke("eval", "--pred", run.path, check=True))
     assert (found.rows, found.errors, found.success_rate, found.score) == (6, 0, 1.0, None)
     assert "success_rate=1.0" in repr(found) and "score" not in repr(found)
 
@@ -107,7 +100,8 @@ def test_a_bar_of_the_rows_scored(run, capsys):
 
 
 def test_what_cannot_be_evaluated_is_said(run, tmp_path):
-    with pytest.raises(TypeError, match=re.escape("predictions are int; give a Run (decomp.run or decomp.open_run)")):
+    with pytest.raises(TypeError, match=re.escape("predictions are int; give a Run (Program.run_dataset or "
+                                                  "decomp.open_run)")):
         decomp.evaluate(ROWS, 3)
     with pytest.raises(TypeError, match=re.escape("gold is one dict (a single row?); give a JSONL, CSV")):
         decomp.evaluate(ROWS[0], run)

@@ -1,6 +1,7 @@
 """The notebook API in a real Jupyter kernel: nbclient runs a notebook on ipykernel, whose cells
-run inside the kernel's event loop, as a user's would: `decomp.run` (synchronous, no `await`),
-`await decomp.arun(...)` at the top level of a cell, and `decomp.open_run(...).to_pandas()`."""
+run inside the kernel's event loop, as a user's would: `program.run` and `program.run_dataset`
+(synchronous, no `await`), `await program.arun(...)` at the top level of a cell, and
+`decomp.open_run(...).to_pandas()`."""
 from __future__ import annotations
 
 import os
@@ -18,11 +19,11 @@ CELLS = [
     "import asyncio, decomp\n"
     "asyncio.get_running_loop()  # the kernel's loop is running: what broke Session.run before\n"
     "program = decomp.load('decomp/letter_cat_symbolic')",
-    f"print(decomp.run(program, question={QUESTION!r}).answer)",
-    f"result = await decomp.arun(program, question={QUESTION!r})\nprint(result.answer, result.error)",
-    f"run = decomp.run(program, dataset=[{{'id': 'q1', 'question': {QUESTION!r}, 'answer': 'n a s'}},\n"
-    "                                    {'id': 'q2', 'question': 'no letters here', 'answer': 'x'}],\n"
-    "                  run_dir=RUN_DIR)\n"
+    f"print(program.run({QUESTION!r}).answer)",
+    f"result = await program.arun({QUESTION!r})\nprint(result.answer, result.error)",
+    f"run = program.run_dataset([{{'id': 'q1', 'question': {QUESTION!r}, 'answer': 'n a s'}},\n"
+    "                           {'id': 'q2', 'question': 'no letters here', 'answer': 'x'}],\n"
+    "                          run_dir=RUN_DIR)\n"
     "print(run.summary['rows'])",
     "frame = decomp.open_run(RUN_DIR).to_pandas()\n"
     "print(type(frame).__name__, list(frame['id']), frame.loc[0, 'answer'])",

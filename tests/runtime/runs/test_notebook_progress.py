@@ -35,15 +35,15 @@ def program():
 
 
 def test_progress_true_draws_tqdm_with_the_runs_figures(program, capsys):
-    decomp.run(program, dataset=ROWS, progress=True)
+    program.run_dataset(ROWS, progress=True)
     err = capsys.readouterr().err
     assert "rows: 100%" in err and "2/2" in err
     assert "failed 1 · calls 0 · tokens 0 · cache hits 0" in err
 
 
 def test_progress_false_and_the_default_outside_a_kernel_draw_nothing(program, capsys):
-    decomp.run(program, dataset=ROWS, progress=False)
-    decomp.run(program, dataset=ROWS, force=True, run_dir="r")  # stderr is no terminal here, and no kernel
+    program.run_dataset(ROWS, progress=False)
+    program.run_dataset(ROWS, force=True, run_dir="r")  # stderr is no terminal here, and no kernel
     assert capsys.readouterr().err == ""
     assert wanted(None) is False and run_bar(None) is False and run_bar(False) is False
 
@@ -51,7 +51,7 @@ def test_progress_false_and_the_default_outside_a_kernel_draw_nothing(program, c
 def test_without_tqdm_the_command_lines_bar_is_drawn(program, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)  # as if tqdm were not installed
     assert run_bar(True) is True
-    decomp.run(program, dataset=ROWS, progress=True)
+    program.run_dataset(ROWS, progress=True)
     err = capsys.readouterr().err
     assert err.startswith("rows") and "failed 1 · calls 0" in err and "%|" not in err  # rich's, not tqdm's
 
@@ -82,10 +82,10 @@ CELLS = [
     "import decomp, sys\n"
     "program = decomp.load('decomp/letter_cat_symbolic')\n"
     f"rows = [{{'id': 'a', 'question': {Q!r}}}]",
-    "run = decomp.run(program, dataset=rows, run_dir='r1')",
-    "run = decomp.run(program, dataset=rows, run_dir='r2', progress=False)",
+    "run = program.run_dataset(rows, run_dir='r1')",
+    "run = program.run_dataset(rows, run_dir='r2', progress=False)",
     "sys.modules['tqdm'] = None  # as if tqdm were not installed\n"
-    "run = decomp.run(program, dataset=rows, run_dir='r3')",
+    "run = program.run_dataset(rows, run_dir='r3')",
 ]
 
 

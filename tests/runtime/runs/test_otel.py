@@ -17,7 +17,6 @@ from decomp.runtime.cli import main
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs import otel
 from decomp.runtime.runs.rundir import RunDir
-from decomp.runtime.testing.mock_server import MockOpenAIServer
 from tests.runtime.runs.otel_receiver import EXPERIMENT_HEADER, mlflow_receiver, spans_of
 
 pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.usefixtures("clean_env")]
@@ -42,10 +41,7 @@ def receiver(tmp_path_factory):
         yield found
 
 
-@pytest.fixture(scope="module")
-def model():
-    with MockOpenAIServer(responder=lambda prompt, request: f"next, says {KEY}") as server:
-        yield server
+MOCK_SERVER = {"responder": lambda prompt, request: f"next, says {KEY}"}  # the `server` fixture (tests/conftest.py)
 
 
 def _files(folder: Path) -> tuple[Path, Path]:
@@ -54,14 +50,14 @@ def _files(folder: Path) -> tuple[Path, Path]:
     return folder / "after.decomp", folder / "rows.jsonl"
 
 
-def _run(folder: Path, model, monkeypatch, *extra, experiment: str | None = None, content: bool = False):
+def _run(folder: Path, server, monkeypatch, *extra, experiment: str | None = None, content: bool = False):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     if experiment is not None:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", f"{EXPERIMENT_HEADER}={experiment}")
     monkeypatch.setenv(otel.CONTENT_ENV, "true" if content else "false")
     program, rows = _files(folder)
     return CliRunner().invoke(main, ["run", str(program), "--input", str(rows), "--run-dir", str(folder / "run"),
-                                     "--model", "openai:mock", "--base-url", model.base_url, "--cache", "off",
+                                     "--model", "openai:mock", "--base-url", server.base_url, "--cache", "off",
                                      *extra], catch_exceptions=False)
 
 
@@ -89,10 +85,10 @@ def _everything(spans) -> str:
                         "events": [(e.name, e.attributes) for e in s.events]} for s in spans], default=str)
 
 
-def test_a_run_sends_one_trace_per_row_with_the_stored_trees_shape(tmp_path, receiver, model, monkeypatch):
+def test_a_run_sends_one_trace_per_row_with_the_stored_trees_shape(tmp_path, receiver, server, monkeypatch):
     url, client = receiver
     experiment = client.create_experiment("run")
-    done = _run(tmp_path, model, monkeypatch, "--otlp", url, experiment=experiment)
+    done = _run(tmp_path, server, monkeypatch, "--otlp", url, experiment=experiment)
     assert done.exit_code == 3, done.output  # the row "bad" has no question
     assert "warning" not in done.stderr
     traces = spans_of(client, experiment, 3)
@@ -135,10 +131,10 @@ def test_a_run_sends_one_trace_per_row_with_the_stored_trees_shape(tmp_path, rec
     assert "What comes after" not in text and "gen_ai.input.messages" not in text  # no content unless asked
 
 
-def test_content_is_sent_only_on_opt_in_and_masked(tmp_path, receiver, model, monkeypatch):
+def test_content_is_sent_only_on_opt_in_and_masked(tmp_path, receiver, server, monkeypatch):
     url, client = receiver
     experiment = client.create_experiment("content")
-    done = _run(tmp_path, model, monkeypatch, "--otlp", url, experiment=experiment, content=True)
+    done = _run(tmp_path, server, monkeypatch, "--otlp", url, experiment=experiment, content=True)
     assert done.exit_code == 3, done.output
     spans = [span for trace in spans_of(client, experiment, 3) for span in trace]
     request = next(s for s in spans if s.attributes.get("decomp.node.kind") == "model").attributes
@@ -154,9 +150,9 @@ def test_content_is_sent_only_on_opt_in_and_masked(tmp_path, receiver, model, mo
     assert KEY not in _everything(spans)
 
 
-def test_trace_export_sends_a_finished_runs_trees(tmp_path, receiver, model, monkeypatch):
+def test_trace_export_sends_a_finished_runs_trees(tmp_path, receiver, server, monkeypatch):
     url, client = receiver
-    done = _run(tmp_path, model, monkeypatch)  # no export while it ran
+    done = _run(tmp_path, server, monkeypatch)  # no export while it ran
     assert done.exit_code == 3, done.output
     experiment = client.create_experiment("later")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", f"{EXPERIMENT_HEADER}={experiment}")
@@ -181,10 +177,10 @@ CREDENTIALS = f"http://alice:{PASSWORD}@127.0.0.1:{{port}}/?token=T&key={QUERY_K
 SHOWN = "http://***@127.0.0.1:{port}/v1/traces?token=***&key=***"
 
 
-def test_a_receiver_that_is_down_costs_a_bounded_wait_and_one_warning(tmp_path, model, monkeypatch):
+def test_a_receiver_that_is_down_costs_a_bounded_wait_and_one_warning(tmp_path, server, monkeypatch):
     port = _closed_port()
     started = time.monotonic()
-    done = _run(tmp_path, model, monkeypatch, "--otlp", CREDENTIALS.format(port=port))
+    done = _run(tmp_path, server, monkeypatch, "--otlp", CREDENTIALS.format(port=port))
     took = time.monotonic() - started
     assert done.exit_code == 3, done.output
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: OTLP export")]
@@ -201,12 +197,12 @@ def test_a_receiver_that_is_down_costs_a_bounded_wait_and_one_warning(tmp_path, 
         assert secret not in done.output and secret not in done.stderr
 
 
-def test_a_question_run_to_a_receiver_that_is_down_shows_no_credential(tmp_path, model, monkeypatch):
+def test_a_question_run_to_a_receiver_that_is_down_shows_no_credential(tmp_path, server, monkeypatch):
     port = _closed_port()
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     program, _ = _files(tmp_path)
     done = CliRunner().invoke(main, ["run", str(program), "-q", "a b", "--model", "openai:mock", "--base-url",
-                                     model.base_url, "--cache", "off", "--otlp", CREDENTIALS.format(port=port)],
+                                     server.base_url, "--cache", "off", "--otlp", CREDENTIALS.format(port=port)],
                               catch_exceptions=False)
     assert done.exit_code == 0, done.output
     assert f"warning: OTLP export to {SHOWN.format(port=port)}: " in done.stderr
@@ -214,11 +210,11 @@ def test_a_question_run_to_a_receiver_that_is_down_shows_no_credential(tmp_path,
         assert secret not in done.output and secret not in done.stderr
 
 
-def test_the_traces_path_is_joined_to_the_urls_path_before_its_query(tmp_path, receiver, model, monkeypatch):
+def test_the_traces_path_is_joined_to_the_urls_path_before_its_query(tmp_path, receiver, server, monkeypatch):
     url, client = receiver
     experiment = client.create_experiment("joined")
     with_query = url.replace("http://", f"http://alice:{PASSWORD}@") + f"/?token=T&key={QUERY_KEY}"
-    done = _run(tmp_path, model, monkeypatch, "--otlp", with_query, experiment=experiment)
+    done = _run(tmp_path, server, monkeypatch, "--otlp", with_query, experiment=experiment)
     assert done.exit_code == 3, done.output
     assert "warning" not in done.stderr  # MLflow answered at /v1/traces: the query went after the path
     assert len(spans_of(client, experiment, 3)) == 3
@@ -286,14 +282,14 @@ def test_times_of_nodes_that_recorded_none_come_from_their_children_or_parent():
     assert times[id(call)] == (50.0, 52.0) and times[id(old)] == (50.0, 52.0)
 
 
-def test_a_question_run_sends_its_one_row(tmp_path, receiver, model, monkeypatch):
+def test_a_question_run_sends_its_one_row(tmp_path, receiver, server, monkeypatch):
     url, client = receiver
     experiment = client.create_experiment("question")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", f"{EXPERIMENT_HEADER}={experiment}")
     program, _ = _files(tmp_path)
     done = CliRunner().invoke(main, ["run", str(program), "-q", "a b", "--model", "openai:mock", "--base-url",
-                                     model.base_url, "--cache", "off", "--otlp", url], catch_exceptions=False)
+                                     server.base_url, "--cache", "off", "--otlp", url], catch_exceptions=False)
     assert done.exit_code == 0, done.output
     spans = spans_of(client, experiment, 1)[0]
     assert sum(s.attributes.get("decomp.node.kind") == "model" for s in spans) == 2

@@ -14,7 +14,6 @@ from decomp.dsl.redact import SecretMask
 from decomp.runtime.cli import main
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs import otel
-from decomp.runtime.testing.mock_server import MockOpenAIServer
 from tests.runtime.runs.otel_receiver import EXPERIMENT_HEADER, mlflow_receiver, recording_relay, spans_of
 
 pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.usefixtures("clean_env")]
@@ -40,13 +39,10 @@ def receiver(tmp_path_factory):
         yield found
 
 
-@pytest.fixture(scope="module")
-def model():
-    with MockOpenAIServer(responder=lambda prompt, request: f"echo {prompt}") as server:
-        yield server
+MOCK_SERVER = {"responder": lambda prompt, request: f"echo {prompt}"}  # the `server` fixture (tests/conftest.py)
 
 
-def _run(folder, receiver, model, monkeypatch, content: bool):
+def _run(folder, receiver, server, monkeypatch, content: bool):
     """`decomp run --otlp` of one row through the relay; (bytes received, MLflow's traces as JSON)."""
     url, client = receiver
     experiment = client.create_experiment(f"leak-{content}")
@@ -59,7 +55,7 @@ def _run(folder, receiver, model, monkeypatch, content: bool):
     with recording_relay(url) as (relay, received):
         done = CliRunner().invoke(main, ["run", str(folder / "leak.decomp"), "--input", str(folder / "rows.jsonl"),
                                          "--run-dir", str(folder / "run"), "--model", "openai:mock", "--base-url",
-                                         model.base_url, "--cache", "off", "--otlp", relay], catch_exceptions=False)
+                                         server.base_url, "--cache", "off", "--otlp", relay], catch_exceptions=False)
         assert done.exit_code == 3, done.output  # the row ends in [digits]'s error, which quotes its query
         assert KEY not in done.output and "warning" not in done.stderr
         traces = spans_of(client, experiment, 1)
@@ -67,8 +63,8 @@ def _run(folder, receiver, model, monkeypatch, content: bool):
     return b"".join(received), "\n".join(stored), [span for trace in traces for span in trace]
 
 
-def test_with_content_capture_off_no_row_text_is_sent_in_any_byte(tmp_path, receiver, model, monkeypatch):
-    sent, stored, spans = _run(tmp_path, receiver, model, monkeypatch, content=False)
+def test_with_content_capture_off_no_row_text_is_sent_in_any_byte(tmp_path, receiver, server, monkeypatch):
+    sent, stored, spans = _run(tmp_path, receiver, server, monkeypatch, content=False)
     for found in (sent, stored.encode()):
         assert KEY.encode() not in found and MARKER.encode() not in found
         assert b"redacted" not in found  # nothing from a row goes, not even masked
@@ -80,8 +76,8 @@ def test_with_content_capture_off_no_row_text_is_sent_in_any_byte(tmp_path, rece
     assert failed.attributes["code.lineno"] == 7 and failed.attributes["decomp.outcome"] == "error"
 
 
-def test_with_content_capture_on_row_text_is_sent_and_the_key_only_masked(tmp_path, receiver, model, monkeypatch):
-    sent, stored, spans = _run(tmp_path, receiver, model, monkeypatch, content=True)
+def test_with_content_capture_on_row_text_is_sent_and_the_key_only_masked(tmp_path, receiver, server, monkeypatch):
+    sent, stored, spans = _run(tmp_path, receiver, server, monkeypatch, content=True)
     for found in (sent, stored.encode()):
         assert KEY.encode() not in found
         assert MARKER.encode() in found and MASKED.encode() in found

@@ -18,7 +18,6 @@ from decomp.runtime.models.prices import Price
 from decomp.runtime.runs.api import RunOptions, run_dataset
 from decomp.runtime.runs.progress import progress
 from decomp.runtime.runs.rundir import RunDir
-from decomp.runtime.testing.mock_server import MockOpenAIServer
 from decomp.runtime.views.tree import show_rows, show_tree
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -34,12 +33,9 @@ program p(question) {{
 main p
 '''
 
-
-@pytest.fixture(scope="module")
-def server():
-    usage = {"prompt_tokens_details": {"cached_tokens": CACHED}, "completion_tokens_details": {"reasoning_tokens": REASONING}}
-    with MockOpenAIServer(usage=usage) as srv:
-        yield srv
+# the mock server's replies report cached and reasoning tokens (the `server` fixture, tests/conftest.py)
+MOCK_SERVER = {"usage": {"prompt_tokens_details": {"cached_tokens": CACHED},
+                         "completion_tokens_details": {"reasoning_tokens": REASONING}}}
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.letter_cat_oracle import respond
 from decomp.runtime.runs.api import RunOptions
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from ray_helpers import cluster, dataset, needs_ray, whole  # noqa: F401
+from tests.runtime.runs.ray_helpers import cluster, dataset, needs_ray, whole  # noqa: F401
 from tests.runtime.runs.run_helpers import complete_records
 
 pytestmark = needs_ray

@@ -25,7 +25,7 @@ from benchmarks.letter_cat_oracle import respond
 from decomp.runtime.runs.api import RunOptions, run_dataset
 from decomp.runtime.runs.ray_rows import CHECK_SECONDS, Cluster, RayError
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from ray_helpers import ROWS, cluster, dataset, lines_in, needs_ray, ray_processes, whole  # noqa: F401
+from tests.runtime.runs.ray_helpers import ROWS, cluster, dataset, lines_in, needs_ray, ray_processes, whole  # noqa: F401
 from tests.runtime.runs.run_helpers import assert_same_as, complete_records, invoke, model_args
 
 pytestmark = [needs_ray, pytest.mark.slow]

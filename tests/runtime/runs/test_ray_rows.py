@@ -20,7 +20,7 @@ import pytest
 
 from benchmarks.letter_cat_oracle import respond
 from decomp.runtime.testing.mock_server import MockOpenAIServer
-from ray_helpers import ROWS, cluster, dataset, needs_ray, ray_processes, whole  # noqa: F401
+from tests.runtime.runs.ray_helpers import ROWS, cluster, dataset, needs_ray, ray_processes, whole  # noqa: F401
 from tests.runtime.runs.run_helpers import HOOKED, MODEL_ENV, TIMEOUT, assert_same_as, complete_records, invoke, model_args
 
 

@@ -4,7 +4,7 @@ import json
 
 from click.testing import CliRunner
 
-from decomp import run_dataset
+from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.cli import main
 from decomp.runtime.runs.api import RunOptions
 

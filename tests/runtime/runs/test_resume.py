@@ -31,7 +31,6 @@ from click.testing import CliRunner
 
 from benchmarks.letter_cat_oracle import make_rows, respond
 from decomp.runtime.cli import main
-from decomp.runtime.testing.mock_server import MockOpenAIServer
 from tests.runtime.runs.run_helpers import (HOOKED, MODEL_ENV, TIMEOUT, assert_same_as, complete_records, invoke,
                                             model_args, sessions, snapshot)
 
@@ -96,19 +95,16 @@ class Gate:
             self._cond.notify_all()
 
 
-@pytest.fixture(scope="module")
-def gate():
-    return Gate()
+GATE = Gate()  # one for the module, as its mock server is
 
 
-@pytest.fixture(scope="module")
-def server(gate):
-    def answer(prompt: str, request: dict) -> str:
-        gate.through()
-        return respond(prompt, request)
+def gated(prompt: str, request: dict) -> str:
+    """The oracle's answer, once `GATE` lets the request through."""
+    GATE.through()
+    return respond(prompt, request)
 
-    with MockOpenAIServer(responder=answer) as srv:
-        yield srv
+
+MOCK_SERVER = {"responder": gated}  # the `server` fixture (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -181,27 +177,27 @@ def run_until(args: list[str], run_dir: Path, tmp_path: Path, kill_at: int | Non
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_killed_at_several_points_then_resumed_equals_an_uninterrupted_run(server, gate, dataset, baseline, tmp_path):
+def test_killed_at_several_points_then_resumed_equals_an_uninterrupted_run(server, dataset, baseline, tmp_path):
     run_dir = tmp_path / "run"
     args = model_args(dataset, run_dir, server)
     history: list[dict[int, dict]] = []
 
     # (a) as soon as run.json is there: before any row ends (the server has answered nothing)
-    first = run_until(args, run_dir, tmp_path, kill_at=0, gate=gate)
+    first = run_until(args, run_dir, tmp_path, kill_at=0, gate=GATE)
     assert first.returncode == -signal.SIGKILL, first.stderr
     assert first.lines == 0 and not first.half_line
     history.append(complete_records(run_dir))
 
     # (b) after a few rows, (c) mid-run: each time resumed (no --force), killed again
     for kill_at in (3, ROWS // 2):
-        killed = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=kill_at, gate=gate)
+        killed = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=kill_at, gate=GATE)
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         assert "Traceback" not in killed.stderr
         assert kill_at <= killed.lines < ROWS
         history.append(complete_records(run_dir))
 
     # (d) resumed to the end
-    last = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=None, gate=gate)
+    last = run_until(args + ["--resume"], run_dir, tmp_path, kill_at=None, gate=GATE)
     assert last.returncode == 0, last.stderr
     assert "Traceback" not in last.stderr
     history.append(complete_records(run_dir))

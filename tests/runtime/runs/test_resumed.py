@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from decomp import RunOptions, run_dataset
+from decomp import RunOptions
+from decomp.runtime.runs.api import run_dataset
 from tests.runtime.runs.run_helpers import files, manifest, results  # noqa: F401 (files: the fixture)
 from tests.helpers import invoke
 

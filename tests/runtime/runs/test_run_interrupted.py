@@ -32,8 +32,8 @@ except RunInterrupted as stop:
 
 CALLS = {"run_dataset": 'run_dataset("prog.decomp", "rows.jsonl", model="fake:slow_replies:reply", run_dir="runs/py", '
                          'options=RunOptions(concurrency=1, cache_mode="off"))',
-         "decomp.run": 'decomp.run("prog.decomp", dataset="rows.jsonl", model="fake:slow_replies:reply", '
-                       'run_dir="runs/py", concurrency=1, cache_mode="off", progress=False)'}
+         "Program.run_dataset": 'decomp.load("prog.decomp", model="fake:slow_replies:reply", concurrency=1, '
+                                'cache_mode="off").run_dataset("rows.jsonl", run_dir="runs/py", progress=False)'}
 
 
 @pytest.mark.parametrize("call", CALLS)

@@ -9,14 +9,12 @@ import json
 
 import numpy
 import pytest
-from click.testing import CliRunner
 
-from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import summarize
-from decomp.runtime.testing.mock_server import MockOpenAIServer
+from tests.helpers import last_json
+from tests.runtime.runs.run_helpers import invoke
 
 DATA = "tests/fixtures/decomp/datasets/letter_cat/n3_eg20_pos2_space.json"
-MODEL_ENV = {"OPENAI_API_KEY": "dummy", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
 ONE_CALL = '''
 handler ask = prompt(text="Q: x?\\nA: y\\n")
 program p(question) {
@@ -26,20 +24,8 @@ program p(question) {
 main p
 '''
 
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], env=MODEL_ENV)
-
-
-def summary_of(result) -> dict:
-    return json.loads(result.output.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
-def server():
-    """Every reply reports 1,000 prompt and 200 completion tokens, after 30 ms."""
-    with MockOpenAIServer(latency=0.03, usage={"prompt_tokens": 1000, "completion_tokens": 200}) as srv:
-        yield srv
+# the `server` fixture (tests/conftest.py): every reply reports 1,000 prompt and 200 completion tokens, after 30 ms
+MOCK_SERVER = {"latency": 0.03, "usage": {"prompt_tokens": 1000, "completion_tokens": 200}}
 
 
 @pytest.fixture
@@ -56,22 +42,22 @@ def model_args(server, tmp_path, rows, *more):
 
 
 def test_letter_cat_symbolic_makes_no_model_calls_even_from_the_cache(tmp_path):
-    first = invoke("run", "decomp/letter_cat_symbolic", "--input", DATA, "--run-dir", tmp_path / "a")
-    second = invoke("run", "decomp/letter_cat_symbolic", "--input", DATA, "--run-dir", tmp_path / "b")
+    first = invoke(["run", "decomp/letter_cat_symbolic", "--input", DATA, "--run-dir", tmp_path / "a"])
+    second = invoke(["run", "decomp/letter_cat_symbolic", "--input", DATA, "--run-dir", tmp_path / "b"])
     assert first.exit_code == second.exit_code == 0, first.output + second.output
-    for summary in map(summary_of, (first, second)):
+    for summary in map(last_json, (first, second)):
         assert (summary["calls"], summary["calls_per_row"], summary["models"]) == (0, 0, {})
         assert summary["handler_calls"] == sum(h["calls"] for h in summary["handlers"].values()) > 20
         assert "cost" not in summary and summary["prompt_tokens"] == summary["completion_tokens"] == 0
-    assert summary_of(first)["cache_hits"] == 0 and summary_of(second)["cache_hits"] > 0
+    assert last_json(first)["cache_hits"] == 0 and last_json(second)["cache_hits"] > 0
 
 
 def test_model_requests_latency_and_cost_in_the_summary(tmp_path, rows, server):
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"mock": {"price_in": 2.5, "price_out": 10}}))
-    result = invoke(*model_args(server, tmp_path, rows, "--prices", prices))
+    result = invoke(model_args(server, tmp_path, rows, "--prices", prices))
     assert result.exit_code == 0, result.output
-    summary = summary_of(result)
+    summary = last_json(result)
     assert (summary["calls"], summary["calls_per_row"]) == (10, 2.0)
     assert (summary["prompt_tokens"], summary["completion_tokens"]) == (10_000, 2_000)
     model = summary["models"]["openai:mock"]
@@ -85,16 +71,16 @@ def test_model_requests_latency_and_cost_in_the_summary(tmp_path, rows, server):
 
 
 def test_no_price_no_cost_figure(tmp_path, rows, server):
-    summary = summary_of(invoke(*model_args(server, tmp_path, rows)))
+    summary = last_json(invoke(model_args(server, tmp_path, rows)))
     assert "cost" not in summary and "cost" not in summary["models"]["openai:mock"]
 
 
 def test_max_cost_stops_the_calls_once_spent(tmp_path, rows, server):
     prices = tmp_path / "prices.toml"
     prices.write_text('[mock]\nprice_in = 0\nprice_out = 5000\n')  # 200 tokens: 1 a request
-    result = invoke(*model_args(server, tmp_path, rows, "--prices", prices, "--max-cost", 3))
+    result = invoke(model_args(server, tmp_path, rows, "--prices", prices, "--max-cost", 3))
     assert result.exit_code == 3, result.output  # rows ended in an error, nothing crashed
-    summary = summary_of(result)
+    summary = last_json(result)
     records = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert len(records) == 5 and summary["rows"] == 5
     refused = [r for r in records if "error" in r]
@@ -105,13 +91,13 @@ def test_max_cost_stops_the_calls_once_spent(tmp_path, rows, server):
 
 
 def test_max_cost_needs_a_price_and_a_bad_prices_file_is_a_usage_error(tmp_path, rows, server):
-    result = invoke(*model_args(server, tmp_path, rows, "--max-cost", 1))
+    result = invoke(model_args(server, tmp_path, rows, "--max-cost", 1))
     assert result.exit_code == 3
     records = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert all("--max-cost needs a price for model openai:mock" in r["error"] for r in records)
     bad = tmp_path / "bad.json"
     bad.write_text('{"mock": {"price_in": 1}}')
-    result = invoke(*model_args(server, tmp_path, rows, "--prices", bad, "--force"))
+    result = invoke(model_args(server, tmp_path, rows, "--prices", bad, "--force"))
     assert result.exit_code == 2 and "give exactly price_in and price_out" in result.output
 
 

@@ -17,7 +17,9 @@ from click.testing import CliRunner
 from decomp.handlers import plugins
 from decomp.handlers.registry import Registry
 from decomp.handlers.trust import Trust
+from decomp.plugins import builtin_plugins
 from decomp.runtime.cli import main
+from decomp.runtime.runs import scoring
 from decomp.runtime.runs.evaluation import evaluate_files
 from decomp.runtime.runs.scoring import METRICS, best_score, known_metrics, metric_function, score_predictions
 
@@ -54,7 +56,7 @@ def test_the_builtin_metrics_are_registered_through_the_plugin_table():
     registry = plugins.builtin_registry()
     assert {name: registry.metrics[name] for name in METRICS} == METRICS
     assert {registry.owners[("metrics", name)] for name in METRICS} == {"decomp.runtime.runs.scoring"}
-    assert "decomp.runtime.runs.scoring" in plugins.BUILTIN_PLUGINS
+    assert scoring in builtin_plugins()
     assert set(METRICS) <= set(known_metrics())
 
 

@@ -11,23 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from benchmarks.letter_cat_oracle import make_rows, respond
-from decomp.runtime.cli import main
 from decomp.runtime.runs.rundir import RunDir, RunDirError
 from decomp.runtime.runs.shards import Shard, merge_runs
-from decomp.runtime.testing.mock_server import MockOpenAIServer
-from tests.runtime.runs.run_helpers import MODEL_ENV, assert_same_as
+from tests.runtime.runs.run_helpers import MODEL_ENV, assert_same_as, invoke
 
 REPO = Path(__file__).resolve().parents[3]
 ROWS = 18  # not a multiple of 4: the shards differ in size
 
-
-@pytest.fixture(scope="module")
-def server():
-    with MockOpenAIServer(responder=respond) as srv:
-        yield srv
+MOCK_SERVER = {"responder": respond}  # the `server` fixture (tests/conftest.py) answers every prompt right
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +33,6 @@ def dataset(tmp_path_factory) -> Path:
 def run_args(dataset: Path, run_dir: Path, server, *more: str) -> list[str]:
     return ["run", "decomp/letter_cat_llm", "--input", str(dataset), "--run-dir", str(run_dir),
             "--model", "openai:mock", "--base-url", server.base_url, "--concurrency", "4", "--cache", "off", *more]
-
-
-def invoke(args: list[str]):
-    return CliRunner().invoke(main, args, env=MODEL_ENV)
 
 
 @pytest.fixture(scope="module")

@@ -85,7 +85,8 @@ def test_dry_run_counts_the_window():
 def test_notebook_run_takes_the_window(tmp_path):
     import decomp
 
-    run = decomp.run(PROGRAM, dataset=DATA, run_dir=tmp_path / "run", offset=2, limit=3)
+    program = decomp.load(PROGRAM)
+    run = program.run_dataset(DATA, run_dir=tmp_path / "run", offset=2, limit=3)
     assert [row["index"] for row in run.rows()] == [2, 3, 4]
     with pytest.raises(TypeError, match="limit"):
-        decomp.run(PROGRAM, "a question", limit=3)
+        program.run("a question", limit=3)

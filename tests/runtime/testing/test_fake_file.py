@@ -9,8 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 from decomp.runtime.models.base import ModelError
 from decomp.runtime.testing.fake import FakeModel
-from decomp.runtime.testing.fake_file import (FakeFileError, looks_like_fake_file, parse_positioned, plain,
-                                              read_fake_file)
+from decomp.runtime.testing.fake_file import (FakeFileError, is_fake_file, looks_like_fake_file, parse_positioned,
+                                              plain, read_fake_file)
 
 
 def problems(tmp_path, text: str) -> list[tuple[int, int, str]]:
@@ -133,3 +133,17 @@ def test_positions_parse_what_json_loads_parses(value, indent):
     node = parse_positioned(text)
     assert plain(node) == json.loads(text)
     assert json.loads(text[node.start:node.end]) == json.loads(text)
+
+
+@pytest.mark.parametrize("name, text, claimed", [
+    ("a.json", '{"answers": ["x"]}', True),        # a fake model file's key
+    ("a.txt", '{"default": "x"}', True),
+    ("a.json", '{"answers": ["x"],\n "default" "y"}', True),  # a .json file that is not JSON: read to say where
+    ("a.json", "import os\n", True),
+    ("a.json", '{"1": {"qa_pairs": []}}', False),  # JSON data of another kind
+    ("a.json", '{"id": 1}\n{"id": 2}\n', False),   # JSON Lines
+    ("a.json", "  \n", False),
+    ("a.txt", "not json", False),
+])
+def test_which_files_the_fake_backend_claims(name, text, claimed):
+    assert is_fake_file(name, text) is claimed

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 
 from decomp.handlers.soft_prompts import read_soft_prompt  # noqa: E402
-from tuning_helpers import setup_files  # noqa: E402
+from tests.runtime.tuning.tuning_helpers import setup_files  # noqa: E402
 
 HEAVY = ("torch", "transformers", "peft")
 
@@ -39,6 +39,7 @@ def test_the_help_lists_tune():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # loads the bundled 270M model in torch and trains it on the CPU: 43 s on a loaded 2-core machine
 def test_tune_trains_two_steps_on_the_bundled_model(tmp_path):
     pytest.importorskip("llama_cpp")
     program, data = setup_files(tmp_path)

@@ -14,7 +14,7 @@ from decomp.runtime.tuning.examples import (  # noqa: E402
     split_examples,
     template_sha256,
 )
-from tuning_helpers import ROWS, setup_files, write_rows  # noqa: E402
+from tests.runtime.tuning.tuning_helpers import ROWS, setup_files, write_rows  # noqa: E402
 
 
 def test_a_prompt_handler_renders_each_row_and_ends_the_target_at_its_stop(tmp_path):

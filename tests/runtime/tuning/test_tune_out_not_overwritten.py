@@ -11,7 +11,7 @@ from decomp.handlers.soft_prompts import write_soft_prompt  # noqa: E402
 from decomp.runtime.tuning.api import tune  # noqa: E402
 from decomp.runtime.tuning.examples import TuneError  # noqa: E402
 from decomp.runtime.tuning.trainer import TrainOptions  # noqa: E402
-from tuning_helpers import IDENTITY, setup_files  # noqa: E402
+from tests.runtime.tuning.tuning_helpers import IDENTITY, setup_files  # noqa: E402
 
 
 class Loaded(Exception):

@@ -13,7 +13,7 @@ from decomp.runtime.tuning.api import tune  # noqa: E402
 from decomp.runtime.tuning.base import Base  # noqa: E402
 from decomp.runtime.tuning.examples import TuneError, find_handler, read_examples  # noqa: E402
 from decomp.runtime.tuning.trainer import TrainOptions, encode_examples, train  # noqa: E402
-from tuning_helpers import IDENTITY, ROWS, real_tokenizer, setup_files, tiny_model  # noqa: E402
+from tests.runtime.tuning.tuning_helpers import IDENTITY, ROWS, real_tokenizer, setup_files, tiny_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

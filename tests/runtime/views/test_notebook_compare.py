@@ -6,11 +6,10 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
 
 import decomp
-from decomp.runtime.cli import main
 from decomp.runtime.runs.compare import CompareError
+from tests.helpers import invoke
 
 ROWS = [{"id": f"r{i}", "question": f"word{i}", "answer": f"word{i}" if i % 3 else f"word{i} word{i}"}
         for i in range(9)]
@@ -26,21 +25,15 @@ def runs(tmp_path, monkeypatch):
     made = []
     for name in ("same", "doubled"):
         (tmp_path / f"{name}.decomp").write_text(f'handler h = python(function="funcs:{name}")\nmain h\n')
-        made.append(decomp.run(f"{name}.decomp", dataset=ROWS, run_dir=tmp_path / name, progress=False))
+        made.append(decomp.load(f"{name}.decomp").run_dataset(ROWS, run_dir=tmp_path / name, progress=False))
     return made
-
-
-def _cli(*args: str) -> str:
-    done = CliRunner().invoke(main, ["compare", *args])
-    assert done.exit_code == 0, done.output
-    return done.stdout
 
 
 def test_the_table_and_the_json_are_decomp_compares(runs):
     a, b = runs
     found = decomp.compare(a, b)
-    assert repr(found) == found.table() == _cli(str(a.path), str(b.path)).rstrip("\n")
-    assert found.to_dict() == json.loads(_cli(str(a.path), str(b.path), "--json"))
+    assert repr(found) == found.table() == invoke("compare", a.path, b.path, check=True).stdout.rstrip("\n")
+    assert found.to_dict() == json.loads(invoke("compare", a.path, b.path, "--json", check=True).stdout)
 
 
 def test_every_figure_is_an_attribute(runs):
@@ -68,8 +61,8 @@ def test_run_directories_metrics_by_name_and_function_and_settings(runs, tmp_pat
     assert [c.metric for c in found.comparisons] == ["f1", found.comparisons[1].metric]
     assert found.comparisons[1].metric.endswith("first_three")
     assert [s.score for s in found.comparisons[1].scores] == [pytest.approx(1 / 3)] * 2
-    cli = _cli(str(a.path), str(b.path), "--metric", "f1", "--seed", "3", "--method", "percentile",
-               "--resamples", "500", "--json")
+    cli = invoke("compare", a.path, b.path, "--metric", "f1", "--seed", "3", "--method", "percentile",
+                 "--resamples", "500", "--json", check=True).stdout
     assert found.comparisons[0] == decomp.compare(a, b, metric="f1", seed=3, method="percentile",
                                                   resamples=500).comparisons[0]
     assert json.loads(cli)["comparisons"][0] == found.to_dict()["comparisons"][0]
@@ -96,8 +89,8 @@ def test_what_cannot_be_compared_is_said(runs, tmp_path):
     a, b = runs
     with pytest.raises(CompareError, match="at least two runs"):
         decomp.compare(a)
-    with pytest.raises(TypeError, match=re.escape("compare takes Run objects (decomp.run, decomp.open_run) or run "
-                                                  "directories, not int")):
+    with pytest.raises(TypeError, match=re.escape("compare takes Run objects (Program.run_dataset, decomp.open_run) "
+                                                  "or run directories, not int")):
         decomp.compare(a, 3)
     with pytest.raises(FileNotFoundError, match="run 'nope' is not a folder"):
         decomp.compare(a, "nope")
