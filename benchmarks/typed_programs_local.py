@@ -84,7 +84,7 @@ def dataset(kind: Path | str, rows: int, commaqa: Path, folder: Path) -> Path:
         return commaqa
     if kind != "tasklama":
         return kind
-    from decomp.taskgraph.data import read_mscomplextasks
+    from decomp.programs.tasklama.taskgraph.data import read_mscomplextasks
 
     path = folder / "tasklama.jsonl"
     tasks = read_mscomplextasks(TASKS)[:rows]

@@ -54,17 +54,17 @@ ENVIRONMENTS_GROUP = "decomp.environments"
 #: The built-in plugins, in the order they register (read exactly like third-party ones).
 BUILTIN_PLUGINS = (
     "decomp.handlers.kinds",
-    "decomp.handlers.textcraft.plugin",
+    "decomp.programs.adapt.textcraft.plugin",
     "decomp.handlers.search.plugin",
     "decomp.runtime.models.local",
     "decomp.runtime.models.openai_backend",
     "decomp.runtime.testing.fake",
-    "decomp.runtime.testing.scripted",
+    "decomp.programs.adapt.textcraft.scripted",
     "decomp.runtime.runs.scoring",
-    "decomp.taskgraph.commands",
-    "decomp.runtime.tuning.command",
-    "decomp.runtime.optimize.command",
-    "decomp.runtime.lsp.command",
+    "decomp.programs.tasklama.taskgraph.commands",
+    "decomp.learning.tuning.command",
+    "decomp.learning.optimize.command",
+    "decomp.editors.lsp.command",
 )
 
 hookspec = pluggy.HookspecMarker(PROJECT)

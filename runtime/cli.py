@@ -16,7 +16,7 @@ from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.values import printable, storable_json
 from decomp.handlers import plugins
 from decomp.handlers.plugins import fail
-from decomp.handlers.trust import FolderTrust, Trust
+from decomp.handlers.sandbox.trust import FolderTrust, Trust
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import PluginNotTrusted, load_plugin
 from decomp.runtime.runs import evaluation

@@ -1,4 +1,4 @@
-"""The package's layers run one way (cli -> views | taskgraph -> runs -> engine -> testing ->
+"""The package's layers run one way (cli -> views | programs/tasklama/taskgraph -> runs -> engine -> testing ->
 models -> handlers -> dsl): the import-linter contracts in pyproject.toml hold, with no
 exceptions listed, and no module is named after a standard-library module."""
 import os

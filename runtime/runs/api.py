@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from decomp.dsl.redact import redact_url
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS, Budget
 from decomp.runtime.engine.cache import StepCache, default_cache_dir
 from decomp.runtime.engine.loader import LoadedModule

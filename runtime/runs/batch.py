@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Container, Iterable
 
-from decomp.handlers.trust import NO_TRUST, Trust
+from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 from decomp.runtime.engine.budgets import Usage
 from decomp.runtime.runs.datasets import Row, read_rows
 from decomp.runtime.runs.metric_calls import MetricError, MetricLimits

@@ -44,7 +44,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from decomp.dsl.errors import DecompError
-from decomp.handlers.trust import NO_TRUST, Trust
+from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.rundir import SUMMARY, RunDir
 from decomp.runtime.runs.metric_calls import MetricError, MetricLimits

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from decomp.dsl.errors import InputError
-from decomp.handlers.trust import NO_TRUST, Trust
+from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 from decomp.runtime.engine import deepjson
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.jsonl import read_lines

@@ -1,4 +1,4 @@
-"""A user's metric function, called contained: in a worker process of `decomp.handlers.workers`,
+"""A user's metric function, called contained: in a worker process of `decomp.handlers.sandbox.workers`,
 under a deadline and a memory cap, as python handlers' functions are.
 
     metric = ContainedMetric("mine:score", function, MetricLimits(timeout=10.0))
@@ -21,7 +21,7 @@ call fails; whatever the function raises (`SystemExit`, `KeyboardInterrupt` too)
 dies, and a result that is not a finite number are a `MetricError` for that row, worded, and the
 caller scores the other rows. A function no worker can import (a lambda or a closure a plugin
 registered) runs in a thread under the deadline, as such python functions do
-(`decomp.handlers.offload.bounded`): abandoned past it, no memory cap.
+(`decomp.handlers.sandbox.offload.bounded`): abandoned past it, no memory cap.
 
 Many rows at once (`ContainedMetric.many`: `decomp eval`, `decomp compare`, `decomp optimize`)
 go `BATCH_ROWS` to a request, since a request's round trip costs far more than a quick metric
@@ -47,8 +47,8 @@ from typing import Any, Callable
 
 from decomp.dsl.errors import DecompError, HandlerError
 from decomp.handlers.kinds.python import function_sources, user_traceback, worker_function, worker_target
-from decomp.handlers.offload import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, TimeLimitError, bounded
-from decomp.handlers.workers import MemoryLimitError, call_in_worker, capped, mib
+from decomp.handlers.sandbox.offload import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, TimeLimitError, bounded
+from decomp.handlers.sandbox.workers import MemoryLimitError, call_in_worker, capped, mib
 
 #: Seconds one row's metric calls may take when nothing else says (a python handler's default).
 DEFAULT_METRIC_TIMEOUT = DEFAULT_TIMEOUT

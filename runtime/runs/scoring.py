@@ -50,9 +50,9 @@ import numpy as np
 
 from decomp.dsl.checker import PAIR_FORM, ROW_FORM, metric_form
 from decomp.dsl.errors import InputError
-from decomp.handlers.imports import DENIED_MODULES, find_module_file, import_function, module_allowance
+from decomp.handlers.sandbox.imports import DENIED_MODULES, find_module_file, import_function, module_allowance
 from decomp.handlers.plugins import hookimpl
-from decomp.handlers.trust import NO_TRUST, TRUST_ENV, Trust
+from decomp.handlers.sandbox.trust import NO_TRUST, TRUST_ENV, Trust
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.runs.metric_calls import BATCH_ROWS, IN_FLIGHT, ContainedMetric, MetricError, MetricLimits, shown
 
@@ -340,7 +340,7 @@ def unknown_metric(name: str, also: tuple[str, ...] = ()) -> str:
 def metric_function(name: Metric, folder: str | Path | None = None, trust: Trust = NO_TRUST) -> Callable[..., Any]:
     """The metric `name`: a registered one (built-in or a plugin's `register_metrics`), or a
     `module:function` path, imported under the rules of Python handlers
-    (`decomp.handlers.imports`): its module's file in `folder` (default: the working folder) or
+    (`decomp.handlers.sandbox.imports`): its module's file in `folder` (default: the working folder) or
     a module `trust` trusts (`--trust MODULE`, `DECOMP_TRUST`); a function given itself is that
     function. An `InputError` (a `ValueError`) listing the known metrics otherwise. Either form of
     :func:`~decomp.dsl.checker.metric_form` is returned; :class:`Scorer` calls it by its form."""

@@ -23,30 +23,30 @@ USER_FACING = {
     "decomp.dsl.answer_types": ["TypeProblem"],
     "decomp.dsl.operators": ["OperatorError"],
     "decomp.handlers.kinds.python": ["_NotJSON"],
-    "decomp.handlers.offload": ["TimeLimitError"],
+    "decomp.handlers.sandbox.offload": ["TimeLimitError"],
     "decomp.handlers.registry": ["RegistryConflict"],
     "decomp.handlers.search.corpus": ["CorpusError"],
     "decomp.handlers.search.tantivy_index": ["SearchIndexError"],
     "decomp.handlers.soft_prompts": ["SoftPromptError"],
-    "decomp.handlers.template_limits": ["TemplateLimitError"],
-    "decomp.handlers.trust": ["PathRefused"],
-    "decomp.handlers.workers": ["MemoryLimitError"],
+    "decomp.handlers.sandbox.template_limits": ["TemplateLimitError"],
+    "decomp.handlers.sandbox.trust": ["PathRefused"],
+    "decomp.handlers.sandbox.workers": ["MemoryLimitError"],
     "decomp.runtime.engine.loader": ["PluginNotTrusted"],
     "decomp.runtime.models.openai_backend": ["_BadRequest"],
-    "decomp.runtime.optimize.folder": ["FolderError"],
-    "decomp.runtime.optimize.owner_key": ["OwnerKeyError"],
-    "decomp.runtime.optimize.search": ["OptimizeError"],
+    "decomp.learning.optimize.folder": ["FolderError"],
+    "decomp.learning.optimize.owner_key": ["OwnerKeyError"],
+    "decomp.learning.optimize.search": ["OptimizeError"],
     "decomp.runtime.runs.compare": ["CompareError"],
     "decomp.runtime.runs.metric_calls": ["MetricError"],
     "decomp.runtime.runs.ray_limits": ["RayError", "WorkerGone", "ActorLost"],
     "decomp.runtime.runs.rundir": ["RunDirError"],
     "decomp.runtime.testing.fake_file": ["FakeFileError", "_Unechoed"],
-    "decomp.runtime.tuning.examples": ["TuneError"],
+    "decomp.learning.tuning.examples": ["TuneError"],
 }
 
 #: Exception classes that never reach a user as themselves, and why.
 INTERNAL = {
-    "decomp.handlers.workers._NoRoom": "a worker's reply, turned into a MemoryLimitError",
+    "decomp.handlers.sandbox.workers._NoRoom": "a worker's reply, turned into a MemoryLimitError",
     "decomp.runtime.models.openai_transport.StatusFailure": "a transport's, turned into a ModelError by the backend",
     "decomp.runtime.models.openai_transport.ConnectionFailure": "the same",
     "decomp.runtime.models.openai_transport.MalformedReply": "the same",
@@ -57,7 +57,7 @@ INTERNAL = {
     "decomp.runtime.testing.mock_server._ResponderError": "the mock server's, said to its client as an HTTP reply",
     "decomp.runtime.engine.cache.CacheWarning": "a warning (a `warning: ...` line), not an error",
     "decomp.runtime.runs.api.RunInterrupted": "Ctrl-C: a KeyboardInterrupt, as Python's own",
-    "decomp.runtime.optimize.search.OptimizeInterrupted": "the same",
+    "decomp.learning.optimize.search.OptimizeInterrupted": "the same",
 }
 
 #: The builtin (or library) base each kept as a mixin when it joined `DecompError`: callers that
@@ -70,7 +70,7 @@ MIXINS = {
     "decomp.handlers.search.corpus.CorpusError": ValueError,
     "decomp.handlers.search.tantivy_index.SearchIndexError": ValueError,
     "decomp.handlers.soft_prompts.SoftPromptError": ValueError,
-    "decomp.handlers.template_limits.TemplateLimitError": SecurityError,
+    "decomp.handlers.sandbox.template_limits.TemplateLimitError": SecurityError,
     "decomp.runtime.runs.compare.CompareError": ValueError,
     "decomp.runtime.runs.metric_calls.MetricError": ValueError,
     "decomp.runtime.runs.ray_limits.WorkerGone": RuntimeError,
@@ -143,7 +143,7 @@ def test_a_joined_error_keeps_its_words_and_crosses_processes(path):
 
 
 def test_a_template_limit_error_is_worded_as_jinja_and_decomp_read_it():
-    from decomp.handlers.template_limits import TemplateLimitError
+    from decomp.handlers.sandbox.template_limits import TemplateLimitError
 
     err = TemplateLimitError("a product of over 10,000 digits")
     assert err.message == str(err) == "a product of over 10,000 digits" and err.args == (err.message,)

@@ -26,7 +26,7 @@ def test_every_builtin_is_registered_by_a_builtin_plugin():
     assert {"local", "openai", "fake", "scripted"} <= set(reg.model_backends)
     assert "textcraft" in reg.environments
     owners = {owner for owner in reg.owners.values()}
-    assert owners >= {"decomp.handlers.kinds", "decomp.handlers.textcraft.plugin", "decomp.runtime.models.local"}
+    assert owners >= {"decomp.handlers.kinds", "decomp.programs.adapt.textcraft.plugin", "decomp.runtime.models.local"}
     assert owners <= set(plugins.BUILTIN_PLUGINS) | {p.name for p in plugins.plugins()}
 
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from decomp import Session
 from decomp.dsl.errors import DecompError
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 from decomp.runtime.cli import PROGRAMS_DIR, main
 
 SECRET = "sk-decomp-test-secret-4f9a1c"

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from decomp.dsl.waits import WAITS, Waits, counting_waits, waiting
-from decomp.handlers.offload import MAX_OVERRUNS
-from decomp.handlers.workers import POOL_SIZE
+from decomp.handlers.sandbox.offload import MAX_OVERRUNS
+from decomp.handlers.sandbox.workers import POOL_SIZE
 from decomp.runtime.engine.budgets import ModelUsage, Usage
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.session import Session

@@ -3,7 +3,7 @@ function: it runs in a worker process under a deadline (`--metric-timeout`) and 
 (`--metric-memory`), and a loop, `SystemExit(3)`, `KeyboardInterrupt`, a memory overrun, a dead
 worker or a NaN becomes that row's worded metric error; the other rows are scored and the
 command finishes: `decomp eval`, `decomp compare` and a run's own scores (`decomp run`).
-`decomp optimize`: tests/runtime/optimize/test_optimize_metric_containment.py."""
+`decomp optimize`: tests/learning/optimize/test_optimize_metric_containment.py."""
 from __future__ import annotations
 
 import json

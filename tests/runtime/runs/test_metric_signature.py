@@ -22,7 +22,7 @@ from decomp.runtime.runs.datasets import Row
 from decomp.runtime.runs.evaluation import evaluate_files
 from decomp.runtime.runs.metric_calls import MetricError
 from decomp.runtime.runs.scoring import RowToScore, Scorer, metric_name
-from decomp.runtime.optimize.metrics import row_metric
+from decomp.learning.optimize.metrics import row_metric
 
 PROGRAM = 'handler ask = prompt(text="Q: x\\nA: y\\n")\n{metric}main ask\n'
 ROWS = [{"id": "q1", "question": "Capital of France?", "answer": "Paris", "topic": "geo"},

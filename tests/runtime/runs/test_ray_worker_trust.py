@@ -7,7 +7,7 @@ import pytest
 
 from decomp import RunOptions
 from decomp.dsl.errors import DecompError
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 from decomp.runtime.runs.ray_rows import WorkerSpec, worker_session
 
 PROGRAM = 'handler cap = python(function="string:capwords")\nmain cap\n'

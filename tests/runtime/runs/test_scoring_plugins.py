@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from decomp.handlers import plugins
 from decomp.handlers.registry import Registry
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 from decomp.runtime.cli import main
 from decomp.runtime.runs.evaluation import evaluate_files
 from decomp.runtime.runs.scoring import METRICS, best_score, known_metrics, metric_function, score_predictions
