@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
 
     from decomp.runtime.runs.jsonl import write_jsonl
-    from decomp.runtime.runs.rundir import RESULTS, TRACES, RunDir, make_manifest
+    from decomp.runtime.runs.layout import RESULTS, TRACES
+    from decomp.runtime.runs.manifest import make_manifest
+    from decomp.runtime.runs.rundir import RunDir
 
     batch = dataset_rows(make_rows(args.rows, args.words, args.seed))
     null_wall = _run(batch, lambda record, trace: None)

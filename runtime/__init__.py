@@ -8,5 +8,6 @@
     runs/            runs over datasets: rows, batch runs, run directories, scoring
     sqlite_store.py  decomp's SQLite files opened one way (WAL, a busy timeout)
     testing/         test doubles shipped with the package: the fake model, mock servers
+    version.py       this decomp's version (read by the language server and run directories)
     views/           views of runs: terminal, HTML page, diff, compare
 """

@@ -41,7 +41,8 @@ from decomp.runtime.runs.command_options import (
 from decomp.runtime.runs.metric_calls import MetricLimits
 from decomp.runtime.runs.datasets import Row, read_rows, window
 from decomp.runtime.runs.resumed import recorded_run
-from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.runs.layout import RunDirError
+from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.runs.ray_rows import Cluster
 from decomp.runtime.runs.shards import Shard, merge_runs
 from decomp.runtime.testing.fake import ReplayModel

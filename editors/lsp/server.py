@@ -46,7 +46,7 @@ from decomp.editors.lsp import features, stdio
 from decomp.editors.lsp.analysis import Analysis, Problem, Settings, analyse, safe_index, start_worker
 from decomp.editors.lsp.index import Index, build_index
 from decomp.editors.lsp.readers import Readers
-from decomp.runtime.runs.rundir import decomp_version
+from decomp.runtime.version import decomp_version
 
 log = logging.getLogger(__name__)
 

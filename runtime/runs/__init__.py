@@ -9,6 +9,9 @@
     dryrun.py             dry runs: the model calls, tokens and cost a real run would take
     evaluation.py         predictions scored against gold rows (`decomp eval`)
     jsonl.py              JSON Lines read and written one way
+    layout.py             a run directory's files by name, and `RunDirError`
+    locks.py              a run directory's writer lock, and the lock that reads one whole
+    manifest.py           a run's run.json: made, read back and checked; where runs go
     metric_calls.py       a user's metric function, called in a worker process
     notebook.py           the notebook API: `load`, `run`, `open_run`
     notebook_evaluate.py  `decomp.evaluate`: `decomp eval` from Python
@@ -20,7 +23,10 @@
     ray_limits.py         a Ray run's limits and budgets, held for all its workers
     ray_rows.py           rows on a Ray cluster, the run directory kept by the driver
     resumed.py            what a resumed run takes from its run.json
-    rundir.py             run directories: manifest, results, traces, summary
+    result_lines.py       results.jsonl's lines: which is a row, what a row says
+    rundir.py             run directories stored (`RunDir`): created, resumed, read
     scoring.py            answers scored as DROP's evaluator does (em, f1, set match)
     shards.py             a run split across processes or machines, and the pieces joined
+    summary.py            a run's summary statistics: rows, score, outcomes, usage
+    writable.py           whether a run directory can be written; its traces read read-only
 """

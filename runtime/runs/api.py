@@ -49,16 +49,10 @@ from decomp.runtime.runs.resumed import recorded_run, with_recorded_trust
 from decomp.runtime.runs.shards import Shard
 from decomp.runtime.runs.jsonl import json_line
 from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
-from decomp.runtime.runs.rundir import (
-    RunDir,
-    RunDirError,
-    default_run_dir,
-    latest_run,
-    make_manifest,
-    program_files,
-    read_manifest,
-    runs_root,
-)
+from decomp.runtime.runs.layout import RunDirError
+from decomp.runtime.runs.manifest import (default_run_dir, latest_run, make_manifest, program_files, read_manifest,
+                                          runs_root)
+from decomp.runtime.runs.rundir import RunDir
 
 __all__ = ["PROGRAMS_DIR", "RunInterrupted", "RunOptions", "RunSummary", "arun_dataset", "find_program", "run_dataset",
            "use_main", "user_folders", "with_fields"]

@@ -26,7 +26,7 @@ Metrics, per row of a run directory's results.jsonl:
   result's `metric_errors` names the run, the row and why.
 
 A stored `score` that is not a finite number is a corrupt results line: reading the run is a
-`RunDirError` naming the file and the line (`decomp.runtime.runs.rundir`).
+`RunDirError` naming the file and the line (`decomp.runtime.runs.result_lines`).
 
 By default the metrics every run has are compared (its own metric when rows have gold,
 `env_success` when environments judged them). A row in error counts (it scores 0, as in the run's
@@ -46,7 +46,8 @@ import numpy as np
 from decomp.dsl.errors import DecompError
 from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 from decomp.runtime.runs.datasets import read_rows
-from decomp.runtime.runs.rundir import SUMMARY, RunDir
+from decomp.runtime.runs.layout import SUMMARY
+from decomp.runtime.runs.rundir import RunDir
 from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
 from decomp.runtime.runs.scoring import Metric, RowToScore, Scorer, metric_name, metric_row, scalar_text
 

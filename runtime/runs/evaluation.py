@@ -12,7 +12,9 @@ from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 from decomp.runtime.engine import deepjson
 from decomp.runtime.runs.datasets import read_rows
 from decomp.runtime.runs.jsonl import read_lines
-from decomp.runtime.runs.rundir import MANIFEST, RESULTS, RunDir, outcomes
+from decomp.runtime.runs.layout import MANIFEST, RESULTS
+from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.runs.summary import outcomes
 from decomp.runtime.runs.metric_calls import MetricLimits
 from decomp.runtime.runs.scoring import METRICS, Metric, Scorer, metric_row, scalar_text, score_predictions
 

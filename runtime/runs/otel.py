@@ -43,7 +43,8 @@ from decomp.dsl.errors import DecompError
 from decomp.dsl.redact import MASK, redact_url, url_secrets
 from decomp.dsl.values import storable_json
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.runs.rundir import decomp_version, parsed_time
+from decomp.runtime.runs.manifest import parsed_time
+from decomp.runtime.version import decomp_version
 
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")

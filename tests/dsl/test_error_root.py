@@ -37,9 +37,9 @@ USER_FACING = {
     "decomp.learning.optimize.owner_key": ["OwnerKeyError"],
     "decomp.learning.optimize.search": ["OptimizeError"],
     "decomp.runtime.runs.compare": ["CompareError"],
+    "decomp.runtime.runs.layout": ["RunDirError"],
     "decomp.runtime.runs.metric_calls": ["MetricError"],
     "decomp.runtime.runs.ray_limits": ["RayError", "WorkerGone", "ActorLost"],
-    "decomp.runtime.runs.rundir": ["RunDirError"],
     "decomp.runtime.testing.fake_file": ["FakeFileError", "_Unechoed"],
     "decomp.learning.tuning.examples": ["TuneError"],
 }

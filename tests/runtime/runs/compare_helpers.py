@@ -5,7 +5,9 @@ import json
 from pathlib import Path
 
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.runs.rundir import SUMMARY, RunDir, make_manifest
+from decomp.runtime.runs.layout import SUMMARY
+from decomp.runtime.runs.manifest import make_manifest
+from decomp.runtime.runs.rundir import RunDir
 
 
 def make_run(root: Path, name: str, records: list[dict], metric: str = "em", data: Path | None = None,

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from decomp.runtime.cli import main
 from decomp.runtime.runs.compare import compare_runs
-from decomp.runtime.runs.rundir import RESULTS, RunDir, RunDirError
+from decomp.runtime.runs.layout import RESULTS, RunDirError
+from decomp.runtime.runs.rundir import RunDir
 
 from compare_helpers import make_run, scored
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.runs.layout import RunDirError
+from decomp.runtime.runs.rundir import RunDir
 
 
 @pytest.fixture

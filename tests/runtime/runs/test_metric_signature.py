@@ -202,7 +202,7 @@ def test_run_dataset_refuses_a_bad_metric_before_making_the_run_directory(folder
 
 
 def test_a_resume_with_another_metric_is_refused_before_a_row_mixes_scores(folder):
-    from decomp.runtime.runs.rundir import RunDirError
+    from decomp.runtime.runs.layout import RunDirError
 
     program = folder / "p.decomp"
     program.write_text(PROGRAM.format(metric=""))

@@ -1,4 +1,5 @@
-"""decomp.runtime.runs.rundir: the manifest, the program copy, results and traces, the summary."""
+"""Run directories (decomp.runtime.runs: rundir, manifest, summary): the manifest, the program copy, results and
+traces, the summary."""
 import json
 import sqlite3
 
@@ -7,7 +8,10 @@ from click.testing import CliRunner
 
 from decomp.runtime.cli import main
 from decomp.runtime.runs.progress import progress
-from decomp.runtime.runs.rundir import RunDir, RunDirError, make_manifest, program_files, summarize
+from decomp.runtime.runs.layout import RunDirError
+from decomp.runtime.runs.manifest import make_manifest, program_files
+from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.runs.summary import summarize
 from decomp.runtime.engine.tracing import TraceNode
 
 LETTER_Q = 'Take the letters at position {p} of the words in "Donna Guan Nascimento" and concatenate them using a space.'
@@ -205,7 +209,9 @@ def test_a_second_writer_of_a_run_directory_is_refused_while_the_first_holds_it(
     import sys
     import textwrap
 
-    from decomp.runtime.runs.rundir import LOCK, RunDir, RunDirError, make_manifest
+    from decomp.runtime.runs.layout import LOCK, RunDirError
+    from decomp.runtime.runs.manifest import make_manifest
+    from decomp.runtime.runs.rundir import RunDir
 
     (tmp_path / "p.decomp").write_text("main x\n", encoding="utf-8")
     (tmp_path / "d.jsonl").write_text("", encoding="utf-8")

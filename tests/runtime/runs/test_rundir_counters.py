@@ -1,4 +1,4 @@
-"""Honest counters in a run's summary (decomp.runtime.runs.rundir `Totals`): `calls` and
+"""Honest counters in a run's summary (decomp.runtime.runs.summary `Totals`): `calls` and
 `calls_per_row` are model requests only, cache hits and handler calls their own figures; per
 model the requests' tokens, latency (mean, p50, p95) and cost, aggregated exactly over
 sessions and shards; `--prices` and `--max-cost` from the command line against the mock
@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from decomp.runtime.cli import main
-from decomp.runtime.runs.rundir import summarize
+from decomp.runtime.runs.summary import summarize
 from decomp.runtime.testing.mock_server import MockOpenAIServer
 
 DATA = "tests/fixtures/decomp/datasets/letter_cat/n3_eg20_pos2_space.json"
