@@ -195,7 +195,7 @@ def run_way(name: str, way: str, model, rows: int, data: Path, folder: Path) -> 
     module's docstring)."""
     from decomp import Session
     from decomp.runtime.runs.api import RunOptions, find_program, run_dataset
-    from decomp.runtime.runs.rundir import RunDir
+    from decomp.runtime.storage.rundir import RunDir
 
     program, main, _ = PROGRAMS[name]
     module = Session().load(find_program(program))

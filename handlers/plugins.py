@@ -60,7 +60,7 @@ BUILTIN_PLUGINS = (
     "decomp.runtime.models.openai_backend",
     "decomp.runtime.testing.fake",
     "decomp.programs.adapt.textcraft.scripted",
-    "decomp.runtime.runs.scoring",
+    "decomp.runtime.scoring.metrics",
     "decomp.programs.tasklama.taskgraph.commands",
     "decomp.learning.tuning.command",
     "decomp.learning.optimize.command",

@@ -25,7 +25,7 @@ from decomp.runtime.engine.loader import LoadedModule
 from decomp.learning.optimize.candidates import Candidate
 from decomp.learning.optimize.owner_key import OwnerKeyError, owner_key, same, sign
 from decomp.learning.optimize.targets import Target
-from decomp.runtime.runs.manifest import program_files
+from decomp.runtime.storage.manifest import program_files
 
 #: The folder (beside each .decomp file declaring a target) that holds the new examples files.
 OPTIMIZED = "optimized"

@@ -13,7 +13,7 @@ outcome.
 
 A metric that is not decomp's own (a plugin's, `module:function`) is the user's code: it runs
 contained, in a worker process under `MetricLimits` (`--metric-timeout`, `--metric-memory`; see
-`decomp.runtime.runs.metric_calls`). One that raises (`SystemExit` and `KeyboardInterrupt` too),
+`decomp.runtime.scoring.metric_calls`). One that raises (`SystemExit` and `KeyboardInterrupt` too),
 runs past its time limit, exhausts its memory, kills its worker or returns something that is not
 a finite number fails that row with the reason (`MetricError`); the rest go on.
 """
@@ -25,9 +25,9 @@ from decomp.dsl.errors import InputError
 from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.runs.datasets import Row
-from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
-from decomp.runtime.runs.scoring import (Metric, RowToScore, Scorer, known_metrics, metric_name, metric_row,
+from decomp.runtime.storage.datasets import Row
+from decomp.runtime.scoring.metric_calls import MetricError, MetricLimits
+from decomp.runtime.scoring.metrics import (Metric, RowToScore, Scorer, known_metrics, metric_name, metric_row,
                                          unknown_metric)
 
 __all__ = ["MetricError", "RowMetric", "row_metric"]

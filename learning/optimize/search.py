@@ -48,10 +48,10 @@ from decomp.runtime.runs import dryrun
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.runs.api import RunOptions, arun_dataset, find_program, use_main
-from decomp.runtime.runs.datasets import Row, read_rows, window
-from decomp.runtime.runs.jsonl import json_line
-from decomp.runtime.runs.manifest import sha256_file
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.datasets import Row, read_rows, window
+from decomp.runtime.storage.jsonl import json_line
+from decomp.runtime.storage.manifest import sha256_file
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.testing.fake import ReplayModel
 
 __all__ = ["OptimizeError", "OptimizeInterrupted", "OptimizeResult", "OptimizeSettings", "optimize"]

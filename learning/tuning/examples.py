@@ -27,7 +27,7 @@ from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 from decomp.handlers.kinds.soft_prompt_option import pending_soft_prompts
 from decomp.runtime.engine.loader import load
 from decomp.runtime.runs.api import find_program
-from decomp.runtime.runs.jsonl import read_lines
+from decomp.runtime.storage.jsonl import read_lines
 
 __all__ = ["Example", "TuneError", "TUNABLE", "declared_soft_prompt", "find_handler", "prompt_source", "read_examples", "split_examples",
            "template_sha256"]

@@ -17,7 +17,7 @@ from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE
 from decomp.runtime.models.prices import load_prices
-from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
+from decomp.runtime.scoring.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
 
 __all__ = ["folder_trust_option", "given_again", "metric_options", "session_options", "trust_options"]
 

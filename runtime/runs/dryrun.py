@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from decomp.runtime.models.prices import Price
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 from decomp.runtime.testing.fake import ReplayModel
 
 

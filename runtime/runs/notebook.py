@@ -42,10 +42,10 @@ from decomp.runtime.runs.api import (
     user_folders,
 )
 from decomp.runtime.runs.bars import run_bar
-from decomp.runtime.runs.datasets import ACCEPTED, jsonl_text, read_rows
-from decomp.runtime.runs.layout import RunDirError
-from decomp.runtime.runs.manifest import read_manifest, runs_root, sha256_file
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.datasets import ACCEPTED, jsonl_text, read_rows
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.manifest import read_manifest, runs_root, sha256_file
+from decomp.runtime.storage.rundir import RunDir
 
 __all__ = ["Program", "Run", "arun", "load", "open_run", "run"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from decomp.dsl.values import storable_json
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 
 
 def rows_json(run: RunDir) -> dict:

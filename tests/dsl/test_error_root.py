@@ -36,10 +36,10 @@ USER_FACING = {
     "decomp.learning.optimize.folder": ["FolderError"],
     "decomp.learning.optimize.owner_key": ["OwnerKeyError"],
     "decomp.learning.optimize.search": ["OptimizeError"],
-    "decomp.runtime.runs.compare": ["CompareError"],
-    "decomp.runtime.runs.layout": ["RunDirError"],
-    "decomp.runtime.runs.metric_calls": ["MetricError"],
-    "decomp.runtime.runs.ray_limits": ["RayError", "WorkerGone", "ActorLost"],
+    "decomp.runtime.scoring.compare": ["CompareError"],
+    "decomp.runtime.storage.layout": ["RunDirError"],
+    "decomp.runtime.scoring.metric_calls": ["MetricError"],
+    "decomp.runtime.cluster.limits": ["RayError", "WorkerGone", "ActorLost"],
     "decomp.runtime.testing.fake_file": ["FakeFileError", "_Unechoed"],
     "decomp.learning.tuning.examples": ["TuneError"],
 }
@@ -71,9 +71,9 @@ MIXINS = {
     "decomp.handlers.search.tantivy_index.SearchIndexError": ValueError,
     "decomp.handlers.soft_prompts.SoftPromptError": ValueError,
     "decomp.handlers.sandbox.template_limits.TemplateLimitError": SecurityError,
-    "decomp.runtime.runs.compare.CompareError": ValueError,
-    "decomp.runtime.runs.metric_calls.MetricError": ValueError,
-    "decomp.runtime.runs.ray_limits.WorkerGone": RuntimeError,
+    "decomp.runtime.scoring.compare.CompareError": ValueError,
+    "decomp.runtime.scoring.metric_calls.MetricError": ValueError,
+    "decomp.runtime.cluster.limits.WorkerGone": RuntimeError,
 }
 
 #: Every module of the package imported, in a process of its own (some register plugins as they
@@ -150,7 +150,7 @@ def test_a_template_limit_error_is_worded_as_jinja_and_decomp_read_it():
 
 
 def test_worker_gone_names_the_worker_on_both_sides_of_a_pickle():
-    from decomp.runtime.runs.ray_limits import WorkerGone
+    from decomp.runtime.cluster.limits import WorkerGone
 
     again = pickle.loads(pickle.dumps(WorkerGone("worker-3")))
     assert again.holder == "worker-3"

@@ -16,7 +16,7 @@ from decomp import RunOptions, run_dataset
 from decomp.runtime.cli import main
 from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.engine.session import Session
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.testing.fake import FakeModel
 from decomp.runtime.testing.mock_server import MockOpenAIServer
 

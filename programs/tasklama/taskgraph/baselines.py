@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from decomp.dsl.values import storable_json
-from decomp.runtime.runs.jsonl import write_jsonl
+from decomp.runtime.storage.jsonl import write_jsonl
 from decomp.programs.tasklama.taskgraph import data, metrics
 from decomp.programs.tasklama.taskgraph.similarity import get_similarity
 

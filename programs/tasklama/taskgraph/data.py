@@ -29,7 +29,7 @@ from pathlib import Path
 import networkx as nx
 
 from decomp.dsl.errors import InputError
-from decomp.runtime.runs.jsonl import read_lines
+from decomp.runtime.storage.jsonl import read_lines
 
 
 @dataclass
@@ -156,7 +156,7 @@ def read_results(path: str | Path) -> list[dict]:
     `RunDir` reads them: a half-written last line of a killed run is skipped)."""
     path = Path(path)
     if path.is_dir():
-        from decomp.runtime.runs.rundir import RunDir
+        from decomp.runtime.storage.rundir import RunDir
 
         return RunDir.open(path).records()
     return read_jsonl(path)

@@ -18,7 +18,7 @@ import random
 from pathlib import Path
 
 from decomp.dsl.values import storable_json
-from decomp.runtime.runs.jsonl import write_jsonl
+from decomp.runtime.storage.jsonl import write_jsonl
 from decomp.programs.tasklama.taskgraph.data import read_mscomplextasks
 
 

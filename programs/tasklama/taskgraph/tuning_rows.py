@@ -20,7 +20,7 @@ from typing import Iterable
 import networkx as nx
 
 from decomp.dsl.values import storable_json
-from decomp.runtime.runs.jsonl import write_jsonl
+from decomp.runtime.storage.jsonl import write_jsonl
 from decomp.programs.tasklama.taskgraph.data import read_jsonl
 
 __all__ = ["gold_order", "pair_rows", "step_rows"]

@@ -19,7 +19,7 @@ from decomp.handlers.sandbox import workers
 from decomp.handlers.kinds.python import worker_target
 from decomp.handlers.plugins import builtin_registry
 from decomp.runtime.runs.batch import run_rows
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 
 HELPERS = '''import asyncio, os, time
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from decomp.runtime.runs.layout import RunDirError
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.rundir import RunDir
 
 
 @pytest.fixture

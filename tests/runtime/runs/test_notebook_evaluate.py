@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import decomp
 from decomp.runtime.cli import main
-from decomp.runtime.runs.layout import RunDirError
+from decomp.runtime.storage.layout import RunDirError
 
 ROWS = [{"id": f"r{i}", "question": f"word{i}", "answer": f"word{i}" if i % 3 else f"word{i} word{i}"}
         for i in range(6)]

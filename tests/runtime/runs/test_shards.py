@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from benchmarks.letter_cat_oracle import make_rows, respond
 from decomp.runtime.cli import main
-from decomp.runtime.runs.layout import RunDirError
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.runs.shards import Shard, merge_runs
 from decomp.runtime.testing.mock_server import MockOpenAIServer
 from tests.runtime.runs.run_helpers import MODEL_ENV, assert_same_as
@@ -152,7 +152,7 @@ def test_shards_cover_every_row_once():
 
 
 def test_a_shard_being_written_is_not_merged(shards, tmp_path):
-    from decomp.runtime.runs.locks import release, writer_lock
+    from decomp.runtime.storage.locks import release, writer_lock
 
     lock = writer_lock(shards[2])
     try:

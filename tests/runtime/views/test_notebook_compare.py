@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import decomp
 from decomp.runtime.cli import main
-from decomp.runtime.runs.compare import CompareError
+from decomp.runtime.scoring.compare import CompareError
 
 ROWS = [{"id": f"r{i}", "question": f"word{i}", "answer": f"word{i}" if i % 3 else f"word{i} word{i}"}
         for i in range(9)]
