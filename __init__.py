@@ -44,7 +44,7 @@ _HOMES = {
     "decomp.handlers.service": ("Service",),
     "decomp.runtime.engine.session": ("RunResult", "Session"),
     "decomp.runtime.models.base": ("Completion", "Model", "ModelSettings", "Request"),
-    "decomp.runtime.optimize": ("OptimizeResult", "OptimizeSettings", "optimize"),
+    "decomp.learning.optimize": ("OptimizeResult", "OptimizeSettings", "optimize"),
     "decomp.runtime.runs.api": ("RunInterrupted", "RunOptions"),
     "decomp.runtime.runs.notebook": ("Program", "Run", "load", "open_run"),
     "decomp.runtime.runs.notebook_evaluate": ("Evaluation", "evaluate"),
@@ -90,7 +90,7 @@ if TYPE_CHECKING:  # what type checkers and the API reference read
     from decomp.handlers.service import Service
     from decomp.runtime.engine.session import RunResult, Session
     from decomp.runtime.models.base import Completion, Model, ModelSettings, Request
-    from decomp.runtime.optimize import OptimizeResult, OptimizeSettings, optimize
+    from decomp.learning.optimize import OptimizeResult, OptimizeSettings, optimize
     from decomp.runtime.runs.api import RunInterrupted, RunOptions
     from decomp.runtime.runs.notebook import Program, Run, load, open_run
     from decomp.runtime.runs.notebook import arun, arun_dataset, run, run_dataset  # deprecated

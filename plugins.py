@@ -26,20 +26,21 @@ def builtin_plugins() -> tuple[ModuleType, ...]:
     """The built-in plugins a session registers, in the order they register."""
     from decomp.handlers import kinds
     from decomp.handlers.search import plugin as search
-    from decomp.handlers.textcraft import plugin as textcraft
+    from decomp.programs.adapt.textcraft import plugin as textcraft
     from decomp.runtime.models import local, openai_backend
-    from decomp.runtime.runs import scoring
-    from decomp.runtime.testing import fake, scripted
+    from decomp.runtime.scoring import metrics as scoring
+    from decomp.runtime.testing import fake
+    from decomp.programs.adapt.textcraft import scripted
 
     return (kinds, textcraft, search, local, openai_backend, fake, scripted, scoring)
 
 
 def command_plugins() -> tuple[ModuleType, ...]:
     """The built-in plugins that only add commands, in the order they register."""
-    from decomp.runtime.lsp import command as lsp
-    from decomp.runtime.optimize import command as optimize
-    from decomp.runtime.tuning import command as tune
-    from decomp.taskgraph import commands as taskgraph
+    from decomp.editors.lsp import command as lsp
+    from decomp.learning.optimize import command as optimize
+    from decomp.learning.tuning import command as tune
+    from decomp.programs.tasklama.taskgraph import commands as taskgraph
 
     return (taskgraph, tune, optimize, lsp)
 

@@ -28,7 +28,7 @@ Each input goes through what `decomp check --json FILE` does (written to a file:
 `check_file`, the JSON description, warnings and errors formatted), through the loader from
 text (`Session.load(path, text)`: lone surrogates reach the parser), and through
 `parse_module`, `parse_fewshot`, `parse_plan`, `read_plan` and `parse_step_line` as fits its
-kind; a "frames" input through the server's reader (`decomp.runtime.lsp.stdio.Frames`), which
+kind; a "frames" input through the server's reader (`decomp.editors.lsp.stdio.Frames`), which
 must pass on every well-formed frame of a stream that was not mutated, in order, never a body
 it refused, and answer every refusal with a JSON-RPC error whose id is null. A crash is any
 exception that is not the project's own (`DecompError`); a hang is an
@@ -385,8 +385,8 @@ def read_frames(data: bytes, exact: bool) -> None:
     import io
     import logging
 
-    from decomp.runtime.lsp import stdio
-    from decomp.runtime.lsp.stdio import PARSE_ERROR, Frames, Output
+    from decomp.editors.lsp import stdio
+    from decomp.editors.lsp.stdio import PARSE_ERROR, Frames, Output
 
     logging.getLogger(stdio.__name__).setLevel(logging.ERROR)  # a refusal is logged: thousands here
     out = io.BytesIO()

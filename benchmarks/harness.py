@@ -63,7 +63,7 @@ def emit(record: dict, plain: bool = False) -> dict:
     if plain:
         line = json.dumps(record) + "\n"
     else:
-        from decomp.runtime.runs.jsonl import json_line
+        from decomp.runtime.storage.jsonl import json_line
 
         line = json_line(record)
     sys.stdout.write(line)

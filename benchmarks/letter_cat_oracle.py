@@ -89,7 +89,7 @@ def expected(text: str) -> str:
 
 def dataset_rows(rows: list[dict]) -> list:
     """`make_rows` output as the `Row`s `run_rows` takes."""
-    from decomp.runtime.runs.datasets import Row
+    from decomp.runtime.storage.datasets import Row
 
     return [Row(i, r["id"], {"question": r["question"]}, None, r["answer"]) for i, r in enumerate(rows)]
 
@@ -211,7 +211,7 @@ def run_batch(session, module, rows: list) -> tuple[Any, list[dict]]:
 
 def records_in_order(results: str) -> list[dict]:
     """The records of results lines (`run_rows`' output), in row order."""
-    from decomp.runtime.runs.jsonl import read_lines
+    from decomp.runtime.storage.jsonl import read_lines
 
     return sorted((line.value for line in read_lines(results)), key=lambda r: r["index"])
 

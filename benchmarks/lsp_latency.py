@@ -14,7 +14,7 @@ temporary directory). Times are taken when the client has read the server's mess
     hover_ms, completion_ms,    REQUESTS requests each on the idle server, median and p99: hover on
     definition_ms               a `#1`, completion just inside `QS: [`, definition of a handler name
     big_check_s                 didOpen of a valid program of BIG_KB KB (`_big_program` of
-                                tests/runtime/lsp/test_hostile.py) -> its diagnostics
+                                tests/editors/lsp/test_hostile.py) -> its diagnostics
     hover_ms_during_big_check   hovers on the small document (one every 50 ms) until then: median,
                                 p99, max; hover_p99_over_typing_interval = that p99 / 100 ms (a fast
                                 typist's ~10 keys a second): above 1, a key waits for the answer;
@@ -130,7 +130,7 @@ async def _measure(folder: Path, args) -> dict:
     from pygls.uris import from_fs_path
     from pytest_lsp import ClientServerConfig
 
-    from decomp.runtime.lsp.server import DEBOUNCE_S
+    from decomp.editors.lsp.server import DEBOUNCE_S
 
     path = folder / "decomp" / PROGRAM.name
     text = path.read_text(encoding="utf-8")

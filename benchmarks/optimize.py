@@ -13,7 +13,7 @@ One mock server in a child process (latency --latency, 0.05 s) answers both side
 dev and test splits (--train/--dev/--test rows, balanced over the kinds, --seed) are written to
 a temporary folder. Then:
 
-(a) decomp: `decomp.runtime.optimize.optimize` on wordops.decomp (student "openai:student",
+(a) decomp: `decomp.learning.optimize.optimize` on wordops.decomp (student "openai:student",
     teacher "openai:teacher", --candidates, --max-demos, --seed, concurrency --concurrency, a
     fresh step cache): `calls` = the server's requests during it, `wall_s` its wall time,
     `dev_score` the chosen candidate's; then `run_dataset` of the optimised program
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 def measure_decomp(server: Server, splits: dict[str, Path], folder: Path, args) -> dict:
     """(a): the optimiser's calls, wall time and chosen dev score, then the test scores."""
-    from decomp.runtime.optimize import optimize
+    from decomp.learning.optimize import optimize
     from decomp.runtime.runs.api import RunOptions, run_dataset
 
     def options(name: str) -> RunOptions:
@@ -140,6 +140,6 @@ if __name__ == "__main__":
     try:
         main()
     except ImportError as exc:
-        if exc.name != "decomp.runtime.optimize":
+        if exc.name != "decomp.learning.optimize":
             raise
-        sys.exit(f"decomp.runtime.optimize is not there (decomp optimize): {exc}")
+        sys.exit(f"decomp.learning.optimize is not there (decomp optimize): {exc}")

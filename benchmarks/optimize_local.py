@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="local:gemma-3-270m")
     args = p.parse_args(argv)
-    from decomp.runtime.optimize import optimize
+    from decomp.learning.optimize import optimize
     from decomp.runtime.runs.api import RunOptions, find_program, run_dataset
 
     folder = Path(tempfile.mkdtemp(prefix="optimize-local-"))

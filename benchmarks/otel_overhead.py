@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--pairs", type=int, default=2, help="critical-path runs per side")
     args = p.parse_args(argv)
 
-    from tests.runtime.runs.otel_receiver import EXPERIMENT_HEADER, mlflow_receiver
+    from tests.runtime.exports.otel_receiver import EXPERIMENT_HEADER, mlflow_receiver
     import os
 
     with tempfile.TemporaryDirectory() as tmp, mlflow_receiver(Path(tmp) / "mlflow") as (url, client):

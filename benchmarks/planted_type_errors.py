@@ -152,7 +152,7 @@ def problems(path: Path) -> tuple[list[str], int]:
     """`check_file` on `path`, as `decomp check` calls it: its errors as `file:line:col:
     message`, and how many warnings."""
     from decomp.dsl.errors import DecompError, Diagnostics
-    from decomp.handlers.trust import FolderTrust
+    from decomp.handlers.sandbox.trust import FolderTrust
     from decomp.runtime.engine.checking import check_file
 
     try:

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--cpus", type=int, default=4, help="CPUs the local Ray instance has (one per worker)")
     args = p.parse_args(argv)
     counts = [int(n) for n in args.workers.split(",")]
-    from decomp.runtime.runs.ray_limits import LOOPBACK_ONLY
+    from decomp.runtime.cluster.limits import LOOPBACK_ONLY
 
     os.environ.update(LOOPBACK_ONLY)  # every port of the instance on 127.0.0.1
     os.environ.setdefault("OPENAI_API_KEY", "benchmark")
@@ -78,9 +78,8 @@ def main(argv: list[str] | None = None) -> dict:
 def _run(server, data: Path, run_dir: Path, workers: int, args) -> dict:
     """One run (workers 0: in this process), measured."""
     from decomp.runtime.runs.api import RunOptions, run_dataset
-    from decomp.runtime.runs.ray_rows import Cluster
-    from decomp.runtime.runs.rundir import RunDir
-
+    from decomp.runtime.cluster.rows import Cluster
+    from decomp.runtime.storage.rundir import RunDir
     options = RunOptions(model="openai:oracle", base_url=server.base_url, concurrency=args.concurrency,
                          cache_mode="off")
     server.reset_stats()

@@ -61,9 +61,10 @@ def main(argv: list[str] | None = None) -> dict:
     p = arguments(__doc__, argv, rows=10000, server=False)
     args = p.parse_args(argv)
 
-    from decomp.runtime.runs.jsonl import write_jsonl
-    from decomp.runtime.runs.rundir import RESULTS, TRACES, RunDir, make_manifest
-
+    from decomp.runtime.storage.jsonl import write_jsonl
+    from decomp.runtime.storage.layout import RESULTS, TRACES
+    from decomp.runtime.storage.manifest import make_manifest
+    from decomp.runtime.storage.rundir import RunDir
     batch = dataset_rows(make_rows(args.rows, args.words, args.seed))
     null_wall = _run(batch, lambda record, trace: None)
     with tempfile.TemporaryDirectory() as tmp:

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     from jinja2 import StrictUndefined
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from decomp.handlers.templates import JINJA
+    from decomp.handlers.sandbox.templates import JINJA
 
     plain = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
     sources = {"multi_hop": (REPO / "programs/odqa/prompts/multi_hop.j2").read_text(), "fewshot": FEWSHOT}

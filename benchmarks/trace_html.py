@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         sys.exit("benchmarks/trace_html.py: Debian packages chromium and chromium-driver are not installed")
 
-    from decomp.runtime.runs.rundir import RunDir
+    from decomp.runtime.storage.rundir import RunDir
     from decomp.runtime.views.page import render_html
 
     with tempfile.TemporaryDirectory(prefix="decomp-trace-html-") as tmp:
@@ -102,7 +102,7 @@ def make_run(folder: Path, args) -> Path:
     """A run directory of `decomp/letter_cat_llm` on args.rows rows, made through the command line."""
     from click.testing import CliRunner
     from decomp.runtime.cli import main as cli
-    from decomp.runtime.runs.jsonl import write_jsonl
+    from decomp.runtime.storage.jsonl import write_jsonl
 
     data = folder / "data.jsonl"
     write_jsonl(data, make_rows(args.rows, args.words, args.seed))

@@ -48,7 +48,7 @@ def tiny_base():
     """A random 2-layer Gemma 3 of the real vocabulary size (no weights read)."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    from decomp.runtime.tuning.base import Base
+    from decomp.learning.tuning.base import Base
 
     config = Gemma3TextConfig(vocab_size=262144, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                               num_attention_heads=2, num_key_value_heads=1, head_dim=32)
@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch
 
-    from decomp.runtime.tuning.base import load_base
-    from decomp.runtime.tuning.trainer import Encoded, batch_loss, initial_embeddings
+    from decomp.learning.tuning.base import load_base
+    from decomp.learning.tuning.trainer import Encoded, batch_loss, initial_embeddings
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

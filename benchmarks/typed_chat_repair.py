@@ -195,7 +195,7 @@ def run_decomp(base_url: str, rows: list[dict], folder: Path, concurrency: int) 
     from decomp.runtime.engine.session import Session
     from decomp.runtime.models.base import ModelSettings
     from decomp.runtime.runs.batch import run_rows
-    from decomp.runtime.runs.datasets import Row
+    from decomp.runtime.storage.datasets import Row
 
     (folder / "words.txt").write_text(FEWSHOT, encoding="utf-8")
     (folder / "words.decomp").write_text(PROGRAM, encoding="utf-8")

@@ -84,7 +84,7 @@ def dataset(kind: Path | str, rows: int, commaqa: Path, folder: Path) -> Path:
         return commaqa
     if kind != "tasklama":
         return kind
-    from decomp.taskgraph.data import read_mscomplextasks
+    from decomp.programs.tasklama.taskgraph.data import read_mscomplextasks
 
     path = folder / "tasklama.jsonl"
     tasks = read_mscomplextasks(TASKS)[:rows]
@@ -195,8 +195,7 @@ def run_way(name: str, way: str, model, rows: int, data: Path, folder: Path) -> 
     module's docstring)."""
     from decomp import Session
     from decomp.runtime.runs.api import RunOptions, find_program, run_dataset
-    from decomp.runtime.runs.rundir import RunDir
-
+    from decomp.runtime.storage.rundir import RunDir
     program, main, _ = PROGRAMS[name]
     module = Session().load(find_program(program))
     started = time.perf_counter()

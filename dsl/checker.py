@@ -22,7 +22,7 @@ from decomp.dsl.errors import CheckError, CheckWarning, InputError
 from decomp.dsl.walks import iter_steps
 
 FAN_OUT_HINT = "exactly one #n naming the list to iterate over, or, with no #n, one named input (#items)"
-#: The metrics a module may declare (`metric NAME`); runtime/runs/scoring.py implements each:
+#: The metrics a module may declare (`metric NAME`); runtime/scoring/metrics.py implements each:
 #: em (DROP exact match), set_em (order-free lists), f1 (DROP token F1), exact (the very text).
 #: Besides these, a plugin's registered metric or a function of one's own (`metric mod:fn`).
 METRIC_NAMES = ("em", "set_em", "f1", "exact")

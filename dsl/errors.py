@@ -6,7 +6,7 @@ offending text and, when known, what was expected.
 Every error a user can see derives from `DecompError`: the command line prints it as a worded
 message and takes anything else for a bug (its traceback, then a line asking for a report).
 Errors that Python callers have long caught as a builtin keep it as a mixin (`InputError`,
-`decomp.runtime.runs.compare.CompareError`, ... are `ValueError`s too);
+`decomp.runtime.scoring.compare.CompareError`, ... are `ValueError`s too);
 tests/dsl/test_error_root.py lists every exception class of the package and which side it is on.
 """
 from __future__ import annotations

@@ -21,8 +21,8 @@ from decomp.dsl.answer_types import ANY, SchemaFile, Type, TypeProblem, parse_ty
 from decomp.dsl.nodes import HandlerDecl, Span
 from decomp.dsl.repair import fit
 from decomp.handlers.call import Call
-from decomp.handlers.offload import bounded, bounded_await
-from decomp.handlers.trust import NO_TRUST, FolderTrust, PathRefused, Trust, inside, refusal
+from decomp.handlers.sandbox.offload import bounded, bounded_await
+from decomp.handlers.sandbox.trust import NO_TRUST, FolderTrust, PathRefused, Trust, inside, refusal
 
 __all__ = ["Call", "Handler", "LoadContext", "NoOptions", "Options", "step_calls"]
 
@@ -64,7 +64,7 @@ class LoadContext:
     #: directory copies as "the exact program used".
     files: set[Path] = field(default_factory=set)
     #: The folders the program may read files from (its own folder first, see
-    #: `decomp.handlers.trust.Trust.program_roots`); None: not confined (a context built by hand).
+    #: `decomp.handlers.sandbox.trust.Trust.program_roots`); None: not confined (a context built by hand).
     roots: tuple[Path, ...] | None = None
     #: The folders whose Python a check may import (`decomp check`, `decomp lsp`); None: a run,
     #: which imports the program's own modules (running a program is consent to run its code).
@@ -245,7 +245,7 @@ class Handler:
         """Release what the handler holds (connections, indexes); the session calls it when a
         run ends."""
 
-    # ---- bounded synchronous work (see `decomp.handlers.offload`)
+    # ---- bounded synchronous work (see `decomp.handlers.sandbox.offload`)
     def time_limit(self, call: Call) -> float:
         """Seconds `call`'s synchronous work may take: the handler's `timeout=` option when
         written, else its session's (`call.limits`: `--handler-timeout`, default 10 s), or the

@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from decomp.dsl.nodes import Span, Step
     from decomp.handlers.environment import Environment
     from decomp.handlers.registry import Registry
-    from decomp.handlers.offload import Limits
-    from decomp.handlers.trust import Trust
+    from decomp.handlers.sandbox.offload import Limits
+    from decomp.handlers.sandbox.trust import Trust
     from decomp.handlers.service import Service
     from decomp.handlers.soft_prompts import SoftPrompt
     from decomp.dsl.answer_types import Constraint
@@ -131,12 +131,12 @@ class Call:
     @property
     def trust(self) -> "Trust":
         """What the session running this call lets its programs reach beyond their folders (the
-        modules trusted, the folders allowed: `decomp.handlers.trust.Trust`)."""
+        modules trusted, the folders allowed: `decomp.handlers.sandbox.trust.Trust`)."""
         raise NotImplementedError
 
     @property
     def limits(self) -> "Limits":
         """What the session running this call lets it use: the time and memory a call whose
         handler sets none may take, the size of an answer made in a worker process, and whether
-        user Python runs in worker processes (`decomp.handlers.offload.Limits`)."""
+        user Python runs in worker processes (`decomp.handlers.sandbox.offload.Limits`)."""
         raise NotImplementedError

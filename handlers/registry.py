@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from decomp.dsl.errors import DecompError
-from decomp.handlers.imports import import_function, module_allowance
-from decomp.handlers.trust import NO_TRUST, Trust
+from decomp.handlers.sandbox.imports import import_function, module_allowance
+from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 
 
 class RegistryConflict(DecompError, ValueError):
@@ -82,7 +82,7 @@ class Registry:
         """A registered function by name, or a `module:attr` Python function imported on demand,
         the module looked for in `folder` (the program's own folder) first. Only modules whose
         file lies in `folder` (or in a folder of `local`, the main program's) and those `trust`
-        trusts (`decomp.handlers.trust.Trust`) are imported; see `function_problem` for why one is refused."""
+        trusts (`decomp.handlers.sandbox.trust.Trust`) are imported; see `function_problem` for why one is refused."""
         if name in self.functions:
             return self.functions[name]
         found = import_function(name, folder, local, trust)

@@ -15,10 +15,10 @@ from click.core import ParameterSource
 from decomp.dsl.errors import DecompError, DecompSyntaxError, Diagnostics
 from decomp.dsl.values import printable, storable_json
 from decomp.handlers import plugins
-from decomp.handlers.trust import FolderTrust, Trust
+from decomp.handlers.sandbox.trust import FolderTrust, Trust
 from decomp.runtime.engine.checking import check_file, file_warnings, looks_like
 from decomp.runtime.engine.loader import PluginNotTrusted, load_plugin
-from decomp.runtime.runs import evaluation
+from decomp.runtime.scoring import evaluation
 from decomp.runtime.runs.api import (
     PROGRAMS_DIR,
     RunInterrupted,
@@ -29,7 +29,8 @@ from decomp.runtime.runs.api import (
     user_folders,
     with_fields,
 )
-from decomp.runtime.runs import dryrun, otel
+from decomp.runtime.runs import dryrun
+from decomp.runtime.exports import otel
 from decomp.runtime.runs.command_options import (
     folder_trust_option,
     given_again,
@@ -37,11 +38,12 @@ from decomp.runtime.runs.command_options import (
     session_options,
     trust_options,
 )
-from decomp.runtime.runs.metric_calls import MetricLimits
-from decomp.runtime.runs.datasets import Row, read_rows, window
+from decomp.runtime.scoring.metric_calls import MetricLimits
+from decomp.runtime.storage.datasets import Row, read_rows, window
 from decomp.runtime.runs.resumed import recorded_run
-from decomp.runtime.runs.rundir import RunDir, RunDirError
-from decomp.runtime.runs.ray_rows import Cluster
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.rundir import RunDir
+from decomp.runtime.cluster.rows import Cluster
 from decomp.runtime.runs.shards import Shard, merge_runs
 from decomp.runtime.models.replay import ReplayModel
 from decomp.runtime.views.describe import describe
@@ -766,7 +768,7 @@ def compare_command(runs: tuple[Path, ...], metrics: tuple[str, ...], group_by: 
 
     Exit status 0 when compared, 1 when a run cannot be read or has no scores, 2 for a usage error.
     """
-    from decomp.runtime.runs import compare
+    from decomp.runtime.scoring import compare
     from decomp.runtime.views import compare as view
 
     if len(runs) < 2:

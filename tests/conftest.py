@@ -43,10 +43,10 @@ def _private_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own step-cache folder: no test reads another's cached results."""
     monkeypatch.setenv("DECOMP_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("DECOMP_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
-    # the folders a user trusts (handlers/trust.py) are theirs, not the tests': none unless a test says so
+    # the folders a user trusts (handlers/sandbox/trust.py) are theirs, not the tests': none unless a test says so
     monkeypatch.delenv("DECOMP_TRUSTED_FOLDERS", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
-    # the owner key that signs `decomp optimize`'s folders (runtime/optimize/owner_key.py): the test's own
+    # the owner key that signs `decomp optimize`'s folders (learning/optimize/owner_key.py): the test's own
     monkeypatch.setenv("DECOMP_STATE_DIR", str(tmp_path_factory.mktemp("state")))
 
 

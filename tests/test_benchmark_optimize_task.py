@@ -44,7 +44,7 @@ def test_every_operation_changes_every_word():
 def test_decomp_em_sees_every_wrong_answer():
     """decomp's em normalises (case, punctuation, articles, numbers): it still tells the
     student's unchanged words from every right answer, as DSPy's exact match does."""
-    from decomp.runtime.runs.scoring import em
+    from decomp.runtime.scoring.metrics import em
 
     for row in make_splits(seed=0)["test"]:
         words = row["question"].split('"')[3]

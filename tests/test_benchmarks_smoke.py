@@ -197,7 +197,7 @@ def _check_optimize_record(r: dict, k: int) -> None:
 @pytest.mark.slow
 def test_optimize(elsewhere):
     """benchmarks/optimize.py: decomp optimize, and DSPy's side when /tmp/dspyvenv has DSPy.
-    Needs decomp.runtime.optimize (decomp optimize)."""
+    Needs decomp.learning.optimize (decomp optimize)."""
     r = _run("optimize", "--train", "8", "--dev", "8", "--test", "8", "--candidates", "2", "--max-demos", "2",
              "--latency", "0.01", "--concurrency", "4", cwd=elsewhere)
     _check_optimize_record(r, 2)

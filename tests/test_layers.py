@@ -1,6 +1,7 @@
-"""The package's layers run one way (cli -> views | taskgraph -> runs -> engine -> testing ->
-models -> handlers -> dsl): the import-linter contracts in pyproject.toml hold, with no
-exceptions listed, and no module is named after a standard-library module."""
+"""The package's layers run one way (plugins -> cli | testing | programs -> views | cluster |
+learning | editors -> runs -> exports | scoring -> storage -> engine -> models -> handlers ->
+dsl): the import-linter contracts in pyproject.toml hold, with no exceptions listed, and no
+module is named after a standard-library module."""
 import os
 import shutil
 import subprocess

@@ -216,7 +216,7 @@ def test_the_foreign_flags_are_where_they_are_said_to_be():
     ("`--no-such-flag`", "no decomp command has --no-such-flag"),
     pytest.param("python benchmarks/memory.py --rows 5 --no-such-flag", "benchmarks/memory.py has no --no-such-flag",
                  marks=pytest.mark.slow),
-    pytest.param("python -m decomp.taskgraph.scorer train --gold G --no-such-flag", "scorer train has no --no-such-flag",
+    pytest.param("python -m decomp.programs.tasklama.taskgraph.scorer train --gold G --no-such-flag", "scorer train has no --no-such-flag",
                  marks=pytest.mark.slow),
     ("frobnicate --fast", "no decomp command has --fast"),
     ("budget exhausted (raise it with --max-row-hander-calls N)", "no decomp command has --max-row-hander-calls"),

@@ -15,7 +15,7 @@ the way the imports do. The rules the text is held to (prose outside them is not
   from the floors below its own (imports at any depth count, as tests/test_layers.py reads them);
   and every folder whose members import one another has an entry.
 * The layers diagram (ARCHITECTURE.md's first block): the paths that begin its lines
-  (`runtime/views/  taskgraph/ ...`, `runtime/cli.py`) exist, and its folders are exactly the
+  (`runtime/views/  learning/ ...`, `runtime/cli.py`) exist, and its folders are exactly the
   top-level packages (`runtime/` and `programs/` aside) and `runtime/`'s subpackages.
 """
 from __future__ import annotations

@@ -34,7 +34,7 @@ from decomp.handlers.conversation import Message, Reply, Tool, ToolCall, role_ma
 from decomp.handlers.environment import Environment
 from decomp.handlers.kinds.environment import ActsOnEnvironment
 from decomp.handlers.kinds.prompt import source_problems, source_text, template_error, template_warnings
-from decomp.handlers.templates import JINJA, RENDER_GRACE
+from decomp.handlers.sandbox.templates import JINJA, RENDER_GRACE
 
 COMPLETED, FAILED = "task completed", "task failed"
 

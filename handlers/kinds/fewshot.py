@@ -7,7 +7,7 @@ from decomp.dsl import nodes
 from decomp.dsl.errors import CheckError, DecompError, Diagnostics
 from decomp.dsl.parser import not_read, parse_fewshot, read_fewshot
 from decomp.handlers.base import Handler
-from decomp.handlers.trust import PathRefused
+from decomp.handlers.sandbox.trust import PathRefused
 
 
 def load_fewshot(handler: Handler) -> nodes.FewShot | None:

@@ -20,7 +20,7 @@ from decomp.dsl.errors import CheckError, Failure
 from decomp.dsl.repair import fit
 from decomp.dsl.values import item_text, json_text, parse_output
 from decomp.handlers.base import Call, Handler, Options, step_calls
-from decomp.handlers.trust import PathRefused
+from decomp.handlers.sandbox.trust import PathRefused
 from decomp.dsl.walks import iter_steps, number_steps
 
 

@@ -4,7 +4,7 @@ Few-shot rendering: the examples as written, a blank line, the `context` input i
 then `Q: <query>` and `A:` (or `QC: <query>` and `QS:` when the examples are QC-style) and the
 model completes the line. Templates see `query`, `values`, `inputs` and each input by name,
 with StrictUndefined: a missing variable is an error, not an empty string. A template renders in
-`decomp.handlers.templates.JINJA` (bounded sizes, output, loops and operators) off the event
+`decomp.handlers.sandbox.templates.JINJA` (bounded sizes, output, loops and operators) off the event
 loop, within the handler's time limit (`timeout=` seconds; not written: the run's
 `--handler-timeout`), where the render stops itself; and so does `answer_regex` on the model's
 output. `decomp check` warns about a template whose output can grow without bound.
@@ -30,9 +30,9 @@ from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.conversation import Message, fewshot_conversation, role_marker, split_roles, with_query, with_system
 from decomp.handlers.kinds.fewshot import check_file, fewshot_error, load_fewshot
 from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems, soft_prompt_warnings
-from decomp.handlers.template_growth import growth_warnings
+from decomp.handlers.sandbox.template_growth import growth_warnings
 from decomp.handlers.kinds.tools import with_tools
-from decomp.handlers.templates import JINJA, RENDER_GRACE
+from decomp.handlers.sandbox.templates import JINJA, RENDER_GRACE
 
 __all__ = ["JINJA", "PromptHandler", "PromptOptions"]
 

@@ -12,11 +12,11 @@ modules it imports (`function_sources`), read from disk on every call; a module 
 changed since it was imported is re-imported first (`fresh_function`), so a cached run never
 answers what a fresh process would not.
 
-A call runs in a worker process (`decomp.handlers.workers`), where its deadline stops it and a
+A call runs in a worker process (`decomp.handlers.sandbox.workers`), where its deadline stops it and a
 memory limit holds it: the parent decides what may be called and how it is found
 (`worker_target`), the worker imports that very file and calls it (`answer_in_worker`), re-imported
 there too when the sources the parent hashed (`function_sources`) changed. A function a worker
-cannot import (a lambda, a closure, one of `__main__`) runs in a thread (`decomp.handlers.offload`),
+cannot import (a lambda, a closure, one of `__main__`) runs in a thread (`decomp.handlers.sandbox.offload`),
 not containable: past its limit it is abandoned, and no memory limit applies.
 """
 from __future__ import annotations
@@ -47,12 +47,12 @@ from decomp.dsl.text import shorten
 from decomp.dsl.values import Failed
 from decomp.handlers.base import Call, Handler
 from decomp.handlers.base import Options as BaseOptions
-from decomp.handlers.offload import TimeLimitError
-from decomp.handlers.imports import (first_on_path, import_module, local_module_file, module_file,
+from decomp.handlers.sandbox.offload import TimeLimitError
+from decomp.handlers.sandbox.imports import (first_on_path, import_module, local_module_file, module_file,
                                      untrusted_folder)
 from decomp.handlers.registry import Registry, default_registry
-from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust, not_imported
-from decomp.handlers.workers import call_in_worker, capped
+from decomp.handlers.sandbox.trust import NO_TRUST, FolderTrust, Trust, not_imported
+from decomp.handlers.sandbox.workers import call_in_worker, capped
 
 #: What a function may ask for by naming a parameter.
 ARGUMENTS = ("query", "values", "inputs")
@@ -66,7 +66,7 @@ class PythonHandler(Handler):
                 is looked for in the program's own folder first, then on the import path.
                 Only registered functions, modules whose file is in the program's folder and
                 trusted modules (`--trust MODULE`, `DECOMP_TRUST`) may be called: see
-                `decomp.handlers.trust`; anything else is a check error, imported never.
+                `decomp.handlers.sandbox.trust`; anything else is a check error, imported never.
       timeout   seconds one call may take (> 0); not written: the run's `--handler-timeout`
                 (default 10 s). Past it the call's worker process is killed.
       memory    MiB one call may add to its worker process (> 0; held by RLIMIT_DATA, its
@@ -129,7 +129,7 @@ class PythonHandler(Handler):
 
     def _untrusted(self, trust: FolderTrust | None) -> str | None:
         """For a check (`trust` given): why the function is not imported, when the folder of its
-        module is not trusted (`decomp.handlers.imports.untrusted_folder`); else None."""
+        module is not trusted (`decomp.handlers.sandbox.imports.untrusted_folder`); else None."""
         name = self.options.function
         if trust is None or name in self._registry.functions:
             return None
@@ -227,7 +227,7 @@ class PythonHandler(Handler):
 
     async def _contained(self, target: dict[str, Any], plan: tuple[str, ...], sources: list["Source"],
                          call: Call, what: str) -> Any:
-        """The call in a worker process (`decomp.handlers.workers`), under the time and memory limits."""
+        """The call in a worker process (`decomp.handlers.sandbox.workers`), under the time and memory limits."""
         payload = {"target": target, "folder": None if self._folder is None else str(self._folder),
                    "sources": [(s.module, str(s.path), s.sha256) for s in sources], "plan": plan,
                    "query": call.query, "values": list(call.values) if "values" in plan else None,
@@ -537,7 +537,7 @@ def _call(fn: Callable[..., Any], plan: tuple[str, ...], call: Call) -> Any:
     return result if inspect.isawaitable(result) else _json_answer(result)
 
 
-# ---- in a worker process (`decomp.handlers.workers`)
+# ---- in a worker process (`decomp.handlers.sandbox.workers`)
 #: What a worker runs for a call (`answer_in_worker`).
 WORKER_ENTRY = "decomp.handlers.kinds.python:answer_in_worker"
 

@@ -65,7 +65,7 @@ from decomp.dsl.errors import CheckError, HandlerError
 from decomp.dsl.text import shorten
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.search.elastic import DEFAULT_CALL_DEADLINE
-from decomp.handlers.trust import ROOTS_ENV, inside
+from decomp.handlers.sandbox.trust import ROOTS_ENV, inside
 
 FIELDS = ("id", "title", "text", "score")
 MAX_K = 1000

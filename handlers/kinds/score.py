@@ -19,7 +19,7 @@ from decomp.dsl.errors import CheckError, CheckWarning, HandlerError
 from decomp.handlers.base import Call, Handler, Options
 from decomp.handlers.kinds.prompt import template_warnings
 from decomp.handlers.kinds.soft_prompt_option import handler_soft_prompt, soft_prompt_problems, soft_prompt_warnings
-from decomp.handlers.templates import JINJA, RENDER_GRACE
+from decomp.handlers.sandbox.templates import JINJA, RENDER_GRACE
 
 
 class ScoreOptions(Options):

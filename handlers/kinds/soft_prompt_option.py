@@ -19,7 +19,7 @@ import hashlib
 from decomp.dsl.errors import CheckError, CheckWarning, HandlerError
 from decomp.handlers.base import Handler
 from decomp.handlers.soft_prompts import SoftPrompt, SoftPromptError, read_soft_prompt
-from decomp.handlers.trust import PathRefused
+from decomp.handlers.sandbox.trust import PathRefused
 
 __all__ = ["endpoint_spec", "handler_soft_prompt", "pending_soft_prompts", "soft_prompt_problems",
            "soft_prompt_warnings"]

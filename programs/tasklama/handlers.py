@@ -22,8 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from decomp.taskgraph.data import linear, without_cycles
-from decomp.taskgraph.metrics import valid_edge
+from decomp.programs.tasklama.taskgraph.data import linear, without_cycles
+from decomp.programs.tasklama.taskgraph.metrics import valid_edge
 
 
 _NUMBERED = re.compile(r"^\s*(?:\d+\s*[.)]|[-*•])\s*(.*\S)\s*$")
@@ -107,17 +107,17 @@ def _ranked(sequences: list[list[str]], inputs: Mapping[str, Any]) -> list[list[
 
 @lru_cache(maxsize=1)
 def _similarity():
-    from decomp.taskgraph.similarity import get_similarity
+    from decomp.programs.tasklama.taskgraph.similarity import get_similarity
 
     return get_similarity("use")
 
 
 @lru_cache(maxsize=4)
 def _scorer(path: str):
-    from decomp.taskgraph.scorer import Scorer
+    from decomp.programs.tasklama.taskgraph.scorer import Scorer
 
     if not Path(path).is_file():
-        raise FileNotFoundError(f"no trained scorer at {path}: train one with python -m decomp.taskgraph.scorer")
+        raise FileNotFoundError(f"no trained scorer at {path}: train one with python -m decomp.programs.tasklama.taskgraph.scorer")
     return Scorer.load(path)
 
 

@@ -20,8 +20,8 @@ from decomp.dsl.waits import Waits, counting_waits
 from decomp.handlers.kinds.environment import EnvironmentHandler
 from decomp.handlers.registry import Registry
 from decomp.handlers.service import Service
-from decomp.handlers.offload import Limits
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.offload import Limits
+from decomp.handlers.sandbox.trust import Trust
 from decomp.runtime.engine.budgets import current_row
 from decomp.runtime.engine.containment import run_kind
 from decomp.runtime.engine.tracing import TraceNode

@@ -24,7 +24,7 @@ from decomp.dsl.limits import MAX_SOURCE_CHARS, normalize_newlines
 from decomp.dsl.parser import parse_fewshot, parse_module, read_text
 from decomp.handlers.kinds.python import PythonHandler
 from decomp.handlers.registry import Registry, default_registry
-from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust, inside
+from decomp.handlers.sandbox.trust import NO_TRUST, FolderTrust, Trust, inside
 from decomp.runtime.engine.loader import LoadedModule
 from decomp.runtime.engine.session import Session
 from decomp.runtime.models.base import Backend, ModelFile

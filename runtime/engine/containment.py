@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from decomp.dsl.errors import HandlerError
 from decomp.handlers.call import Call
-from decomp.handlers.offload import TimeLimitError, overrun_message
+from decomp.handlers.sandbox.offload import TimeLimitError, overrun_message
 from decomp.runtime.engine.budgets import current_row
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -23,11 +23,11 @@ from decomp.dsl.parser import not_read, parse_module, read_text
 from decomp.handlers.base import Handler, LoadContext
 from decomp.handlers.kinds.environment import ActsOnEnvironment, EnvironmentHandler
 from decomp.handlers.kinds.python import user_traceback
-from decomp.handlers.imports import (files_run_by_import, find_module_file, import_function, import_module,
+from decomp.handlers.sandbox.imports import (files_run_by_import, find_module_file, import_function, import_module,
                                      local_module_file, untrusted_folder)
 from decomp.handlers.plugins import add_plugin_module, load as load_plugins
 from decomp.handlers.registry import Registry, RegistryConflict, default_registry
-from decomp.handlers.trust import (NO_TRUST, TRUSTED_FOLDERS_ENV, FolderTrust, PathRefused, Trust, inside, not_imported,
+from decomp.handlers.sandbox.trust import (NO_TRUST, TRUSTED_FOLDERS_ENV, FolderTrust, PathRefused, Trust, inside, not_imported,
                                    refusal, trust_list_file)
 from decomp.runtime.models.base import CONSTRAIN_MODES, Backend
 
@@ -158,7 +158,7 @@ class _Loader:
         self.trusted_folders = trusted_folders
         self.active = active
         #: Where this load may read files (the main program's folder first): `import` and `file=`
-        #: paths outside them are refused unread (see `decomp.handlers.trust`).
+        #: paths outside them are refused unread (see `decomp.handlers.sandbox.trust`).
         self.roots = roots
         self.errors: list[DecompError] = []
         #: Warnings of the load itself (a backend's at a model declaration), kept on the module.

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 from decomp.dsl.errors import DecompError, InternalError, ModelError
 from decomp.dsl.values import Failed, json_text, outcome
 from decomp.handlers.base import Handler
-from decomp.handlers.offload import Limits
+from decomp.handlers.sandbox.offload import Limits
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, default_registry
 from decomp.handlers.service import Service
-from decomp.handlers.trust import NO_TRUST, FolderTrust, Trust
+from decomp.handlers.sandbox.trust import NO_TRUST, FolderTrust, Trust
 from decomp.runtime.engine.budgets import CURRENT_ROW, Budget, RowContext, SharedRun, Usage, current_row
 from decomp.runtime.engine.cache import StepCache, cache_key
 from decomp.runtime.engine.containment import run_kind
@@ -92,10 +92,10 @@ class Session:
     budget: model, token and service budgets, and the handler-call and memory budgets (`Budget`)
     handler_timeout: seconds one handler call's synchronous work (a Python function, the
             calculator, a regex, a template) may take, for handlers with no `timeout=` of their
-            own (None: 10 s); such work runs off the event loop (`decomp.handlers.offload`)
+            own (None: 10 s); such work runs off the event loop (`decomp.handlers.sandbox.offload`)
     handler_memory_mb: MiB one call of a user's Python function may add to its worker process,
             for python handlers with no `memory=` of their own (None: 1,024 MiB; see
-            `decomp.handlers.workers`)
+            `decomp.handlers.sandbox.workers`)
     python_workers: True (the default): python handlers' functions run in worker processes,
             stopped at their limits; False: in threads of this process, not contained (for
             test doubles that patch a helper's module, and for a debugger)

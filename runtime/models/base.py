@@ -22,7 +22,7 @@ from decomp.dsl.errors import ModelError, TransientModelError
 from decomp.dsl.answer_types import Constraint
 from decomp.handlers.conversation import Message, Reply, Tool, ToolCall
 from decomp.handlers.service import CURRENT_SLOT, Service, Slot
-from decomp.handlers.trust import NO_TRUST, Trust
+from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 
 if TYPE_CHECKING:  # pragma: no cover
     from decomp.handlers.base import LoadContext

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from decomp.dsl.redact import redact_url
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 from decomp.runtime.engine.budgets import DEFAULT_ANSWER_MB, DEFAULT_ROW_HANDLER_CALLS, Budget
 from decomp.runtime.engine.cache import StepCache, default_cache_dir
 from decomp.runtime.engine.loader import LoadedModule
@@ -38,28 +38,21 @@ from decomp.runtime.engine.session import Session
 from decomp.runtime.engine.syncrun import run_sync
 from decomp.runtime.models.base import DEFAULT_ATTEMPT_DEADLINE, DEFAULT_CALL_DEADLINE, Model, ModelSettings
 from decomp.runtime.models.prices import load_prices
-from decomp.runtime.runs import otel
+from decomp.runtime.exports import otel
 from decomp.runtime.runs.batch import program_scorer, run_rows
-from decomp.runtime.runs.otel import RunExport
+from decomp.runtime.exports.otel import RunExport
 from decomp.runtime.runs.programs import PROGRAMS_DIR, find_program, load_program, use_main
-from decomp.runtime.runs.ray_rows import Cluster, WorkerSpec, connect, run_rows_on_ray
-from decomp.runtime.runs.datasets import window, Row, read_rows
+from decomp.runtime.runs.remote import WorkerSpec, Workers
+from decomp.runtime.storage.datasets import window, Row, read_rows
 from decomp.runtime.runs.progress import progress as progress_bar
 from decomp.runtime.runs.resumed import recorded_run, with_recorded_trust
 from decomp.runtime.runs.shards import Shard
-from decomp.runtime.runs.jsonl import json_line
-from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
-from decomp.runtime.runs.rundir import (
-    RunDir,
-    RunDirError,
-    default_run_dir,
-    latest_run,
-    make_manifest,
-    program_files,
-    read_manifest,
-    runs_root,
-)
-
+from decomp.runtime.storage.jsonl import json_line
+from decomp.runtime.scoring.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.manifest import (default_run_dir, latest_run, make_manifest, program_files, read_manifest,
+                                          runs_root)
+from decomp.runtime.storage.rundir import RunDir
 __all__ = ["PROGRAMS_DIR", "RunInterrupted", "RunOptions", "RunSummary", "arun_dataset", "find_program", "run_dataset",
            "use_main", "user_folders", "with_fields"]
 
@@ -112,7 +105,7 @@ class RunOptions:
                    Both are recorded in run.json only when set.
     metric_timeout, metric_memory_mb: the seconds (10) and MiB (1,024) one row's scoring may take
                    with a metric that is not decomp's own (a plugin's: it runs contained, in a
-                   worker process; see `decomp.runtime.runs.metric_calls`); recorded only when set.
+                   worker process; see `decomp.runtime.scoring.metric_calls`); recorded only when set.
     metric:        what rows with gold are scored with, over the program's `metric` statement: a
                    name (`em`, `exact`, a plugin's, `module:function` of the working folder) or a
                    function, called as docs/runs.md "The metric function" says (None: the
@@ -291,7 +284,7 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
                 output: str | Path | None = None, progress: bool | None = False,
                 on_note: Callable[[str], None] | None = None, fields: Mapping[str, Any] | None = None,
                 shard: Shard | str | None = None, offset: int = 0, limit: int | None = None,
-                cluster: Cluster | None = None, otlp: str | None = None,
+                cluster: Workers | None = None, otlp: str | None = None,
                 metric: str | Callable[..., Any] | None = None) -> RunSummary:
     """Run `program` on every row of `data` into a run directory: `decomp run PROGRAM --input DATA`.
 
@@ -327,12 +320,12 @@ def run_dataset(program: str | Path | LoadedModule, data: str | Path, *, model: 
     offset, limit: run only the rows at input positions `offset` to `offset + limit - 1`
               (`decomp run --offset K --limit N`; limit None: to the end), recorded in
               run.json's options; `resume` is refused for another window
-    cluster:  run the rows on Ray actors (`decomp run --ray [ADDRESS]`; `ray_rows.Cluster`):
+    cluster:  run the rows on Ray actors (`decomp run --ray [ADDRESS]`; `decomp.runtime.cluster.rows.Cluster`, or any `remote.Workers`):
               this process keeps the run directory, the limits and budgets hold for the whole
               run. Needs `program` as a path and no `session` of one's own
     otlp:     also send each row's tree as an OpenTelemetry trace to this OTLP endpoint ("": the
               one $OTEL_EXPORTER_OTLP_ENDPOINT names, as when it is set and `otlp` is None); see
-              `decomp.runtime.runs.otel`. What could not be sent is warned once; the run goes on
+              `decomp.runtime.exports.otel`. What could not be sent is warned once; the run goes on
     metric:   what rows with gold are scored with, over `options.metric` and the program's
               `metric` statement: a name (`exact`, `module:function` of the working folder) or
               a function of one's own, called as every command calls a metric (docs/runs.md,
@@ -405,7 +398,7 @@ async def arun_dataset(program: str | Path | LoadedModule, data: str | Path, *, 
                        output: str | Path | None = None, progress: bool | None = False,
                        on_note: Callable[[str], None] | None = None,
                        fields: Mapping[str, Any] | None = None, shard: Shard | str | None = None,
-                       offset: int = 0, limit: int | None = None, cluster: Cluster | None = None,
+                       offset: int = 0, limit: int | None = None, cluster: Workers | None = None,
                        otlp: str | None = None, metric: str | Callable[..., Any] | None = None) -> RunSummary:
     """`run_dataset` in a running event loop."""
     data = Path(data)
@@ -452,7 +445,7 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
                 if shard is None or shard.takes(row.index))
 
     if cluster is not None:
-        connect(cluster)  # an address nobody answers at is said before a run directory is made
+        cluster.connect()  # an address nobody answers at is said before a run directory is made
     refused = None
     if otel.wanted(otlp):
         otel.check(otlp)  # a missing SDK or an unknown protocol is said before a run directory is made
@@ -479,7 +472,7 @@ async def _arun_dataset(program, data: Path, model, options, session, main, run_
                 trust = session.trust  # the options' and the folders the fields name
                 spec = WorkerSpec(str(path.resolve()), main, _absolute(options), trust.modules,
                                   tuple(str(r) for r in trust.roots))
-                ran = await run_rows_on_ray(spec, rows(), sink, skip=run.indices, cluster=cluster)
+                ran = await cluster.run_rows(spec, rows(), sink, skip=run.indices)
         summary = run.finish(ran.rows, ran.seconds)
     except BaseException:
         run.close()

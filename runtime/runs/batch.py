@@ -7,7 +7,7 @@ in input order, each as soon as it and every row before it have ended. Each reco
 row's `index`; with gold in the data, its `gold` and `score` too: the run's metric, else the
 module's `metric` (em, set_em, f1, exact, a plugin's or `module:function`; DROP exact match when
 it declares none), called as docs/runs.md "The metric function" says (a metric not decomp's own
-runs contained, see `decomp.runtime.runs.scoring.Scorer`). A row the metric fails on (it raised, looped past its time
+runs contained, see `decomp.runtime.scoring.metrics.Scorer`). A row the metric fails on (it raised, looped past its time
 limit, exhausted its memory, returned no finite number) ends in that error: its answer is kept,
 its score is 0, and the other rows are scored.
 """
@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Container, Iterable
 
-from decomp.handlers.trust import NO_TRUST, Trust
+from decomp.handlers.sandbox.trust import NO_TRUST, Trust
 from decomp.runtime.engine.budgets import Usage
-from decomp.runtime.runs.datasets import Row, read_rows
-from decomp.runtime.runs.metric_calls import MetricError, MetricLimits
-from decomp.runtime.runs.scoring import Metric, RowToScore, Scorer, metric_row
+from decomp.runtime.storage.datasets import Row, read_rows
+from decomp.runtime.scoring.metric_calls import MetricError, MetricLimits
+from decomp.runtime.scoring.metrics import Metric, RowToScore, Scorer, metric_row
 from decomp.runtime.engine.loader import LoadedModule
-from decomp.runtime.runs.jsonl import json_line
+from decomp.runtime.storage.jsonl import json_line
 from decomp.runtime.engine.session import Session
 from decomp.runtime.engine.tracing import TraceNode
 

@@ -12,11 +12,11 @@ from typing import Iterable
 import click
 from click.core import ParameterSource
 
-from decomp.handlers.trust import TRUSTED_FOLDERS_ENV, folder_trust
+from decomp.handlers.sandbox.trust import TRUSTED_FOLDERS_ENV, folder_trust
 from decomp.runtime.engine.cache import MODES
 from decomp.runtime.models.prices import load_prices
 from decomp.runtime.runs.api import RunOptions
-from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
+from decomp.runtime.scoring.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
 
 __all__ = ["folder_trust_option", "given_again", "metric_options", "session_options", "trust_options"]
 
@@ -24,7 +24,7 @@ __all__ = ["folder_trust_option", "given_again", "metric_options", "session_opti
 def trust_options(command):
     """`--trust MODULE` and `--allow-root DIR` (both repeatable): what the program may reach
     beyond its own folder. The command gets them as `trust` and `allow_roots` (the `RunOptions`
-    fields; `decomp.handlers.trust.Trust.of(trust, allow_roots)`) and hands them to its session."""
+    fields; `decomp.handlers.sandbox.trust.Trust.of(trust, allow_roots)`) and hands them to its session."""
     wrapped = click.option("--allow-root", "allow_roots", multiple=True, metavar="DIR",
                            help="Let `import` and file= options read files in DIR too, not only in the program's "
                                 "folder and the bundled programs (repeatable; also $DECOMP_ALLOW_ROOTS).")(command)
@@ -37,7 +37,7 @@ def trust_options(command):
 def folder_trust_option(command):
     """`--trust-folder DIR` (repeatable), for the commands that check without running (`decomp
     check`, `decomp lsp`): the command gets `trusted_folders`, a `FolderTrust` of these folders,
-    the trust list file's and `$DECOMP_TRUSTED_FOLDERS`' (see `decomp.handlers.trust`). A line of
+    the trust list file's and `$DECOMP_TRUSTED_FOLDERS`' (see `decomp.handlers.sandbox.trust`). A line of
     the trust list that trusts nothing is said on stderr."""
     @functools.wraps(command)
     def wrapped(*args, trust_folders: tuple[str, ...] = (), **kwargs):

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from decomp.runtime.models.prices import Price
 from decomp.runtime.models.replay import ReplayModel
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 
 
 @dataclass

@@ -41,9 +41,11 @@ from decomp.runtime.models.base import Model
 from decomp.runtime.runs import api
 from decomp.runtime.runs.api import RunOptions, RunSummary, find_program, interrupts_said, use_main, user_folders
 from decomp.runtime.runs.bars import run_bar
-from decomp.runtime.runs.datasets import ACCEPTED, jsonl_text, read_rows
-from decomp.runtime.runs.ray_rows import Cluster
-from decomp.runtime.runs.rundir import RunDir, RunDirError, read_manifest, runs_root, sha256_file
+from decomp.runtime.storage.datasets import ACCEPTED, jsonl_text, read_rows
+from decomp.runtime.runs.remote import Workers
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.manifest import read_manifest, runs_root, sha256_file
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.runs.shards import Shard
 
 __all__ = ["Program", "Run", "load", "open_run"]
@@ -122,7 +124,7 @@ class Program:
                     resume: bool = False, force: bool = False, output: str | Path | None = None,
                     progress: bool | None = None, shard: Shard | str | None = None, offset: int = 0,
                     limit: int | None = None, metric: str | Callable[..., Any] | None = None,
-                    otlp: str | None = None, cluster: Cluster | None = None) -> Run:
+                    otlp: str | None = None, cluster: Workers | None = None) -> Run:
         """Run the program on every row of `data` into a run directory, as `decomp run PROGRAM
         --input DATA` does: the `Run` (its directory, read: `rows()`, `summary`, `trace(row)`).
 
@@ -144,7 +146,7 @@ class Program:
         metric:   what rows with gold are scored with, over the program's `metric`: a name or a
                   function (docs/runs.md, "The metric function")
         otlp:     also send each row's tree to this OpenTelemetry endpoint (`--otlp`)
-        cluster:  run the rows on Ray actors (`--ray`; `decomp.runtime.runs.ray_rows.Cluster`)
+        cluster:  run the rows on a pool of workers: Ray actors (`--ray`; `decomp.runtime.cluster.rows.Cluster`)
 
         What each does in detail: `decomp.runtime.runs.api.run_dataset`. A row's error is in its
         line (a row's `error` in `Run.rows()`), not raised; an interrupt (Ctrl-C, the stop
@@ -159,7 +161,7 @@ class Program:
                            resume: bool = False, force: bool = False, output: str | Path | None = None,
                            progress: bool | None = None, shard: Shard | str | None = None, offset: int = 0,
                            limit: int | None = None, metric: str | Callable[..., Any] | None = None,
-                           otlp: str | None = None, cluster: Cluster | None = None) -> Run:
+                           otlp: str | None = None, cluster: Workers | None = None) -> Run:
         """`run_dataset` in the caller's event loop: `await program.arun_dataset(data)`."""
         runner = {"session": self.session} if self.own_session else {"model": self.model, "options": self.options}
         done = await api.arun_dataset(self.path, _dataset_file(data, run_dir), **runner, main=self.main,

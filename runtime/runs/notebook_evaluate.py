@@ -4,7 +4,7 @@
     ev = decomp.evaluate(gold_frame, "runs/r1", metric="f1")  # gold rows in memory
     ev.score, ev.n, ev.missing, ev.to_pandas()
 
-Everything is `decomp.runtime.runs.evaluation.evaluate_files`'s work: gold rows given in memory
+Everything is `decomp.runtime.scoring.evaluation.evaluate_files`'s work: gold rows given in memory
 (a list of dicts, a DataFrame) are written to a temporary JSONL file for it
 (`datasets.jsonl_text`), and removed after.
 """
@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 from decomp.runtime.runs.api import RunSummary
 from decomp.runtime.runs.bars import counting
-from decomp.runtime.runs.datasets import ACCEPTED, jsonl_text
-from decomp.runtime.runs.evaluation import evaluate_files
-from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
+from decomp.runtime.storage.datasets import ACCEPTED, jsonl_text
+from decomp.runtime.scoring.evaluation import evaluate_files
+from decomp.runtime.scoring.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
 from decomp.runtime.runs.notebook import Run
 
 __all__ = ["Evaluation", "evaluate"]

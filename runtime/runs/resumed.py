@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from decomp.runtime.runs.rundir import RunDirError, latest_run, read_manifest, runs_root
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.manifest import latest_run, read_manifest, runs_root
 from decomp.runtime.runs.shards import Shard
 
 #: The APIs a found one may be (`RunOptions.apis`).

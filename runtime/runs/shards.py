@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from decomp.dsl.errors import DecompError, InputError
-from decomp.runtime.runs.datasets import read_rows
-from decomp.runtime.runs.rundir import (LOCK, MANIFEST, PROGRAM, SUMMARY, RunDir, RunDirError, clear, release,
-                                        write_json, writer_lock, reading_lock, sha256_file)
-
+from decomp.runtime.storage.datasets import read_rows
+from decomp.runtime.storage.layout import LOCK, MANIFEST, PROGRAM, SUMMARY, RunDirError
+from decomp.runtime.storage.locks import reading_lock, release, writer_lock
+from decomp.runtime.storage.manifest import sha256_file
+from decomp.runtime.storage.rundir import RunDir, clear, write_json
 #: Options that must agree between the shards of one run (beyond program, main, input and metric):
 #: what decides a row's answer. Run-wide budgets, concurrency and rate limits are per process.
 AGREEING_OPTIONS = ("model", "fields", "base_url", "max_row_calls", "max_row_tokens", "max_depth", "max_steps",

@@ -5,6 +5,5 @@
     llama_server.py  llama-cpp-python's OpenAI-compatible server as a child process
     misbehaving.py   an HTTP server that misbehaves on purpose, for clients' deadlines
     mock_server.py   an OpenAI-compatible mock server on 127.0.0.1 (faults, latency, statistics)
-    scripted.py      `scripted:K`: a deterministic TextCraft model of capability K
     tiny_gguf.py     a tiny random Gemma 3 written as a real GGUF file
 """

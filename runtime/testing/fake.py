@@ -25,7 +25,7 @@ A Python responder answers everything: `fake:module:function` (`responder_model`
 the string it returns; an exception it raises is that call's `ModelError`. Its calls overlap as
 a real model's do, as many at once as the run's scheduler lets in (`--concurrency`): an `async
 def` responder is awaited, a plain one runs in a thread of its own for each call. The module is
-imported as a python handler's is (`decomp.handlers.imports`): one of the program's folder (the
+imported as a python handler's is (`decomp.handlers.sandbox.imports`): one of the program's folder (the
 working folder for `--model`) or one the user trusts (`--trust MODULE`); others are refused.
 
 In the step cache a fake model stands for its answers, not only its name (`cache_identity`):
@@ -58,8 +58,8 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from decomp.handlers.imports import import_function, module_file, untrusted_folder
-from decomp.handlers.trust import NO_TRUST, Trust, inside, not_imported, refusal
+from decomp.handlers.sandbox.imports import import_function, module_file, untrusted_folder
+from decomp.handlers.sandbox.trust import NO_TRUST, Trust, inside, not_imported, refusal
 from decomp.handlers.kinds.python import code_fingerprint
 from decomp.handlers.plugins import hookimpl
 from decomp.runtime.models.base import Backend, Completion, Model, ModelError, ModelFile, Request, Score, SpecCheck

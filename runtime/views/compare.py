@@ -1,7 +1,7 @@
 """`decomp compare` shown: a text table that fits 80 columns, and a standalone HTML page whose
 charts (inline SVG: no script, no font, no network) draw each run's score and each paired
 difference from the baseline with its confidence interval. Both read the JSON-ready result of
-`decomp.runtime.runs.compare.compare_runs`.
+`decomp.runtime.scoring.compare.compare_runs`.
 
 What tests (and other tools) can rely on in the page:
 

@@ -55,7 +55,7 @@ from rich.console import Console
 from rich.text import Text
 
 from decomp.dsl.text import shorten
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.views.tree import short_paths, show_value, where
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from decomp.dsl.values import storable_json
-from decomp.runtime.runs.rundir import RunDir
-
-
+from decomp.runtime.storage.rundir import RunDir
 def rows_json(run: RunDir) -> dict:
     """The run's summary and every row's results line (what `trace show` tabulates)."""
     return {"run_dir": str(run.path), "program": run.program_path, "main": run.main, "input": run.input_path,

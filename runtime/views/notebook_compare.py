@@ -5,7 +5,7 @@
     cmp.comparisons[0].differences[0].p_value  # every figure as an attribute
     cmp.to_pandas(), cmp.to_dict(), cmp.write_html("compare.html")
 
-The comparison is `decomp.runtime.runs.compare.compare_runs`'s, its table
+The comparison is `decomp.runtime.scoring.compare.compare_runs`'s, its table
 `decomp.runtime.views.compare.format_table`'s and its page `write_html`'s.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from decomp.runtime.runs.api import RunSummary
-from decomp.runtime.runs.compare import Settings, compare_runs
-from decomp.runtime.runs.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
+from decomp.runtime.scoring.compare import Settings, compare_runs
+from decomp.runtime.scoring.metric_calls import DEFAULT_METRIC_MEMORY_MB, DEFAULT_METRIC_TIMEOUT, MetricLimits
 from decomp.runtime.runs.notebook import Run
 from decomp.runtime.views.compare import format_table, write_html
 

@@ -79,9 +79,10 @@ from typing import Any
 from decomp.dsl.text import shorten
 from decomp.handlers.files import write_whole
 from decomp.runtime.engine import deepjson
-from decomp.runtime.runs.datasets import read_rows
-from decomp.runtime.runs.rundir import RunDir, RunDirError, sha256_file
-
+from decomp.runtime.storage.datasets import read_rows
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.manifest import sha256_file
+from decomp.runtime.storage.rundir import RunDir
 #: Texts longer than this are cut into paragraphs (after each blank line) before being stored.
 _CUT_ABOVE = 80
 _PARAGRAPHS = re.compile(r"(?<=\n\n)")

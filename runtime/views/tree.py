@@ -40,8 +40,7 @@ from decomp.dsl import lexicon
 from decomp.dsl.text import shorten
 from decomp.runtime.engine import deepjson
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.runs.rundir import RunDir
-
+from decomp.runtime.storage.rundir import RunDir
 #: Runs with more rows than this show failed rows first, then the first rows.
 MAX_ROWS = 50
 #: Of those, at most this many failed rows.

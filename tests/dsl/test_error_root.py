@@ -23,30 +23,30 @@ USER_FACING = {
     "decomp.dsl.answer_types": ["TypeProblem"],
     "decomp.dsl.operators": ["OperatorError"],
     "decomp.handlers.kinds.python": ["_NotJSON"],
-    "decomp.handlers.offload": ["TimeLimitError"],
+    "decomp.handlers.sandbox.offload": ["TimeLimitError"],
     "decomp.handlers.registry": ["RegistryConflict"],
     "decomp.handlers.search.corpus": ["CorpusError"],
     "decomp.handlers.search.tantivy_index": ["SearchIndexError"],
     "decomp.handlers.soft_prompts": ["SoftPromptError"],
-    "decomp.handlers.template_limits": ["TemplateLimitError"],
-    "decomp.handlers.trust": ["PathRefused"],
-    "decomp.handlers.workers": ["MemoryLimitError"],
+    "decomp.handlers.sandbox.template_limits": ["TemplateLimitError"],
+    "decomp.handlers.sandbox.trust": ["PathRefused"],
+    "decomp.handlers.sandbox.workers": ["MemoryLimitError"],
     "decomp.runtime.engine.loader": ["PluginNotTrusted"],
     "decomp.runtime.models.openai_backend": ["_BadRequest"],
-    "decomp.runtime.optimize.folder": ["FolderError"],
-    "decomp.runtime.optimize.owner_key": ["OwnerKeyError"],
-    "decomp.runtime.optimize.search": ["OptimizeError"],
-    "decomp.runtime.runs.compare": ["CompareError"],
-    "decomp.runtime.runs.metric_calls": ["MetricError"],
-    "decomp.runtime.runs.ray_limits": ["RayError", "WorkerGone", "ActorLost"],
-    "decomp.runtime.runs.rundir": ["RunDirError"],
+    "decomp.learning.optimize.folder": ["FolderError"],
+    "decomp.learning.optimize.owner_key": ["OwnerKeyError"],
+    "decomp.learning.optimize.search": ["OptimizeError"],
+    "decomp.runtime.scoring.compare": ["CompareError"],
+    "decomp.runtime.storage.layout": ["RunDirError"],
+    "decomp.runtime.scoring.metric_calls": ["MetricError"],
+    "decomp.runtime.cluster.limits": ["RayError", "WorkerGone", "ActorLost"],
     "decomp.runtime.testing.fake_file": ["FakeFileError", "_Unechoed"],
-    "decomp.runtime.tuning.examples": ["TuneError"],
+    "decomp.learning.tuning.examples": ["TuneError"],
 }
 
 #: Exception classes that never reach a user as themselves, and why.
 INTERNAL = {
-    "decomp.handlers.workers._NoRoom": "a worker's reply, turned into a MemoryLimitError",
+    "decomp.handlers.sandbox.workers._NoRoom": "a worker's reply, turned into a MemoryLimitError",
     "decomp.runtime.models.openai_transport.StatusFailure": "a transport's, turned into a ModelError by the backend",
     "decomp.runtime.models.openai_transport.ConnectionFailure": "the same",
     "decomp.runtime.models.openai_transport.MalformedReply": "the same",
@@ -57,7 +57,7 @@ INTERNAL = {
     "decomp.runtime.testing.mock_server._ResponderError": "the mock server's, said to its client as an HTTP reply",
     "decomp.runtime.engine.cache.CacheWarning": "a warning (a `warning: ...` line), not an error",
     "decomp.runtime.runs.api.RunInterrupted": "Ctrl-C: a KeyboardInterrupt, as Python's own",
-    "decomp.runtime.optimize.search.OptimizeInterrupted": "the same",
+    "decomp.learning.optimize.search.OptimizeInterrupted": "the same",
 }
 
 #: The builtin (or library) base each kept as a mixin when it joined `DecompError`: callers that
@@ -70,10 +70,10 @@ MIXINS = {
     "decomp.handlers.search.corpus.CorpusError": ValueError,
     "decomp.handlers.search.tantivy_index.SearchIndexError": ValueError,
     "decomp.handlers.soft_prompts.SoftPromptError": ValueError,
-    "decomp.handlers.template_limits.TemplateLimitError": SecurityError,
-    "decomp.runtime.runs.compare.CompareError": ValueError,
-    "decomp.runtime.runs.metric_calls.MetricError": ValueError,
-    "decomp.runtime.runs.ray_limits.WorkerGone": RuntimeError,
+    "decomp.handlers.sandbox.template_limits.TemplateLimitError": SecurityError,
+    "decomp.runtime.scoring.compare.CompareError": ValueError,
+    "decomp.runtime.scoring.metric_calls.MetricError": ValueError,
+    "decomp.runtime.cluster.limits.WorkerGone": RuntimeError,
 }
 
 #: Every module of the package imported, in a process of its own (some register plugins as they
@@ -143,14 +143,14 @@ def test_a_joined_error_keeps_its_words_and_crosses_processes(path):
 
 
 def test_a_template_limit_error_is_worded_as_jinja_and_decomp_read_it():
-    from decomp.handlers.template_limits import TemplateLimitError
+    from decomp.handlers.sandbox.template_limits import TemplateLimitError
 
     err = TemplateLimitError("a product of over 10,000 digits")
     assert err.message == str(err) == "a product of over 10,000 digits" and err.args == (err.message,)
 
 
 def test_worker_gone_names_the_worker_on_both_sides_of_a_pickle():
-    from decomp.runtime.runs.ray_limits import WorkerGone
+    from decomp.runtime.cluster.limits import WorkerGone
 
     again = pickle.loads(pickle.dumps(WorkerGone("worker-3")))
     assert again.holder == "worker-3"

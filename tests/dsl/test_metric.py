@@ -11,7 +11,7 @@ from decomp.dsl.checker import METRIC_NAMES, check_metric
 from decomp.dsl.errors import DecompError
 from decomp.dsl.parser import parse_module
 from decomp.runtime.cli import main
-from decomp.runtime.runs.scoring import METRICS
+from decomp.runtime.scoring.metrics import METRICS
 
 PROGRAM = 'handler up = python(function="capwords")\n{metric}main up\n'
 

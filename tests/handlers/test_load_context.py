@@ -3,7 +3,7 @@ read later through a path whose link could point elsewhere by then)."""
 import pytest
 
 from decomp.handlers.base import LoadContext
-from decomp.handlers.trust import PathRefused
+from decomp.handlers.sandbox.trust import PathRefused
 
 
 def test_the_checked_real_path_is_what_is_read_even_after_the_link_moves(tmp_path):

@@ -23,8 +23,8 @@ from tests.handlers.plugin_helpers import DECOMP, plugin_package
 
 REPO = Path(__file__).resolve().parents[2]
 LETTER_CAT = REPO / "programs" / "decomp" / "letter_cat.decomp"
-COMMAND_MODULES = ["decomp.runtime.lsp.command", "decomp.runtime.optimize.command", "decomp.runtime.tuning.command",
-                   "decomp.taskgraph.commands"]
+COMMAND_MODULES = ["decomp.editors.lsp.command", "decomp.learning.optimize.command", "decomp.learning.tuning.command",
+                   "decomp.programs.tasklama.taskgraph.commands"]
 
 
 def test_every_builtin_is_registered_by_a_builtin_plugin():
@@ -34,7 +34,7 @@ def test_every_builtin_is_registered_by_a_builtin_plugin():
     assert {"local", "openai", "fake", "scripted"} <= set(reg.model_backends)
     assert "textcraft" in reg.environments
     owners = {owner for owner in reg.owners.values()}
-    assert owners >= {"decomp.handlers.kinds", "decomp.handlers.textcraft.plugin", "decomp.runtime.models.local"}
+    assert owners >= {"decomp.handlers.kinds", "decomp.programs.adapt.textcraft.plugin", "decomp.runtime.models.local"}
     assert owners <= {module.__name__ for module in builtin_plugins()} | {p.name for p in plugins.plugins()}
 
 

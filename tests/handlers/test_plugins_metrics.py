@@ -44,6 +44,6 @@ def test_an_installed_plugins_metric_is_used_by_decomp_eval(tmp_path):
     assert json.loads(done.stdout) == {"metric": "shorter", "score": 0.5, "n": 2, "missing": 0}
     listed = decomp("plugins").stdout
     assert "decomp_shorter (entry point decomp_shorter): metrics: shorter" in listed
-    assert "decomp.runtime.runs.scoring (builtin): metrics: em, set_em, f1, exact" in listed
+    assert "decomp.runtime.scoring.metrics (builtin): metrics: em, set_em, f1, exact" in listed
     unknown = decomp("eval", "--gold", "gold.jsonl", "--pred", "pred.jsonl", "--metric", "longer")
     assert unknown.returncode == 1 and "known metrics are: em, exact, f1, set_em, shorter" in unknown.stderr

@@ -14,7 +14,7 @@ from decomp.runtime.runs.api import run_dataset
 from decomp.dsl.parser import read_fewshot
 from decomp.programs.commaqa import facts
 from decomp.runtime.cli import PROGRAMS_DIR, main
-from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.storage.datasets import read_rows
 
 COMMAQA = PROGRAMS_DIR / "commaqa"
 PROGRAMS = ["commaqa/fine", "commaqa/coarse", "commaqa/cot", "commaqa/fine_symbolic"]

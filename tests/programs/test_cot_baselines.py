@@ -11,7 +11,7 @@ from decomp import FakeModel, Session
 from decomp.runtime.runs.api import run_dataset
 from decomp.dsl.parser import read_fewshot
 from decomp.runtime.cli import PROGRAMS_DIR, main
-from decomp.runtime.runs.datasets import read_rows
+from decomp.runtime.storage.datasets import read_rows
 
 DECOMP = PROGRAMS_DIR / "decomp"
 BASELINES = {  # program -> (prompt file, the symbolic program that answers its questions)

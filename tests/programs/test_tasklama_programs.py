@@ -1,5 +1,5 @@
 """The TaskLAMA programs (programs/tasklama/) and their Python side (decomp.programs.tasklama.handlers,
-decomp.taskgraph.scorer), run on the fake model: structure and plumbing, not model quality."""
+decomp.programs.tasklama.taskgraph.scorer), run on the fake model: structure and plumbing, not model quality."""
 import json
 import random
 
@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from decomp import FakeModel, Session
 from decomp.runtime.cli import PROGRAMS_DIR, main
 from decomp.programs.tasklama import handlers as tp
-from decomp.taskgraph.scorer import Scorer, features, fit_ridge, train
-from decomp.taskgraph.similarity import ExactSimilarity
+from decomp.programs.tasklama.taskgraph.scorer import Scorer, features, fit_ridge, train
+from decomp.programs.tasklama.taskgraph.similarity import ExactSimilarity
 
 STEPS = PROGRAMS_DIR / "tasklama" / "steps.decomp"
 GRAPHS = PROGRAMS_DIR / "tasklama" / "graphs.decomp"

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tests.helpers import TEXTCRAFT_DEV
 from decomp.runtime.cli import main
-from decomp.runtime.runs.compare import paired_difference
+from decomp.runtime.scoring.compare import paired_difference
 
 
 def _decomp(*args: str):

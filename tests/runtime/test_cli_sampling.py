@@ -15,7 +15,7 @@ from decomp import RunOptions
 from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.engine.session import Session
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.testing.fake import FakeModel
 from decomp.runtime.testing.mock_server import MockOpenAIServer
 from tests.helpers import MODEL_ENV, invoke

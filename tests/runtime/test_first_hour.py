@@ -13,7 +13,7 @@ from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.session import Session
 from decomp.runtime.models.base import ModelSettings
 from decomp.runtime.runs.api import run_dataset
-from decomp.runtime.runs.rundir import RunDirError
+from decomp.runtime.storage.layout import RunDirError
 from decomp.runtime.testing.mock_server import MockOpenAIServer
 from tests.helpers import invoke
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from decomp.runtime.module_entry import _dash_m_module
-from tests.runtime.lsp.raw_client import RawServer
+from tests.editors.lsp.raw_client import RawServer
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +87,7 @@ def test_python_dash_m_decomp_check_imports_nothing_of_the_working_folder(tmp_pa
 
 @pytest.mark.parametrize("argv, module", [
     (["python", "-m", "decomp", "lsp"], "decomp"),
-    (["python", "-P", "-mdecomp.taskgraph.splits"], "decomp.taskgraph.splits"),
+    (["python", "-P", "-mdecomp.programs.tasklama.taskgraph.splits"], "decomp.programs.tasklama.taskgraph.splits"),
     (["python", "-W", "ignore", "-X", "utf8", "-m", "decomp"], "decomp"),
     (["python", "-Bm", "decomp"], None),  # flags run together: not guessed at
     (["python", "script.py", "-m", "decomp"], None),

@@ -12,7 +12,7 @@ from decomp.handlers.base import LoadContext
 from decomp.handlers.kinds.python import PythonHandler, to_json
 from decomp.handlers.plugins import load as load_plugins
 from decomp.handlers.registry import Registry, python_handler
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 
 
 @python_handler("test_py_reverse")

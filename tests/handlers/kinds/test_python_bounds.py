@@ -15,7 +15,7 @@ import pytest
 from decomp.handlers.registry import Registry
 from decomp.runtime.engine.session import Session
 from decomp.runtime.runs.batch import run_rows
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 
 PROGRAM = '''
 handler f = python(function="work"{options})

@@ -1,4 +1,4 @@
-"""Python handlers in worker processes (`decomp.handlers.workers`): a call past its deadline is
+"""Python handlers in worker processes (`decomp.handlers.sandbox.workers`): a call past its deadline is
 killed and the other rows go on; a call past its memory limit fails with a worded error; what
 the function raises or dies of is that call's error; workers are reused and replaced; functions
 a worker cannot import (lambdas, closures) still run in a thread."""
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from decomp import Session
-from decomp.handlers import workers
+from decomp.handlers.sandbox import workers
 from decomp.handlers.kinds.python import worker_target
 from decomp.handlers.plugins import builtin_registry
 from decomp.runtime.runs.batch import run_rows
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 
 HELPERS = '''import asyncio, os, time
 

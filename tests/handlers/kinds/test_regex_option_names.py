@@ -9,8 +9,8 @@ import pytest
 from decomp import Session
 from decomp.dsl.errors import DecompError
 from decomp.handlers.kinds.regex import RegexHandler
-from decomp.runtime.lsp.completion import complete
-from decomp.runtime.lsp.features import kind_markdown
+from decomp.editors.lsp.completion import complete
+from decomp.editors.lsp.features import kind_markdown
 
 PROGRAM = 'handler r = regex(pattern="(\\\\[.*\\\\])", {option})\nprogram p(question) {{\n    QS: [r] #question\n}}\nmain p\n'
 

@@ -16,7 +16,7 @@ from decomp.runtime.engine.budgets import DEFAULT_ROW_HANDLER_CALLS, MEMORY_EVER
 from decomp.runtime.engine.session import Session
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.batch import run_rows
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 
 # Each call of [bomb] fans out over four calls of itself, eight levels deep: some 44,000
 # handler calls in all, none of them a model call.

@@ -20,7 +20,7 @@ from decomp.runtime.engine.budgets import Budget, BudgetExceeded, RowContext, Us
 from decomp.runtime.runs.batch import run_rows
 from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.cli import main as cli_main
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 from decomp.runtime.engine.session import Session
 
 

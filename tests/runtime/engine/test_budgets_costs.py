@@ -16,7 +16,7 @@ from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.engine.session import Session
 from decomp.runtime.models.prices import Price
 from decomp.runtime.runs.batch import run_rows
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 from decomp.runtime.testing.fake import FakeModel, fake_tokens
 
 from tests.helpers import THREE_CALLS

@@ -9,7 +9,7 @@ import pytest
 from decomp.dsl.errors import BudgetExceeded
 from decomp.runtime.engine.budgets import Budget, ModelUsage, RowContext, Usage
 from decomp.runtime.models.prices import Price
-from decomp.runtime.runs.rundir import summarize
+from decomp.runtime.storage.summary import summarize
 
 PRICE = Price(price_in=2.0, price_out=10.0, price_cached=0.5)
 

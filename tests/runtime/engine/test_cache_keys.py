@@ -13,7 +13,7 @@ import pytest
 
 from decomp import FakeModel, Session
 from decomp.handlers.kinds.python import function_sources
-from decomp.handlers.imports import forget_folder
+from decomp.handlers.sandbox.imports import forget_folder
 from decomp.handlers.plugins import load as load_plugins
 from decomp.runtime.engine.cache import StepCache
 from decomp.runtime.engine.loader import load_plugin

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from decomp.dsl.errors import DecompError
-from decomp.handlers.trust import BUNDLED_PROGRAMS, TRUSTED_FOLDERS_ENV, FolderTrust, folder_trust, trust_list_file
+from decomp.handlers.sandbox.trust import BUNDLED_PROGRAMS, TRUSTED_FOLDERS_ENV, FolderTrust, folder_trust, trust_list_file
 from decomp.runtime.engine.checking import check_file
 from tests.helpers import invoke
 

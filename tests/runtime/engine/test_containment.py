@@ -16,7 +16,7 @@ import pytest
 
 from decomp.dsl.errors import BudgetExceeded, HandlerError
 from decomp.handlers.base import Handler, Options
-from decomp.handlers.offload import TimeLimitError
+from decomp.handlers.sandbox.offload import TimeLimitError
 from decomp.handlers.registry import handler_kind
 from decomp.handlers.plugins import builtin_registry
 from decomp.dsl.sizes import CYCLIC, answer_size

@@ -10,7 +10,7 @@ import pytest
 
 from decomp import Session
 from decomp.dsl.errors import DecompError
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 from decomp.runtime.cli import PROGRAMS_DIR
 from tests.helpers import invoke
 

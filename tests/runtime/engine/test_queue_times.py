@@ -11,14 +11,14 @@ import time
 import pytest
 
 from decomp.dsl.waits import WAITS, Waits, counting_waits, waiting
-from decomp.handlers.offload import MAX_OVERRUNS
-from decomp.handlers.workers import POOL_SIZE
+from decomp.handlers.sandbox.offload import MAX_OVERRUNS
+from decomp.handlers.sandbox.workers import POOL_SIZE
 from decomp.runtime.engine.budgets import ModelUsage, Usage
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.session import Session
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.api import RunOptions, run_dataset
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.testing.fake import FakeModel
 
 NAP = 0.1

@@ -11,7 +11,7 @@ import pytest
 import decomp
 from decomp import Session
 from decomp.dsl.errors import DecompError
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 
 # slow to import too: two sessions loading it at once must each get the whole module
 SLOW = "import time\n\ntime.sleep(0.3)\n\n\ndef slow(query):\n    time.sleep(1.0)\n    return query.upper()\n"

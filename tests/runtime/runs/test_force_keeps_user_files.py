@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
-from decomp.runtime.runs.rundir import RunDir, RunDirError
-
-
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.rundir import RunDir
 @pytest.fixture
 def files(tmp_path):
     (tmp_path / "p.decomp").write_text('handler ask = prompt(text="Q: a?\\nA: 1\\n")\nmain ask\n')

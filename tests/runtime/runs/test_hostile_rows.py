@@ -7,9 +7,8 @@ import json
 from click.testing import CliRunner
 
 from decomp.runtime.cli import main
-from decomp.runtime.runs.datasets import MAX_DEPTH, read_rows
-from decomp.runtime.runs.rundir import RunDir
-
+from decomp.runtime.storage.datasets import MAX_DEPTH, read_rows
+from decomp.runtime.storage.rundir import RunDir
 PROGRAM = 'handler echo = python(function="helpers_hostile:echo")\nmain echo\n'
 HELPERS = "def echo(query):\n    return query\n"
 

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pytest
 
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from tests.helpers import invoke
 
 DEEP = "[" * 100_000 + "]" * 100_000

@@ -30,7 +30,7 @@ import pytest
 from click.testing import CliRunner
 
 from decomp.runtime.cli import main
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.testing.mock_server import MockOpenAIServer, last_line
 from tests.runtime.runs.run_helpers import MODEL_ENV, complete_records, snapshot
 

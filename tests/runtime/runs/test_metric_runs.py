@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from decomp import FakeModel
 from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.cli import main
-from decomp.runtime.runs.rundir import RunDir
-from decomp.runtime.runs.evaluation import evaluate_files, run_metric
+from decomp.runtime.storage.rundir import RunDir
+from decomp.runtime.scoring.evaluation import evaluate_files, run_metric
 
 # The model answers lists as text, in another order than the gold: exact match (one span against
 # two) scores 0, set_em 1, f1 in between (0.33: one predicted span covers one of two gold spans).

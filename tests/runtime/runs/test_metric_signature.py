@@ -18,12 +18,12 @@ from decomp import FakeModel
 from decomp.runtime.runs.api import run_dataset
 from decomp.dsl.checker import PAIR_FORM, ROW_FORM, metric_form
 from decomp.runtime.cli import main
-from decomp.runtime.runs.compare import Settings, compare_runs
-from decomp.runtime.runs.datasets import Row
-from decomp.runtime.runs.evaluation import evaluate_files
-from decomp.runtime.runs.metric_calls import MetricError
-from decomp.runtime.runs.scoring import RowToScore, Scorer, metric_name
-from decomp.runtime.optimize.metrics import row_metric
+from decomp.runtime.scoring.compare import Settings, compare_runs
+from decomp.runtime.storage.datasets import Row
+from decomp.runtime.scoring.evaluation import evaluate_files
+from decomp.runtime.scoring.metric_calls import MetricError
+from decomp.runtime.scoring.metrics import RowToScore, Scorer, metric_name
+from decomp.learning.optimize.metrics import row_metric
 
 PROGRAM = 'handler ask = prompt(text="Q: x\\nA: y\\n")\n{metric}main ask\n'
 ROWS = [{"id": "q1", "question": "Capital of France?", "answer": "Paris", "topic": "geo"},
@@ -203,7 +203,7 @@ def test_run_dataset_refuses_a_bad_metric_before_making_the_run_directory(folder
 
 
 def test_a_resume_with_another_metric_is_refused_before_a_row_mixes_scores(folder):
-    from decomp.runtime.runs.rundir import RunDirError
+    from decomp.runtime.storage.layout import RunDirError
 
     program = folder / "p.decomp"
     program.write_text(PROGRAM.format(metric=""))

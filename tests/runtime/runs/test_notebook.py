@@ -6,7 +6,7 @@ import json
 import pytest
 
 import decomp
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 
 Q = 'Take the letters at position 3 of the words in "Donna Guan Nascimento" and concatenate them using a space.'
 

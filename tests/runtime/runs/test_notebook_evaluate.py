@@ -9,7 +9,7 @@ import pandas
 import pytest
 
 import decomp
-from decomp.runtime.runs.rundir import RunDirError
+from decomp.runtime.storage.layout import RunDirError
 from tests.helpers import invoke, last_json
 
 ROWS = [{"id": f"r{i}", "question": f"word{i}", "answer": f"word{i}" if i % 3 else f"word{i} word{i}"}

@@ -17,7 +17,7 @@ from decomp.runtime.engine.budgets import RowContext, Budget, Usage
 from decomp.runtime.models.prices import Price
 from decomp.runtime.runs.api import RunOptions, run_dataset
 from decomp.runtime.runs.progress import progress
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.views.tree import show_rows, show_tree
 
 pytestmark = pytest.mark.usefixtures("clean_env")

@@ -7,7 +7,10 @@ import signal
 
 import pytest
 
-from decomp.runtime.runs.rundir import LOCK, RunDir, RunDirError, make_manifest, writable_problem
+from decomp.runtime.storage.layout import LOCK, RunDirError
+from decomp.runtime.storage.manifest import make_manifest
+from decomp.runtime.storage.rundir import RunDir
+from decomp.runtime.storage.writable import writable_problem
 from tests.runtime.runs.run_helpers import read_only
 from tests.helpers import invoke
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.letter_cat_oracle import make_rows, respond
-from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.runs.shards import Shard, merge_runs
 from tests.runtime.runs.run_helpers import MODEL_ENV, assert_same_as, invoke
 
@@ -140,7 +141,7 @@ def test_shards_cover_every_row_once():
 
 
 def test_a_shard_being_written_is_not_merged(shards, tmp_path):
-    from decomp.runtime.runs.rundir import release, writer_lock
+    from decomp.runtime.storage.locks import release, writer_lock
 
     lock = writer_lock(shards[2])
     try:

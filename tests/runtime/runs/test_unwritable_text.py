@@ -10,8 +10,7 @@ from decomp import FakeModel, Session
 from decomp.dsl.values import printable, storable_json
 from decomp.runtime.cli import main
 from decomp.runtime.engine.cache import StepCache
-from decomp.runtime.runs.rundir import RunDir
-
+from decomp.runtime.storage.rundir import RunDir
 PROGRAM = 'handler up = python(function="helpers:up")\nprogram p(question) {\n  QS: [up] #question\n}\nmain p\n'
 HELPERS = 'def up(query):\n    return query.upper() + "!\\udc80"\n'   # a reply holding a lone surrogate
 

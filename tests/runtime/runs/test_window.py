@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from decomp.runtime.cli import main
 from decomp.runtime.runs.api import run_dataset
-from decomp.runtime.runs.datasets import Row, window
-from decomp.runtime.runs.rundir import RunDir, RunDirError
-
+from decomp.runtime.storage.datasets import Row, window
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.rundir import RunDir
 DATA = Path(__file__).resolve().parents[2] / "fixtures/decomp/datasets/letter_cat/n3_eg20_pos2_space.json"
 PROGRAM = "decomp/letter_cat_symbolic"  # symbolic handlers only: no model
 

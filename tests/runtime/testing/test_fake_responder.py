@@ -12,7 +12,7 @@ import pytest
 from decomp.runtime.models.base import ModelError, ModelSettings, Request
 from decomp.runtime.runs.api import run_dataset
 from decomp.runtime.testing.fake import FOLDER_OPTION, RESPONDER, fake_model, responder_model
-from decomp.handlers.trust import Trust
+from decomp.handlers.sandbox.trust import Trust
 
 _names = itertools.count()
 

@@ -16,7 +16,7 @@ import pytest
 from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.models.base import ModelError, Request
 from decomp.runtime.runs.api import RunOptions, run_dataset
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.testing.fake import fake_model
 
 _names = itertools.count()

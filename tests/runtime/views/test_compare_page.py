@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import TEXTCRAFT_DEV
 from decomp.runtime.runs.api import RunOptions, run_dataset
-from decomp.runtime.runs.compare import Settings, compare_runs
+from decomp.runtime.scoring.compare import Settings, compare_runs
 from decomp.runtime.views.compare import format_table, render_html, write_html
 
 REPO = Path(__file__).resolve().parents[3]

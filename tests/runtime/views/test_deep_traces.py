@@ -13,7 +13,7 @@ from tests.helpers import DEEP_RECURSION, registry_with
 from decomp.runtime.engine import deepjson
 from decomp.runtime.engine.session import Session
 from decomp.runtime.runs.api import run_dataset
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.views.diff import diff_runs, first_divergence
 from decomp.runtime.views.page import page_data, render_html
 from decomp.runtime.views.tree import MAX_DRAWN_DEPTH, show_rows, show_tree

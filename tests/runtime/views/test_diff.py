@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.views.diff import diff_runs, first_divergence, show_diff
 from tests.helpers import invoke

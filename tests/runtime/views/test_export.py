@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.views.tree import show_rows
 from tests.helpers import invoke
 from tests.runtime.views.tree_helpers import ROWS, make_run, text_of

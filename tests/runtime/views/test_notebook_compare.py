@@ -8,7 +8,7 @@ import re
 import pytest
 
 import decomp
-from decomp.runtime.runs.compare import CompareError
+from decomp.runtime.scoring.compare import CompareError
 from tests.helpers import invoke
 
 ROWS = [{"id": f"r{i}", "question": f"word{i}", "answer": f"word{i}" if i % 3 else f"word{i} word{i}"}

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from decomp.runtime.testing.mock_server import MockOpenAIServer
 from decomp.runtime.cli import main
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.views.page import decode_text, page_data, render_html, script_json
 
 REPO = Path(__file__).resolve().parents[3]

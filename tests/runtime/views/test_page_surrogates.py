@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from decomp.runtime.cli import main
-from decomp.runtime.runs.rundir import RunDir, RunDirError
+from decomp.runtime.storage.layout import RunDirError
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.views.page import page_data, shown, write_page
 
 QUESTION = 'Take the letters at position 1 of the words in "ab\udc00 cd" and concatenate them using a space.'

@@ -17,7 +17,8 @@ import pytest
 from rich.console import Console
 
 from decomp.runtime.engine.tracing import TraceNode
-from decomp.runtime.runs.rundir import RunDir, make_manifest
+from decomp.runtime.storage.manifest import make_manifest
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.views.page import decode_text, page_data, render_html
 from decomp.runtime.views.tree import show_rows, show_tree
 

@@ -18,7 +18,7 @@ from decomp.runtime.engine.scheduler import Scheduler
 from decomp.runtime.engine.session import Session
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.runs.api import run_dataset
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.testing.fake import FakeModel
 from decomp.runtime.views.page import QUESTION_WIDTH, page_data, render_html, row_questions
 from decomp.runtime.views.tree import show_rows, show_tree, timing_text

@@ -8,7 +8,7 @@ import re
 import pytest
 from rich.console import Console
 
-from decomp.runtime.runs.rundir import RunDir
+from decomp.runtime.storage.rundir import RunDir
 from decomp.runtime.engine.tracing import TraceNode
 from decomp.runtime.views.tree import failed_nodes, short_paths, show_rows, show_tree, where
 from tests.helpers import invoke
