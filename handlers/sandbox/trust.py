@@ -41,7 +41,7 @@ ROOTS_ENV = "DECOMP_ALLOW_ROOTS"
 #: Folders whose Python a check may import (`os.pathsep`-separated), beside `--trust-folder`.
 TRUSTED_FOLDERS_ENV = "DECOMP_TRUSTED_FOLDERS"
 #: The bundled programs (`decomp programs`): every program may read files there.
-BUNDLED_PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
+BUNDLED_PROGRAMS = Path(__file__).resolve().parents[2] / "programs"
 
 #: Trusted always: the helpers of the bundled programs ship with decomp (as trusted as decomp
 #: itself), and programs copied out of programs/ to be adapted keep working.

@@ -69,7 +69,7 @@ class Predictor:
         # the session's clients belong to one event loop: this predictor's own, on a thread of its
         # own, so that a call works where a loop runs already (a notebook) as well as in Ray
         self._loop = asyncio.new_event_loop()
-        threading.Thread(target=self._loop.run_forever, name="decomp-predictor", daemon=True).start()
+        threading.Thread(target=_serve, args=(self._loop,), name="decomp-predictor", daemon=True).start()
         self.session, self.module = worker_session(spec, limits, f"predictor-{uuid.uuid4().hex[:12]}")
         self._scorer = program_scorer(self.module, spec.options.metric_limits(), spec.options.metric,
                                       self.session.trust)
@@ -102,6 +102,14 @@ class Predictor:
             self._loop.call_soon_threadsafe(self._loop.stop)
         except Exception:  # pragma: no cover - the process is going away
             pass
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """Run `loop` until it is stopped (the predictor is dropped), then close it."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 def _records(batch: Any) -> list[dict]:

@@ -90,3 +90,26 @@ def test_a_batch_runs_in_process_with_an_error_row_kept(tmp_path, frame):
     assert out["calls"] == [0, 0, 0]
     again = predictor(batch)  # the same actor serves the next batch
     assert again["answer"] == out["answer"]
+
+
+def test_a_dropped_predictor_closes_its_event_loop():
+    """Its session is closed and its loop stopped and closed: nothing is left to warn about
+    (an unclosed loop would warn, later, in whatever code the garbage collector interrupts)."""
+    import gc
+    import time
+    import warnings
+
+    from decomp.runtime.cluster.data import Predictor
+
+    predictor = Predictor("decomp/letter_cat_symbolic", options=RunOptions(cache_mode="off"))
+    loop = predictor._loop
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del predictor
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while not loop.is_closed() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        del loop
+        gc.collect()
+    assert not [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
