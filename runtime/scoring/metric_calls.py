@@ -66,13 +66,11 @@ class MetricError(DecompError, ValueError):
 
 @dataclass(frozen=True)
 class MetricLimits:
-    """How long (seconds) one row's metric calls may take, how much memory (MiB) they may add to
-    their worker process, and whether they run in one (`workers`; False: in threads of this
-    process, not contained, as a session's `python_workers=False` runs python handlers)."""
+    """How long (seconds) one row's metric calls may take, and how much memory (MiB) they may
+    add to their worker process."""
 
     timeout: float = DEFAULT_METRIC_TIMEOUT
     memory_mb: float = DEFAULT_METRIC_MEMORY_MB
-    workers: bool = True
 
     def __post_init__(self) -> None:
         for name, unit in (("timeout", "seconds"), ("memory_mb", "MiB")):
@@ -96,7 +94,7 @@ class ContainedMetric:
     async def scores(self, calls: list[list[Any]], subject: str) -> list[float]:
         """`function(*args)` for each `args` of `calls` (one row's), as floats; a `MetricError`
         naming `subject` (what the row is: "the prediction ... (gold ...)", "row q3") otherwise."""
-        target = worker_target(self.function) if self.limits.workers else None
+        target = worker_target(self.function)
         try:
             if target is None:
                 reply = await bounded(_in_thread, self.function, calls, limit=self.limits.timeout, owner=self,
@@ -146,7 +144,7 @@ class ContainedMetric:
     async def _batch(self, batch: list[tuple[list[list[Any]], str]]) -> list[list[float] | MetricError] | None:
         """The rows of `batch` scored in one request; None when it failed as a whole (or no worker
         can import the function: each row then runs on its own)."""
-        target = worker_target(self.function) if self.limits.workers else None
+        target = worker_target(self.function)
         if target is None:
             return None
         try:
